@@ -1,0 +1,129 @@
+"""Launch a real local cluster of ``python -m trainer`` tasks on loopback ports, the way a
+shell script would (all at once), and collect their events."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainer import protocol
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class Task:
+    name: str
+    proc: subprocess.Popen[bytes]
+    lines: list[tuple[float, str]] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    exited_at: float | None = None
+
+    @property
+    def events(self) -> list[protocol.Event]:
+        parsed = (protocol.parse_event(text) for _, text in self.lines)
+        return [e for e in parsed if e is not None]
+
+    def of(self, kind: type[protocol.Event]) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    @property
+    def output(self) -> str:
+        return "\n".join(t for _, t in self.lines) + "\n" + "\n".join(self.stderr)
+
+
+def trainer_env(cluster: dict, job: str, index: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+class LocalCluster:
+    """ps and worker processes started together; stdin pipes held open, as the controller
+    does."""
+
+    def __init__(self, num_ps: int, num_workers: int, args: list[str]):
+        ports = free_ports(num_ps + num_workers)
+        self.spec = {"ps": [f"localhost:{p}" for p in ports[:num_ps]],
+                     "worker": [f"localhost:{p}" for p in ports[num_ps:]]}
+        self.args = args
+        self.tasks: list[Task] = []
+        roles = [("ps", i) for i in range(num_ps)] + [("worker", i) for i in range(num_workers)]
+        for job, index in roles:
+            self.start(job, index)
+
+    def start(self, job: str, index: int, extra: list[str] | None = None) -> Task:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trainer", *self.args, *(extra or [])],
+            env=trainer_env(self.spec, job, index), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, start_new_session=True)
+        task = Task(f"{job}{index}", proc)
+        threading.Thread(target=self._read, args=(task,), daemon=True).start()
+        threading.Thread(target=self._read_err, args=(task,), daemon=True).start()
+        self.tasks.append(task)
+        return task
+
+    @staticmethod
+    def _read(task: Task) -> None:
+        assert task.proc.stdout is not None
+        for raw in task.proc.stdout:
+            task.lines.append((time.time(), raw.decode("utf-8", "replace").rstrip("\n")))
+
+    @staticmethod
+    def _read_err(task: Task) -> None:
+        assert task.proc.stderr is not None
+        for raw in task.proc.stderr:
+            task.stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def task(self, name: str) -> Task:
+        return next(t for t in self.tasks if t.name == name)
+
+    def wait(self, timeout: float) -> dict[str, int | None]:
+        """Wait for every task to exit by itself; returns exit codes (None: still running)."""
+        deadline = time.monotonic() + timeout
+        for task in self.tasks:
+            try:
+                task.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            if task.proc.returncode is not None and task.exited_at is None:
+                task.exited_at = time.time()
+        return {t.name: t.proc.returncode for t in self.tasks}
+
+    def watch_exits(self) -> None:
+        """Record each task's exit time as it happens (for 'exits within N s' checks)."""
+        def watch(task: Task) -> None:
+            task.proc.wait()
+            task.exited_at = time.time()
+        for task in self.tasks:
+            threading.Thread(target=watch, args=(task,), daemon=True).start()
+
+    def kill(self) -> None:
+        for task in self.tasks:
+            if task.proc.poll() is None:
+                try:
+                    os.killpg(task.proc.pid, 9)
+                except ProcessLookupError:
+                    pass
+            task.proc.wait()

@@ -1,0 +1,72 @@
+"""Bad settings and cluster descriptions: exit 2 with one line on stderr, no traceback, and an
+``error`` event on stdout for the controller. None of these start TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.trainer.cluster_runner import REPO
+from trainer import protocol
+
+CLUSTER = json.dumps({"cluster": {"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]},
+                      "task": {"type": "worker", "index": 0}})
+
+
+def run_trainer(args: list[str], tf_config: str | None = CLUSTER) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    if tf_config is not None:
+        env["TF_CONFIG"] = tf_config
+    return subprocess.run([sys.executable, "-m", "trainer", *args], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize(("args", "tf_config", "expected"), [
+    (["--model", "resnet"], CLUSTER, "--model: expected one of softmax, mlp, cnn, cifar_cnn, vgg19"),
+    (["--batch-size", "0"], CLUSTER, "--batch-size must be a positive integer, got 0"),
+    (["--batch-size", "many"], CLUSTER, "--batch-size: expected an integer"),
+    (["--partitions", "0"], CLUSTER, "--partitions must be a positive integer, got 0"),
+    (["--mode", "sync", "--replicas-to-aggregate", "3"], CLUSTER,
+     "--replicas-to-aggregate must be at most the number of workers (2), got 3"),
+    (["--placement", "random"], CLUSTER, "--placement: expected one of greedy, round_robin"),
+    ([], "{not json", "TF_CONFIG is not valid JSON"),
+    ([], json.dumps({"cluster": {"ps": ["localhost:1"], "worker": ["localhost:2"]},
+                     "task": {"type": "worker", "index": 3}}),
+     "task worker3 is not in the cluster (it has 1 worker task)"),
+    ([], json.dumps({"cluster": {"ps": ["localhost:1"], "worker": ["localhost:2"]},
+                     "task": {"type": "evaluator", "index": 0}}), "must be 'ps' or 'worker'"),
+    ([], json.dumps({"cluster": {"worker": ["localhost:2"]}, "task": {"type": "worker", "index": 0}}),
+     "the cluster has no ps task"),
+    ([], json.dumps({"cluster": {"ps": ["localhost:99999"], "worker": ["localhost:2"]},
+                     "task": {"type": "worker", "index": 0}}), "bad task address 'localhost:99999'"),
+    ([], None, "no cluster given"),
+    (["--ps_hosts", "localhost:1", "--worker_hosts", "localhost:2", "--job_name", "chief"], None,
+     "--job_name must be 'ps' or 'worker'"),
+    (["--no-such-flag"], CLUSTER, "unrecognized arguments: --no-such-flag"),
+])
+def test_bad_settings_exit_2_with_one_line(args: list[str], tf_config: str | None, expected: str) -> None:
+    result = run_trainer(args, tf_config)
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in result.stdout + result.stderr
+    event = protocol.parse_event(result.stdout.strip().splitlines()[-1])
+    assert isinstance(event, protocol.Error) and event.type == "usage"
+
+
+def test_seed_flags_work_without_tf_config() -> None:
+    result = run_trainer(["--ps_hosts", "localhost:1", "--worker_hosts", "localhost:2,localhost:3",
+                          "--job_name", "worker", "--task_index", "5"], None)
+    assert result.returncode == 2
+    assert "task worker5 is not in the cluster (it has 2 worker tasks)" in result.stderr
+
+
+def test_missing_dataset_is_a_clear_error(tmp_path) -> None:
+    result = run_trainer(["plan", "--num-ps", "1", "--dataset", "mnist", "--data-path",
+                          str(tmp_path / "nope.npz")])
+    # plan never loads data: it only needs the input shape
+    assert result.returncode == 0, result.stderr

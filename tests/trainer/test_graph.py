@@ -1,0 +1,139 @@
+"""The training graph in this process: placement balance, initial values independent of the
+partitioning, and towers. Variables live on real in-process ps servers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.trainer.cluster_runner import free_ports
+from trainer import data
+from trainer.cluster import Cluster
+from trainer.settings import TrainingSettings
+
+
+@pytest.fixture(scope="module")
+def tf():
+    from trainer.tfimport import import_tf
+
+    return import_tf()
+
+
+def in_process_cluster(tf, num_ps: int, cpus: int = 1) -> tuple[Cluster, object]:
+    """Real gRPC servers for ``num_ps`` ps tasks and one worker, inside this process."""
+    ports = free_ports(num_ps + 1)
+    cluster = Cluster(tuple(f"localhost:{p}" for p in ports[:num_ps]), (f"localhost:{ports[-1]}",))
+    spec = tf.train.ClusterSpec(cluster.spec())
+    for i in range(num_ps):
+        tf.train.Server(spec, job_name="ps", task_index=i)
+    config = tf.ConfigProto()
+    config.device_count["CPU"] = cpus
+    worker = tf.train.Server(spec, job_name="worker", task_index=0, config=config)
+    return cluster, worker
+
+
+def settings(**changes) -> TrainingSettings:
+    return TrainingSettings().replace(**changes)
+
+
+def plan(tf, s: TrainingSettings, num_ps: int):
+    from trainer.graph import build
+
+    cluster = Cluster(tuple(f"localhost:{2000 + i}" for i in range(num_ps)), ("localhost:3000",))
+    return build(tf, s, cluster, 0, data.input_shape(s)).placement
+
+
+@pytest.mark.parametrize("model", ["cnn", "vgg19"])
+@pytest.mark.parametrize("num_ps", [2, 3, 4, 8])
+def test_greedy_with_one_partition_per_ps_is_balanced(tf, model: str, num_ps: int) -> None:
+    p = plan(tf, settings(model=model, dataset="synthetic", partitions=num_ps, placement="greedy"), num_ps)
+    assert p.max_mean_ratio <= 1.05, p.ps_bytes
+    assert sum(p.ps_bytes) == sum(v.bytes for v in p.variables)
+    assert all(v.num_shards == num_ps for v in p.variables if v.bytes > 4096)
+
+
+def test_round_robin_puts_the_big_layer_on_one_ps(tf) -> None:
+    """Seed 000's complaint, reproduced: TensorFlow's default placement of its CNN."""
+    p = plan(tf, settings(model="cnn", dataset="synthetic", placement="round_robin"), 2)
+    assert p.max_mean_ratio > 1.9
+    fc1 = [v for v in p.variables if v.variable == "fc1/weights"]
+    assert len(fc1) == 1 and fc1[0].bytes == 7 * 7 * 64 * 1024 * 4
+
+
+def test_placement_event_round_trips(tf) -> None:
+    from trainer import protocol
+
+    p = plan(tf, settings(model="mlp", partitions=2), 2)
+    again = protocol.parse_event(p.to_json())
+    assert again == p
+
+
+def initial_values(tf, s: TrainingSettings, num_ps: int) -> dict[str, np.ndarray]:
+    """Full (unpartitioned) initial value of every global variable, assembled from its shards."""
+    from trainer.graph import build
+
+    cluster, worker = in_process_cluster(tf, num_ps)
+    g = build(tf, s, cluster, 0, data.input_shape(s))
+    with g.graph.as_default():
+        variables = tf.global_variables()
+    with tf.Session(worker.target, graph=g.graph) as sess:
+        sess.run(g.init_op)
+        values = sess.run(variables)
+    full: dict[str, np.ndarray] = {}
+    for var, value in zip(variables, values):
+        info = var._save_slice_info
+        if info is None:
+            full[var.op.name] = value
+            continue
+        whole = full.setdefault(info.full_name, np.zeros(info.full_shape, value.dtype))
+        index = tuple(slice(o, o + n) for o, n in zip(info.var_offset, value.shape))
+        whole[index] = value
+    return full
+
+
+def test_initial_model_does_not_depend_on_partitioning(tf) -> None:
+    base = initial_values(tf, settings(model="cnn", partitions=1, placement="round_robin"), 1)
+    split = initial_values(tf, settings(model="cnn", partitions=4, placement="greedy"), 4)
+    assert base.keys() == split.keys()
+    for name in base:
+        np.testing.assert_array_equal(base[name], split[name], err_msg=name)
+    # and the seed matters
+    other = initial_values(tf, settings(model="cnn", seed=1), 1)
+    assert not np.array_equal(other["fc1/weights"], base["fc1/weights"])
+
+
+def one_step_params(tf, s: TrainingSettings) -> dict[str, np.ndarray]:
+    from trainer.graph import build
+
+    cluster, worker = in_process_cluster(tf, 1, cpus=s.gpus)
+    d = data.load(s)
+    g = build(tf, s, cluster, 0, data.input_shape(s))
+    with tf.Session(worker.target, graph=g.graph) as sess:
+        sess.run(g.iterator_init, {g.x_feed: d.train.images, g.y_feed: d.train.labels})
+        sess.run(g.init_op)
+        sess.run(g.local_init_op)
+        sess.run(g.train_op)
+        with g.graph.as_default():
+            return {v.op.name: sess.run(v) for v in tf.trainable_variables()}
+
+
+def test_towers_average_to_the_single_tower_update(tf) -> None:
+    """--gpus 4 with batch 64 (16 per tower) applies the same update as one tower of 64."""
+    one = one_step_params(tf, settings(model="mlp", batch_size=64, gpus=1))
+    four = one_step_params(tf, settings(model="mlp", batch_size=64, gpus=4))
+    assert one.keys() == four.keys()
+    for name in one:
+        np.testing.assert_allclose(four[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    initial = initial_values(tf, settings(model="mlp"), 1)
+    assert not np.allclose(one["hidden/weights"], initial["hidden/weights"])
+
+
+def test_towers_run_on_distinct_devices(tf) -> None:
+    from trainer.graph import build
+
+    s = settings(model="mlp", batch_size=64, gpus=2)
+    cluster = Cluster(("localhost:1",), ("localhost:2",))
+    g = build(tf, s, cluster, 0, data.input_shape(s))
+    devices = {op.device for op in g.graph.get_operations() if op.type == "MatMul"}
+    assert "/job:worker/task:0/device:CPU:0" in devices
+    assert "/job:worker/task:0/device:CPU:1" in devices

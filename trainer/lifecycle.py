@@ -1,0 +1,133 @@
+"""How a task talks and how it ends: event output, exits that never hang, and dying with
+the controller that started it."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import stat
+import sys
+import threading
+import time
+
+from trainer import protocol
+
+#: Exit codes of the trainer.
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_ORPHANED = 143  # as if SIGTERM: the controller went away
+
+_emit_lock = threading.Lock()
+PROCESS_START = time.time()
+
+# What TensorFlow's C++ runtime writes to fd 2 on a machine without GPUs, at levels its
+# TF_CPP_MIN_LOG_LEVEL does not cover (messages logged before absl is initialised).
+_STDERR_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog|oneDNN custom operations|cudart_stub|"
+    r"Could not find cuda drivers|cpu_feature_guard|To enable the following instructions|"
+    r"Unable to register cu(DNN|FFT|BLAS) factory|TF-TRT Warning|"
+    r"[EW]0000 00:00:\S+\s+\d+ \S*(cuda|gpu)\S*\.cc")
+_stderr_forwarder: threading.Thread | None = None
+
+
+def emit(event: protocol.Event) -> None:
+    """Write one event line to stdout, whole, from any thread."""
+    line = event.to_json() + "\n"
+    with _emit_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def log(text: str) -> None:
+    """A plain log line on stdout, ordered with the events."""
+    with _emit_lock:
+        sys.stdout.write(text.rstrip("\n") + "\n")
+        sys.stdout.flush()
+
+
+def filter_stderr() -> None:
+    """Route fd 2 through a thread that drops TensorFlow's start-up noise (oneDNN banners,
+    CUDA probes on CPU-only machines) and passes every other line on unchanged."""
+    global _stderr_forwarder
+    if _stderr_forwarder is not None:
+        return
+    sys.stderr.flush()
+    real = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def forward() -> None:
+        with os.fdopen(read_end, "rb") as pipe, os.fdopen(real, "wb", buffering=0) as out:
+            for line in pipe:
+                if not _STDERR_NOISE.search(line.decode("utf-8", "replace")):
+                    out.write(line)
+
+    _stderr_forwarder = threading.Thread(target=forward, name="stderr-filter", daemon=True)
+    _stderr_forwarder.start()
+
+
+def exit_now(code: int) -> None:
+    """Flush and leave without Python's teardown: gRPC and session threads of a
+    distributed TF1 session can block interpreter shutdown for minutes."""
+    try:
+        with _emit_lock:
+            sys.stdout.flush()
+        sys.stderr.flush()
+        if _stderr_forwarder is not None:
+            os.close(2)  # the forwarder sees EOF once it has passed on every line
+            _stderr_forwarder.join(timeout=1.0)
+    finally:
+        os._exit(code)
+
+
+def fail_usage(message: str, role: str = "", index: int = 0) -> None:
+    """One line on stderr, an ``error`` event on stdout, exit 2."""
+    emit(protocol.Error(role=role, index=index, type="usage", message=message))
+    print(f"trainer: error: {message}", file=sys.stderr)
+    exit_now(EXIT_USAGE)
+
+
+def watch_parent(mode: str = "auto") -> None:
+    """Exit when the controller goes away, even if it was SIGKILLed.
+
+    Two signals, because each misses a case: the kernel's parent-death signal (local
+    launches; it fires when the parent process dies) and EOF on stdin, when stdin is a pipe
+    or socket (the controller holds the other end; over SSH the channel closes when the
+    connection drops). A terminal or /dev/null on stdin is not watched."""
+    if mode == "no":
+        return
+    _set_parent_death_signal()
+    try:
+        kind = os.fstat(0).st_mode
+    except OSError:
+        return
+    if mode == "yes" or stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind):
+        threading.Thread(target=_exit_on_stdin_eof, name="stdin-watch", daemon=True).start()
+
+
+def _set_parent_death_signal() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    # The parent may have died between fork and prctl.
+    if os.getppid() == 1:
+        exit_now(EXIT_ORPHANED)
+
+
+def _exit_on_stdin_eof() -> None:
+    try:
+        while os.read(0, 4096):
+            pass
+    except OSError:
+        pass
+    print("trainer: stdin closed (the controller went away); exiting", file=sys.stderr)
+    exit_now(EXIT_ORPHANED)

@@ -1,0 +1,269 @@
+"""What each task does once its server listens: a ps waits for every worker to finish; a
+worker initialises (chief) or waits for the model (others), trains to the target global
+step, and tells every ps it is done."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainer import data as datasets
+from trainer import protocol
+from trainer.cluster import Cluster, Role
+from trainer.graph import TrainGraph, build, done_queue
+from trainer.lifecycle import PROCESS_START, emit, log
+from trainer.settings import Mode, TrainingSettings
+
+#: How often a non-chief worker checks whether the chief has initialised the model. The
+#: seeds' SessionManager waits 30 s between checks (tensorflow/tensorflow#10679).
+READY_POLL_SECS = 0.05
+EVAL_BATCH = 1024
+
+
+def server_config(tf: Any, role: Role, devices: int = 1) -> Any:
+    """Session/server options. Each task only talks to the ps tasks and itself, so a worker
+    never waits for another worker (tensorflow/tensorflow#16611)."""
+    filters = [f"/job:ps/task:{role.index}"] if role.job == "ps" else \
+        ["/job:ps", f"/job:worker/task:{role.index}"]
+    config = tf.ConfigProto(device_filters=filters, allow_soft_placement=True)
+    if devices > 1:
+        config.device_count["CPU"] = devices
+    return config
+
+
+def start_server(tf: Any, cluster: Cluster, role: Role, devices: int = 1) -> Any:
+    server = tf.train.Server(tf.train.ClusterSpec(cluster.spec()), job_name=role.job,
+                             task_index=role.index, config=server_config(tf, role, devices),
+                             start=True)
+    from trainer.tfimport import tf_version
+
+    address = (cluster.ps if role.job == "ps" else cluster.worker)[role.index]
+    emit(protocol.Ready(role=role.job, index=role.index, pid=os.getpid(), address=address,
+                        tf_version=tf_version()))
+    return server
+
+
+def run_ps(tf: Any, cluster: Cluster, role: Role) -> None:
+    """Serve variables until every worker has reported done."""
+    server = start_server(tf, cluster, role)
+    graph = tf.Graph()
+    with graph.as_default():
+        dequeue = done_queue(tf, role.index).dequeue()
+    sess = tf.Session(server.target, graph=graph, config=server_config(tf, role))
+    finished: set[int] = set()
+    while len(finished) < len(cluster.worker):
+        finished.add(int(sess.run(dequeue)))
+    emit(protocol.Done(role="ps", index=role.index, reason=protocol.REASON_CLUSTER_DONE))
+
+
+@dataclass
+class _Window:
+    """Throughput since the last ``step`` event."""
+
+    started: float
+    steps: int = 0
+
+
+class Worker:
+    """One worker task's run."""
+
+    def __init__(self, tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role):
+        self.tf = tf
+        self.settings = settings
+        self.cluster = cluster
+        self.role = role
+        self.is_chief = role.is_chief
+        gpus = tf.config.list_physical_devices("GPU") if settings.gpus > 1 else []
+        self.use_gpu = len(gpus) >= settings.gpus
+        self.server = start_server(tf, cluster, role,
+                                   devices=1 if self.use_gpu else settings.gpus)
+        self.data = datasets.load(settings)
+        self.graph: TrainGraph = build(tf, settings, cluster, role.index,
+                                       datasets.input_shape(settings), self.use_gpu)
+        if self.is_chief:
+            emit(self.graph.placement)
+        self.sess = tf.Session(self.server.target, graph=self.graph.graph,
+                               config=server_config(tf, role))
+        self.local_step = 0
+        self.last_loss: float | None = None
+        self.writer = None
+        if settings.summary_dir:
+            self.writer = tf.summary.FileWriter(
+                os.path.join(os.path.expanduser(settings.summary_dir), f"worker{role.index}"),
+                self.graph.graph if self.is_chief else None)
+
+    # -- start-up -------------------------------------------------------------------------
+
+    def initialize(self) -> int:
+        g = self.graph
+        # The input pipeline lives on this worker; filling it does not need the ps.
+        self.sess.run(g.iterator_init, feed_dict={g.x_feed: self.data.train.images,
+                                                  g.y_feed: self.data.train.labels})
+        if self.is_chief:
+            self._restore_or_init()
+        else:
+            while self.sess.run(g.ready_op).size:
+                time.sleep(READY_POLL_SECS)
+        self.sess.run(g.local_init_op)
+        step = int(self.sess.run(g.global_step))
+        emit(protocol.Initialized(role="worker", index=self.role.index, global_step=step,
+                                  seconds=round(time.time() - PROCESS_START, 3),
+                                  is_chief=self.is_chief))
+        return step
+
+    def _restore_or_init(self) -> None:
+        tf, g = self.tf, self.graph
+        directory = self._checkpoint_dir()
+        latest = tf.train.latest_checkpoint(directory) if directory else None
+        if latest is None:
+            self.sess.run(g.init_op)
+            return
+        try:
+            g.saver.restore(self.sess, latest)
+        except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, ValueError) as exc:
+            self.sess.run(g.init_op)
+            reason = str(exc).strip().splitlines()[0][:300]
+            emit(protocol.Checkpoint(role="worker", index=0, action=protocol.CHECKPOINT_FRESH,
+                                     global_step=0, path=latest,
+                                     reason=f"cannot restore ({type(exc).__name__}): {reason}"))
+            return
+        emit(protocol.Checkpoint(role="worker", index=0, action=protocol.CHECKPOINT_RESTORED,
+                                 global_step=int(self.sess.run(g.global_step)), path=latest))
+
+    def _checkpoint_dir(self) -> str | None:
+        if not self.settings.checkpoint_dir:
+            return None
+        return os.path.expanduser(self.settings.checkpoint_dir)
+
+    # -- training -------------------------------------------------------------------------
+
+    def train(self, start_step: int) -> str:
+        """Train until the target global step; returns the ``done`` reason."""
+        target = self.settings.steps
+        if start_step >= target:
+            return protocol.REASON_ALREADY_COMPLETE
+        round_runner = None
+        if self.is_chief and self.settings.mode is Mode.SYNC:
+            round_runner = threading.Thread(target=self._run_sync_rounds, name="sync-rounds",
+                                            daemon=True)
+            round_runner.start()
+        g = self.graph
+        window = _Window(started=time.monotonic())
+        last_emit = window.started
+        step = start_step
+        next_checkpoint = (step // self.settings.checkpoint_every + 1) * self.settings.checkpoint_every
+        next_eval = (step // self.settings.eval_every + 1) * self.settings.eval_every \
+            if self.settings.eval_every else None
+        while step < target:
+            step, loss = self.sess.run([g.train_op, g.loss])
+            step = int(step)
+            self.local_step += 1
+            window.steps += 1
+            self.last_loss = float(loss)
+            now = time.monotonic()
+            if (self.local_step == 1 or self.local_step % self.settings.log_every == 0
+                    or now - last_emit >= 1.0 or step >= target):
+                self._emit_step(step, window, now)
+                window = _Window(started=now)
+                last_emit = now
+            if self.is_chief and self._checkpoint_dir() and step >= next_checkpoint and step < target:
+                self.save(step)
+                next_checkpoint = (step // self.settings.checkpoint_every + 1) * \
+                    self.settings.checkpoint_every
+            if self.is_chief and next_eval is not None and step >= next_eval and step < target:
+                self.evaluate(step)
+                next_eval = (step // self.settings.eval_every + 1) * self.settings.eval_every
+        if round_runner is not None:
+            round_runner.join()
+        return protocol.REASON_TARGET_REACHED
+
+    def _run_sync_rounds(self) -> None:
+        """The chief's aggregation loop (SyncReplicasOptimizer's queue runner, run by hand so
+        it stops after the last round instead of waiting for gradients nobody will send)."""
+        g, target = self.graph, self.settings.steps
+        while int(self.sess.run(g.global_step)) < target:
+            self.sess.run(g.chief_sync_op)
+        # A replica that pushed a (stale) gradient after the last round is still waiting
+        # for a token; hand each one a token carrying the final step so it stops too.
+        self.sess.run(g.release_tokens)
+
+    def _emit_step(self, step: int, window: _Window, now: float) -> None:
+        elapsed = max(now - window.started, 1e-9)
+        examples_per_sec = window.steps * self.settings.batch_size / elapsed
+        emit(protocol.Step(role="worker", index=self.role.index, global_step=step,
+                           local_step=self.local_step, loss=self.last_loss,
+                           examples_per_sec=round(examples_per_sec, 2),
+                           step_time=round(elapsed / window.steps, 6), target=self.settings.steps))
+        self._summary(step, loss=self.last_loss, examples_per_sec=examples_per_sec)
+
+    def _summary(self, step: int, **values: float | None) -> None:
+        if self.writer is None:
+            return
+        tf = self.tf
+        summary = tf.Summary(value=[tf.Summary.Value(tag=k, simple_value=v)
+                                    for k, v in values.items() if v is not None])
+        self.writer.add_summary(summary, step)
+
+    def save(self, step: int) -> None:
+        directory = self._checkpoint_dir()
+        assert directory is not None
+        os.makedirs(directory, exist_ok=True)
+        path = self.graph.saver.save(self.sess, os.path.join(directory, "model.ckpt"),
+                                     global_step=step)
+        emit(protocol.Checkpoint(role="worker", index=0, action=protocol.CHECKPOINT_SAVED,
+                                 global_step=step, path=path))
+
+    def evaluate(self, step: int) -> protocol.Eval:
+        g, test = self.graph, self.data.test
+        correct = 0
+        loss_sum = 0.0
+        for start in range(0, len(test), EVAL_BATCH):
+            c, s = self.sess.run([g.eval_correct, g.eval_loss_sum], feed_dict={
+                g.eval_x: test.images[start:start + EVAL_BATCH],
+                g.eval_y: test.labels[start:start + EVAL_BATCH]})
+            correct += int(c)
+            loss_sum += float(s)
+        n = max(len(test), 1)
+        loss = loss_sum / n
+        result = protocol.Eval(role="worker", index=0, global_step=step, accuracy=correct / n,
+                               loss=loss if np.isfinite(loss) else None, examples=len(test))
+        emit(result)
+        self._summary(step, accuracy=result.accuracy, eval_loss=result.loss)
+        return result
+
+    # -- the end --------------------------------------------------------------------------
+
+    def finish(self, reason: str) -> None:
+        step = int(self.sess.run(self.graph.global_step))
+        accuracy = None
+        if self.is_chief:
+            accuracy = self.evaluate(step).accuracy
+            if self._checkpoint_dir():
+                self.save(step)
+        if self.writer is not None:
+            self.writer.close()
+        # Only now may the ps tasks leave: the chief's evaluation and checkpoint read them.
+        # One run per ps: a ps that got the last token exits at once and may fail the rest
+        # of that run call, which must not keep the other ps from getting our token.
+        for enqueue in self.graph.done_enqueue:
+            try:
+                self.sess.run(enqueue)
+            except self.tf.errors.UnavailableError:
+                pass  # that ps only leaves once it holds our token
+        emit(protocol.Done(role="worker", index=self.role.index, reason=reason, global_step=step,
+                           local_step=self.local_step, loss=self.last_loss, accuracy=accuracy))
+
+
+def run_worker(tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role) -> None:
+    worker = Worker(tf, settings, cluster, role)
+    start = worker.initialize()
+    reason = worker.train(start)
+    worker.finish(reason)
+    if reason == protocol.REASON_TARGET_REACHED:
+        log(f"worker{role.index}: reached global step {settings.steps} "
+            f"after {worker.local_step} local steps")

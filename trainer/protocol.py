@@ -1,0 +1,276 @@
+"""The trainer -> controller event protocol, version 1. This module is the one place it is defined.
+
+Every event is one line on the task's stdout holding one JSON object::
+
+    {"event": "step", "v": 1, "t": 1732200000.12, "role": "worker", "index": 0, ...}
+
+- ``event`` names the kind (the ``KIND`` of one of the classes below);
+- ``v`` is :data:`SCHEMA_VERSION`; a reader ignores events of a newer major version it
+  does not know rather than misreading them;
+- ``t`` is the emitter's wall-clock time (``time.time()``), ``role`` is ``ps`` or
+  ``worker``, ``index`` the task index within its job;
+- the remaining keys are the fields of the event's dataclass. Readers ignore keys they do
+  not know, so fields can be added without a version bump.
+
+Any other stdout line is plain log text. This module imports only the standard library: the
+controller imports it to parse what the trainer emits, and it never pulls TensorFlow in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union
+
+SCHEMA_VERSION = 1
+
+#: Exit reasons carried by :class:`Done`.
+REASON_TARGET_REACHED = "target_reached"
+REASON_ALREADY_COMPLETE = "already_complete"
+REASON_CLUSTER_DONE = "cluster_done"
+
+#: Actions carried by :class:`Checkpoint`.
+CHECKPOINT_SAVED = "saved"
+CHECKPOINT_RESTORED = "restored"
+CHECKPOINT_FRESH = "fresh"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Fields every event carries."""
+
+    KIND: ClassVar[str] = ""
+    role: str
+    index: int
+    t: float = field(default_factory=time.time)
+
+    @property
+    def task(self) -> str:
+        """The task's display name, e.g. ``worker1``."""
+        return f"{self.role}{self.index}"
+
+    def to_json(self) -> str:
+        """Serialise to one JSON line (without the newline)."""
+        body: dict[str, Any] = {"event": self.KIND, "v": SCHEMA_VERSION}
+        body.update(_plain(dataclasses.asdict(self)))
+        return json.dumps(body, separators=(",", ":"), allow_nan=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ready(Event):
+    """The task's gRPC server listens on ``address``."""
+
+    KIND: ClassVar[str] = "ready"
+    pid: int
+    address: str
+    tf_version: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Initialized(Event):
+    """A worker's session is usable: the chief initialised or restored the model, another
+    worker saw it ready. ``seconds`` counts from process start."""
+
+    KIND: ClassVar[str] = "initialized"
+    global_step: int
+    seconds: float
+    is_chief: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class VariableShard:
+    """One variable, or one shard of a partitioned variable, and the ps that holds it."""
+
+    name: str
+    variable: str
+    shard: int
+    num_shards: int
+    shape: tuple[int, ...]
+    dtype: str
+    bytes: int
+    ps: int
+    trainable: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement(Event):
+    """Where every variable (shard) lives. Emitted by the chief and by ``trainer plan``."""
+
+    KIND: ClassVar[str] = "placement"
+    model: str
+    strategy: str
+    partitions: int
+    num_ps: int
+    variables: tuple[VariableShard, ...]
+    ps_bytes: tuple[int, ...]
+
+    @property
+    def max_mean_ratio(self) -> float:
+        """Max over mean bytes per ps: 1.0 is perfect balance, ``num_ps`` is everything on one."""
+        if not self.ps_bytes or sum(self.ps_bytes) == 0:
+            return 1.0
+        return max(self.ps_bytes) / (sum(self.ps_bytes) / len(self.ps_bytes))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step(Event):
+    """Training progress of one worker. ``examples_per_sec`` and ``step_time`` are averages
+    over the steps since the previous ``step`` event of this worker."""
+
+    KIND: ClassVar[str] = "step"
+    global_step: int
+    local_step: int
+    loss: float | None
+    examples_per_sec: float
+    step_time: float
+    target: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Eval(Event):
+    """Held-out accuracy measured by the chief."""
+
+    KIND: ClassVar[str] = "eval"
+    global_step: int
+    accuracy: float
+    loss: float | None
+    examples: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checkpoint(Event):
+    """A checkpoint was saved or restored, or a restore was impossible and training starts
+    fresh (``action`` = ``fresh``, ``reason`` says why)."""
+
+    KIND: ClassVar[str] = "checkpoint"
+    action: str
+    global_step: int
+    path: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Done(Event):
+    """The task finished its work and is about to exit 0."""
+
+    KIND: ClassVar[str] = "done"
+    reason: str
+    global_step: int = 0
+    local_step: int = 0
+    loss: float | None = None
+    accuracy: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Error(Event):
+    """The task is about to exit non-zero. ``type`` is the exception class name (or
+    ``usage`` for a bad setting)."""
+
+    KIND: ClassVar[str] = "error"
+    type: str
+    message: str
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.KIND: cls for cls in (Ready, Initialized, Placement, Step, Eval, Checkpoint, Done, Error)
+}
+
+AnyEvent = Union[Ready, Initialized, Placement, Step, Eval, Checkpoint, Done, Error]
+
+
+class _Invalid(Exception):
+    pass
+
+
+def parse_event(line: str | bytes) -> Event | None:
+    """Parse one line of task output. Returns None for anything that is not a well-formed
+    event of a known kind and version: the caller keeps such lines as plain text.
+    Never raises."""
+    try:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8")
+        text = line.strip()
+        if not (text.startswith("{") and text.endswith("}")):
+            return None
+        body = json.loads(text)
+        if not isinstance(body, dict):
+            return None
+        kind = body.get("event")
+        version = body.get("v")
+        if not isinstance(kind, str) or kind not in EVENT_TYPES:
+            return None
+        if not isinstance(version, int) or isinstance(version, bool) or version != SCHEMA_VERSION:
+            return None
+        return _build(EVENT_TYPES[kind], body)
+    except (_Invalid, ValueError, TypeError, RecursionError, UnicodeDecodeError):
+        return None
+
+
+def _build(cls: type[Any], body: Mapping[str, Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in body:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise _Invalid(f"missing {f.name}")
+            continue
+        kwargs[f.name] = _coerce(hints[f.name], body[f.name])
+    return cls(**kwargs)
+
+
+def _coerce(hint: Any, value: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        for option in typing.get_args(hint):
+            try:
+                return _coerce(option, value)
+            except _Invalid:
+                continue
+        raise _Invalid(f"{value!r} matches no option of {hint}")
+    if hint is type(None):
+        if value is None:
+            return None
+        raise _Invalid("expected null")
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise _Invalid("expected a list")
+        (item,) = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return tuple(_coerce(item, v) for v in value)
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise _Invalid("expected an object")
+        return _build(hint, value)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise _Invalid("expected a boolean")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _Invalid("expected an integer")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+        raise _Invalid("expected a finite number")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise _Invalid("expected a string")
+    raise _Invalid(f"unsupported field type {hint}")
+
+
+def _plain(value: Any) -> Any:
+    """Tuples become lists; non-finite floats become None (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,44 @@
+"""Import TensorFlow quietly, in graph mode.
+
+TensorFlow prints oneDNN banners, CUDA probes and deprecation warnings on import; a task's
+log should hold what the task did, so that noise is off unless ``--verbose`` is given."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from types import ModuleType
+
+_tf: ModuleType | None = None
+
+
+def import_tf(verbose: bool = False) -> ModuleType:
+    """Return ``tensorflow.compat.v1`` with v2 behaviour disabled. Idempotent."""
+    global _tf
+    if _tf is not None:
+        return _tf
+    if not verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        os.environ.setdefault("ABSL_MIN_LOG_LEVEL", "2")
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=UserWarning)
+    import tensorflow as tf
+
+    if not verbose:
+        tf.get_logger().setLevel(logging.CRITICAL)
+        from tensorflow.python.util import deprecation
+
+        deprecation._PRINT_DEPRECATION_WARNINGS = False
+    tf1 = tf.compat.v1
+    tf1.disable_v2_behavior()
+    _tf = tf1
+    return tf1
+
+
+def tf_version() -> str:
+    import tensorflow as tf
+
+    return str(tf.__version__)
