@@ -63,7 +63,8 @@ class LocalCluster:
     """ps and worker processes started together; stdin pipes held open, as the controller
     does."""
 
-    def __init__(self, num_ps: int, num_workers: int, args: list[str]):
+    def __init__(self, num_ps: int, num_workers: int, args: list[str],
+                 only: list[str] | None = None):
         ports = free_ports(num_ps + num_workers)
         self.spec = {"ps": [f"localhost:{p}" for p in ports[:num_ps]],
                      "worker": [f"localhost:{p}" for p in ports[num_ps:]]}
@@ -71,7 +72,8 @@ class LocalCluster:
         self.tasks: list[Task] = []
         roles = [("ps", i) for i in range(num_ps)] + [("worker", i) for i in range(num_workers)]
         for job, index in roles:
-            self.start(job, index)
+            if only is None or f"{job}{index}" in only:
+                self.start(job, index)
 
     def start(self, job: str, index: int, extra: list[str] | None = None) -> Task:
         proc = subprocess.Popen(
@@ -99,10 +101,13 @@ class LocalCluster:
     def task(self, name: str) -> Task:
         return next(t for t in self.tasks if t.name == name)
 
-    def wait(self, timeout: float) -> dict[str, int | None]:
-        """Wait for every task to exit by itself; returns exit codes (None: still running)."""
+    def wait(self, timeout: float, names: list[str] | None = None) -> dict[str, int | None]:
+        """Wait for every task (or the named ones) to exit by itself; returns exit codes
+        (None: still running)."""
         deadline = time.monotonic() + timeout
         for task in self.tasks:
+            if names is not None and task.name not in names:
+                continue
             try:
                 task.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

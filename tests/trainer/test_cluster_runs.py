@@ -1,0 +1,175 @@
+"""Real ps and worker processes on loopback ports, started together as a shell would."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.trainer.cluster_runner import LocalCluster
+from trainer import protocol
+
+pytestmark = pytest.mark.integration
+
+EXIT_WINDOW = 3.0  # every process exits by itself within this long after the last step
+
+
+def run(num_ps: int, num_workers: int, args: list[str], timeout: float = 180) -> LocalCluster:
+    cluster = LocalCluster(num_ps, num_workers, args)
+    cluster.watch_exits()
+    try:
+        codes = cluster.wait(timeout)
+    finally:
+        cluster.kill()
+    assert all(code is not None for code in codes.values()), f"hung: {codes}\n{outputs(cluster)}"
+    return cluster
+
+
+def outputs(cluster: LocalCluster) -> str:
+    return "\n".join(f"--- {t.name} (exit {t.proc.returncode})\n{t.output[-2000:]}" for t in cluster.tasks)
+
+
+def assert_clean_exit(cluster: LocalCluster) -> None:
+    assert {t.name: t.proc.returncode for t in cluster.tasks} == {t.name: 0 for t in cluster.tasks}, \
+        outputs(cluster)
+    for task in cluster.tasks:
+        assert "Traceback" not in task.output, task.output
+        assert task.of(protocol.Done), task.name
+        assert not task.of(protocol.Error), task.name
+    last_step = max(e.t for t in cluster.tasks for e in t.of(protocol.Step))
+    for task in cluster.tasks:
+        assert task.exited_at is not None
+        assert task.exited_at - last_step <= EXIT_WINDOW, (task.name, task.exited_at - last_step)
+
+
+def final_done(cluster: LocalCluster, name: str) -> protocol.Done:
+    (done,) = cluster.task(name).of(protocol.Done)
+    return done
+
+
+def test_default_async_run(tmp_path) -> None:
+    """digits + mlp, 1 ps + 2 workers, async: the product's default."""
+    summaries = tmp_path / "tb"
+    cluster = run(1, 2, ["--summary-dir", str(summaries)])
+    assert_clean_exit(cluster)
+    chief, other = cluster.task("worker0"), cluster.task("worker1")
+    # Non-chief workers step within 1 s of the chief finishing initialisation.
+    (init,) = [e for e in chief.of(protocol.Initialized) if e.is_chief]
+    first = other.of(protocol.Step)[0]
+    assert first.local_step == 1
+    assert first.t - init.t <= 1.0, first.t - init.t
+    # Async: the workers' local steps add up to the global step.
+    dones = [final_done(cluster, n) for n in ("worker0", "worker1")]
+    final_global = max(d.global_step for d in dones)
+    assert sum(d.local_step for d in dones) == final_global
+    assert final_global >= 1000
+    # Held-out accuracy of the default run.
+    (evaluation,) = chief.of(protocol.Eval)
+    assert evaluation.accuracy >= 0.90
+    assert dones[0].accuracy == evaluation.accuracy
+    # The placement was announced once, by the chief, and TensorBoard files were written.
+    assert len(chief.of(protocol.Placement)) == 1 and not other.of(protocol.Placement)
+    assert list((summaries / "worker0").glob("events.out.tfevents.*"))
+    # Plain text stays plain: nothing but events and our own log lines on stdout.
+    for task in cluster.tasks:
+        for _, line in task.lines:
+            assert protocol.parse_event(line) is not None or line.startswith("worker"), line
+        assert not [line for line in task.stderr if line.strip()], task.stderr
+
+
+def test_sync_run_is_in_lockstep_and_ends_cleanly() -> None:
+    cluster = run(1, 2, ["--mode", "sync", "--steps", "300"])
+    assert_clean_exit(cluster)
+    dones = [final_done(cluster, n) for n in ("worker0", "worker1")]
+    final_global = dones[0].global_step
+    assert final_global == 300
+    for done in dones:
+        assert abs(done.local_step - final_global) <= 1
+    # every global step applied exactly replicas_to_aggregate (= 2) gradients
+    assert sum(d.local_step for d in dones) == 2 * final_global
+
+
+def test_sync_with_a_backup_worker_ends_cleanly() -> None:
+    """replicas_to_aggregate < workers: the slower worker's gradients go stale and workers
+    finish at different local steps; nobody waits for a token that never comes."""
+    cluster = run(2, 3, ["--mode", "sync", "--replicas-to-aggregate", "2", "--steps", "200",
+                         "--partitions", "2"])
+    assert_clean_exit(cluster)
+    assert all(final_done(cluster, f"worker{i}").global_step == 200 for i in range(3))
+
+
+def test_late_worker_and_different_finish_times() -> None:
+    """The ps waits for every worker, even one that joins after training finished; that
+    worker sees the target reached and leaves at once."""
+    cluster = LocalCluster(1, 2, ["--steps", "200"], only=["ps0", "worker0"])
+    cluster.watch_exits()
+    try:
+        assert cluster.wait(120, ["worker0"]) == {"ps0": None, "worker0": 0}
+        assert cluster.task("ps0").proc.poll() is None
+        cluster.start("worker", 1)
+        cluster.watch_exits()
+        assert cluster.wait(120) == {"ps0": 0, "worker0": 0, "worker1": 0}, outputs(cluster)
+    finally:
+        cluster.kill()
+    late = final_done(cluster, "worker1")
+    assert late.reason == protocol.REASON_ALREADY_COMPLETE and late.local_step == 0
+    assert not cluster.task("worker1").of(protocol.Step)
+
+
+def test_partition_count_does_not_change_the_loss_curve() -> None:
+    curves = []
+    for partitions in (1, 4):
+        cluster = run(2, 1, ["--steps", "40", "--log-every", "1", "--partitions", str(partitions),
+                             "--model", "mlp"])
+        assert_clean_exit(cluster)
+        steps = cluster.task("worker0").of(protocol.Step)
+        curve = {s.global_step: s.loss for s in steps}
+        assert set(curve) == set(range(1, 41))
+        curves.append(curve)
+        placement = cluster.task("worker0").of(protocol.Placement)[0]
+        assert placement.partitions == partitions
+    for step, loss in curves[0].items():
+        assert curves[1][step] == pytest.approx(loss, rel=1e-5, abs=1e-6), step
+
+
+def test_checkpoints_resume_and_reshard(tmp_path) -> None:
+    ckpt = str(tmp_path / "ckpt")
+    first = run(1, 1, ["--steps", "120", "--checkpoint-dir", ckpt, "--checkpoint-every", "50"])
+    assert_clean_exit(first)
+    saved = [c for c in first.task("worker0").of(protocol.Checkpoint) if c.action == "saved"]
+    assert [c.global_step for c in saved] == [50, 100, 120]
+
+    # Same settings, higher target: resumes at 120.
+    second = run(1, 2, ["--steps", "160", "--checkpoint-dir", ckpt])
+    assert_clean_exit(second)
+    (restored,) = second.task("worker0").of(protocol.Checkpoint)[:1]
+    assert restored.action == "restored" and restored.global_step == 120
+    steps = second.task("worker0").of(protocol.Step)
+    assert steps[0].global_step > 120
+
+    # Another partition count: the checkpoint is re-sharded on restore.
+    third = run(2, 1, ["--steps", "170", "--checkpoint-dir", ckpt, "--partitions", "2"])
+    assert_clean_exit(third)
+    first_event = third.task("worker0").of(protocol.Checkpoint)[0]
+    assert first_event.action == "restored" and first_event.global_step == 160
+
+    # Target already reached: nothing to do, everyone still exits 0.
+    fourth = run(1, 1, ["--steps", "100", "--checkpoint-dir", ckpt])
+    assert final_done(fourth, "worker0").reason == protocol.REASON_ALREADY_COMPLETE
+
+    # A checkpoint of another model cannot be restored: start fresh and say so.
+    fifth = run(1, 1, ["--steps", "20", "--checkpoint-dir", ckpt, "--model", "softmax"])
+    assert_clean_exit(fifth)
+    fresh = fifth.task("worker0").of(protocol.Checkpoint)[0]
+    assert fresh.action == "fresh" and "cannot restore" in fresh.reason
+
+
+def test_missing_dataset_fails_with_usage_error(tmp_path) -> None:
+    cluster = LocalCluster(1, 1, ["--dataset", "mnist", "--data-path", str(tmp_path / "none.npz")])
+    try:
+        cluster.wait(120, ["worker0"])
+    finally:
+        cluster.kill()
+    worker = cluster.task("worker0")
+    assert worker.proc.returncode == 2
+    (error,) = worker.of(protocol.Error)
+    assert "dataset mnist not found" in error.message
+    assert "Traceback" not in worker.output
