@@ -188,7 +188,7 @@ def _average(tf: Any, tower_grads: list[list[tuple[Tensor, Any]]]) -> list[tuple
     if len(tower_grads) == 1:
         return [(g, v) for g, v in tower_grads[0] if g is not None]
     averaged = []
-    for pairs in zip(*tower_grads):
+    for pairs in zip(*tower_grads, strict=True):
         grads = [g for g, _ in pairs if g is not None]
         if grads:
             averaged.append((tf.add_n(grads) / len(grads), pairs[0][1]))

@@ -242,7 +242,7 @@ def _coerce(hint: Any, value: Any) -> Any:
             raise _Invalid("expected a list")
         (item,) = [a for a in typing.get_args(hint) if a is not Ellipsis]
         return tuple(_coerce(item, v) for v in value)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
             raise _Invalid("expected an object")
         return _build(hint, value)

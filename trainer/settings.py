@@ -198,7 +198,7 @@ def convert(field_name: str, value: Any) -> Any:
     return str(value)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse._ActionsContainer) -> None:
     """Add one flag per setting. Values stay strings; :func:`from_namespace` converts."""
     defaults = TrainingSettings()
     for name in FIELD_NAMES:

@@ -65,8 +65,29 @@ def test_seed_flags_work_without_tf_config() -> None:
     assert "task worker5 is not in the cluster (it has 2 worker tasks)" in result.stderr
 
 
-def test_missing_dataset_is_a_clear_error(tmp_path) -> None:
+def test_plan_does_not_need_the_dataset(tmp_path) -> None:
     result = run_trainer(["plan", "--num-ps", "1", "--dataset", "mnist", "--data-path",
                           str(tmp_path / "nope.npz")])
     # plan never loads data: it only needs the input shape
     assert result.returncode == 0, result.stderr
+
+
+def test_plan_prints_the_placement_event_without_a_cluster() -> None:
+    result = run_trainer(["plan", "--num-ps", "2", "--model", "cnn", "--dataset", "synthetic",
+                          "--partitions", "2"], tf_config=None)
+    assert result.returncode == 0, result.stderr
+    events = [protocol.parse_event(line) for line in result.stdout.splitlines()]
+    (placement,) = [e for e in events if isinstance(e, protocol.Placement)]
+    assert placement.num_ps == 2 and placement.partitions == 2
+    assert placement.max_mean_ratio <= 1.05
+    assert {v.ps for v in placement.variables} == {0, 1}
+    assert result.stderr.strip() == ""
+
+
+def test_plan_table_uses_tf_config_cluster() -> None:
+    tf_config = json.dumps({"cluster": {"ps": ["a:1", "b:1", "c:1"], "worker": ["d:1"]}})
+    result = run_trainer(["plan", "--table", "--model", "cnn", "--placement", "round_robin"], tf_config)
+    assert result.returncode == 0, result.stderr
+    assert "fc1/weights" in result.stdout
+    assert "max/mean" in result.stdout and "(round_robin, partitions 1, 3 ps)" in result.stdout
+    assert "ps2" in result.stdout

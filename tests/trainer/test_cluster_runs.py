@@ -76,8 +76,9 @@ def test_default_async_run(tmp_path) -> None:
 
 
 def test_sync_run_is_in_lockstep_and_ends_cleanly() -> None:
-    cluster = run(1, 2, ["--mode", "sync", "--steps", "300"])
+    cluster = run(1, 2, ["--mode", "sync", "--steps", "300", "--eval-every", "100"])
     assert_clean_exit(cluster)
+    assert [e.global_step for e in cluster.task("worker0").of(protocol.Eval)] == [100, 200, 300]
     dones = [final_done(cluster, n) for n in ("worker0", "worker1")]
     final_global = dones[0].global_step
     assert final_global == 300

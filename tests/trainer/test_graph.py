@@ -80,13 +80,13 @@ def initial_values(tf, s: TrainingSettings, num_ps: int) -> dict[str, np.ndarray
         sess.run(g.init_op)
         values = sess.run(variables)
     full: dict[str, np.ndarray] = {}
-    for var, value in zip(variables, values):
+    for var, value in zip(variables, values, strict=True):
         info = var._save_slice_info
         if info is None:
             full[var.op.name] = value
             continue
         whole = full.setdefault(info.full_name, np.zeros(info.full_shape, value.dtype))
-        index = tuple(slice(o, o + n) for o, n in zip(info.var_offset, value.shape))
+        index = tuple(slice(o, o + n) for o, n in zip(info.var_offset, value.shape, strict=True))
         whole[index] = value
     return full
 
