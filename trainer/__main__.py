@@ -36,6 +36,9 @@ def _parser(plan: bool) -> argparse.ArgumentParser:
     else:
         parser.add_argument("--watch-stdin", choices=("auto", "yes", "no"), default="auto",
                             help="exit when stdin reaches EOF (auto: when stdin is a pipe)")
+        parser.add_argument("--hold", action="store_true",
+                            help="import, load and build, print a 'loaded' event, then wait for "
+                                 "a 'go' line on stdin before starting the server")
     parser.add_argument("--verbose", action="store_true",
                         help="keep TensorFlow's start-up logging and warnings")
     settings_mod.add_arguments(parser.add_argument_group("training"))
@@ -110,7 +113,9 @@ def run(argv: Sequence[str]) -> None:
         fail_usage(str(exc))
         return
     assert role is not None
-    lifecycle.watch_parent(ns.watch_stdin)
+    if ns.hold and ns.watch_stdin == "no":
+        fail_usage("--hold reads 'go' from stdin; it cannot be combined with --watch-stdin no")
+    lifecycle.watch_parent("yes" if ns.hold else ns.watch_stdin)
     from trainer import data
     from trainer.loop import run_ps, run_worker
     from trainer.tfimport import import_tf
@@ -120,9 +125,9 @@ def run(argv: Sequence[str]) -> None:
     tf = import_tf(ns.verbose)
     try:
         if role.job == "ps":
-            run_ps(tf, cluster, role)
+            run_ps(tf, cluster, role, hold=ns.hold)
         else:
-            run_worker(tf, settings, cluster, role)
+            run_worker(tf, settings, cluster, role, hold=ns.hold)
     except data.DatasetMissing as exc:
         fail_usage(str(exc), role.job, role.index)
     except tf.errors.OpError as exc:

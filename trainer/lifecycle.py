@@ -31,6 +31,8 @@ _STDERR_NOISE = re.compile(
     r"Unable to register cu(DNN|FFT|BLAS) factory|TF-TRT Warning|"
     r"[EW]0000 00:00:\S+\s+\d+ \S*(cuda|gpu)\S*\.cc")
 _stderr_forwarder: threading.Thread | None = None
+_go = threading.Event()
+GO_LINE = b"go"
 
 
 def emit(event: protocol.Event) -> None:
@@ -91,6 +93,13 @@ def fail_usage(message: str, role: str = "", index: int = 0) -> None:
     exit_now(EXIT_USAGE)
 
 
+def hold(role: str, index: int) -> None:
+    """Announce ``loaded`` and block until the controller writes ``go`` on stdin."""
+    emit(protocol.Loaded(role=role, index=index, pid=os.getpid(),
+                         seconds=round(time.time() - PROCESS_START, 3)))
+    _go.wait()
+
+
 def watch_parent(mode: str = "auto") -> None:
     """Exit when the controller goes away, even if it was SIGKILLed.
 
@@ -125,8 +134,10 @@ def _set_parent_death_signal() -> None:
 
 def _exit_on_stdin_eof() -> None:
     try:
-        while os.read(0, 4096):
-            pass
+        with os.fdopen(0, "rb", buffering=0, closefd=False) as stdin:
+            for line in stdin:
+                if line.strip() == GO_LINE:
+                    _go.set()
     except OSError:
         pass
     print("trainer: stdin closed (the controller went away); exiting", file=sys.stderr)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from trainer import data as datasets
-from trainer import protocol
+from trainer import lifecycle, protocol
 from trainer.cluster import Cluster, Role
 from trainer.graph import TrainGraph, build, done_queue
 from trainer.lifecycle import PROCESS_START, emit, log
@@ -48,8 +48,10 @@ def start_server(tf: Any, cluster: Cluster, role: Role, devices: int = 1) -> Any
     return server
 
 
-def run_ps(tf: Any, cluster: Cluster, role: Role) -> None:
+def run_ps(tf: Any, cluster: Cluster, role: Role, hold: bool = False) -> None:
     """Serve variables until every worker has reported done."""
+    if hold:
+        lifecycle.hold(role.job, role.index)
     server = start_server(tf, cluster, role)
     graph = tf.Graph()
     with graph.as_default():
@@ -72,7 +74,8 @@ class _Window:
 class Worker:
     """One worker task's run."""
 
-    def __init__(self, tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role):
+    def __init__(self, tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role,
+                 hold: bool = False):
         self.tf = tf
         self.settings = settings
         self.cluster = cluster
@@ -80,11 +83,15 @@ class Worker:
         self.is_chief = role.is_chief
         gpus = tf.config.list_physical_devices("GPU") if settings.gpus > 1 else []
         self.use_gpu = len(gpus) >= settings.gpus
-        self.server = start_server(tf, cluster, role,
-                                   devices=1 if self.use_gpu else settings.gpus)
+        # Everything that needs no server comes first, so that under a controller's staged
+        # start (--hold) it overlaps with the other tasks' start-up.
         self.data = datasets.load(settings)
         self.graph: TrainGraph = build(tf, settings, cluster, role.index,
                                        datasets.input_shape(settings), self.use_gpu)
+        if hold:
+            lifecycle.hold(role.job, role.index)
+        self.server = start_server(tf, cluster, role,
+                                   devices=1 if self.use_gpu else settings.gpus)
         if self.is_chief:
             emit(self.graph.placement)
         self.sess = tf.Session(self.server.target, graph=self.graph.graph,
@@ -259,8 +266,9 @@ class Worker:
                            local_step=self.local_step, loss=self.last_loss, accuracy=accuracy))
 
 
-def run_worker(tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role) -> None:
-    worker = Worker(tf, settings, cluster, role)
+def run_worker(tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role,
+               hold: bool = False) -> None:
+    worker = Worker(tf, settings, cluster, role, hold)
     start = worker.initialize()
     reason = worker.train(start)
     worker.finish(reason)

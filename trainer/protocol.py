@@ -63,6 +63,17 @@ class Event:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Loaded(Event):
+    """Started with ``--hold``: TensorFlow is imported, data loaded and the graph built; the
+    task now waits for a ``go`` line on stdin before it starts its server. A controller
+    launches every task at once this way and still starts the servers in order."""
+
+    KIND: ClassVar[str] = "loaded"
+    pid: int
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class Ready(Event):
     """The task's gRPC server listens on ``address``."""
 
@@ -178,10 +189,10 @@ class Error(Event):
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.KIND: cls for cls in (Ready, Initialized, Placement, Step, Eval, Checkpoint, Done, Error)
+    cls.KIND: cls for cls in (Loaded, Ready, Initialized, Placement, Step, Eval, Checkpoint, Done, Error)
 }
 
-AnyEvent = Union[Ready, Initialized, Placement, Step, Eval, Checkpoint, Done, Error]
+AnyEvent = Union[Loaded, Ready, Initialized, Placement, Step, Eval, Checkpoint, Done, Error]
 
 
 class _Invalid(Exception):

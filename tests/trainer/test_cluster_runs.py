@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.trainer.cluster_runner import LocalCluster
@@ -174,3 +176,39 @@ def test_missing_dataset_fails_with_usage_error(tmp_path) -> None:
     (error,) = worker.of(protocol.Error)
     assert "dataset mnist not found" in error.message
     assert "Traceback" not in worker.output
+
+
+def test_hold_waits_for_go_before_starting_the_server() -> None:
+    """--hold: a task imports, loads and builds, says ``loaded``, and starts its server only
+    when told; closing stdin instead ends it."""
+    cluster = LocalCluster(1, 1, ["--steps", "50", "--hold"])
+    cluster.watch_exits()
+    try:
+        for task in cluster.tasks:
+            deadline = time.monotonic() + 120
+            while not task.of(protocol.Loaded) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert task.of(protocol.Loaded), task.output
+            assert not task.of(protocol.Ready)
+        for task in cluster.tasks:
+            assert task.proc.stdin is not None
+            task.proc.stdin.write(b"go\n")
+            task.proc.stdin.flush()
+        assert cluster.wait(120) == {"ps0": 0, "worker0": 0}, outputs(cluster)
+    finally:
+        cluster.kill()
+    assert final_done(cluster, "worker0").global_step >= 50
+
+
+def test_closing_stdin_ends_a_held_task() -> None:
+    cluster = LocalCluster(1, 1, ["--hold"], only=["ps0"])
+    try:
+        ps = cluster.task("ps0")
+        deadline = time.monotonic() + 120
+        while not ps.of(protocol.Loaded) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ps.proc.stdin is not None
+        ps.proc.stdin.close()
+        assert ps.proc.wait(timeout=10) == 143
+    finally:
+        cluster.kill()
