@@ -1,0 +1,426 @@
+"""The Textual front end: a thin consumer of the core's events and a keyboard for its
+actions. The supervisor runs on its own thread (:mod:`tui.app.bridge`); this module only
+renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import Future
+from typing import Any
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
+
+from trainer import protocol
+from trainer.settings import Mode, PlacementStrategy, TrainingSettings
+from tui.app.bridge import Core, CoreBridge
+from tui.app.messages import (
+    AllTasksRequested,
+    CoreActionFailed,
+    PendingSettingsChanged,
+    PreviewFailed,
+    PreviewReady,
+    RelaunchRequested,
+    TaskAction,
+    TaskActionRequested,
+)
+from tui.app.screens import ConfirmScreen, HelpScreen
+from tui.app.state import Dashboard
+from tui.app.widgets import LogPane, PlacementView, StatusBar, TaskTable, ThroughputView
+from tui.describe import describe_exit
+from tui.events import Level, Notice, RunFinished, RunOutcome, TaskState, TaskStateChanged
+from tui.options import ExitCode, RunOptions
+from tui.preview import PreviewError, preview_placement
+from tui.supervisor import Supervisor
+
+REFRESH_SECONDS = 0.1
+PANES = ("logs", "merged", "placement", "throughput")
+
+
+def changed_settings(applied: TrainingSettings, pending: TrainingSettings) -> list[str]:
+    """``name: old → new`` for each setting that differs."""
+    lines = []
+    for name in ("mode", "partitions", "placement"):
+        old, new = getattr(applied, name), getattr(pending, name)
+        if old != new:
+            lines.append(f"{name}: {getattr(old, 'value', old)} → {getattr(new, 'value', new)}")
+    return lines
+
+
+class TfdistApp(App[int]):
+    """``tfdist-tui hosts.yaml``."""
+
+    TITLE = "tfdist-tui"
+    CSS_PATH = "app.tcss"
+    BINDINGS = [
+        Binding("s", "start_task", "Start"),
+        Binding("x", "stop_task", "Stop"),
+        Binding("r", "restart_task", "Restart"),
+        Binding("S", "start_all", "Start all"),
+        Binding("X", "stop_all", "Stop all"),
+        Binding("m", "toggle_mode", "Sync/async"),
+        Binding("plus", "partitions(1)", "+Part"),
+        Binding("minus", "partitions(-1)", "-Part"),
+        Binding("p", "toggle_placement", "Placement"),
+        Binding("R", "relaunch", "Relaunch"),
+        Binding("slash", "filter", "Filter"),
+        Binding("tab", "next_pane", "Pane", priority=True),
+        Binding("shift+tab", "previous_pane", "Pane", show=False, priority=True),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, options: RunOptions, *,
+                 core_factory: Callable[[TfdistApp], Core] | None = None,
+                 autostart: bool = True, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.options = options
+        self.dashboard = Dashboard(options.config.training, clock=clock)
+        self.pending: TrainingSettings = options.config.training
+        self.preview: protocol.Placement | None = None
+        self.preview_note = ""
+        self.autostart = autostart
+        self._core_factory = core_factory or self._default_core
+        self.core: Core | None = None
+        self.start_failed = False
+        self._last_table_refresh = 0.0
+
+    # -- wiring ---------------------------------------------------------------------------
+
+    def _default_core(self, app: TfdistApp) -> Core:
+        options = self.options
+        return CoreBridge(lambda: Supervisor(options.config, runs_root=options.runs_root))
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield TaskTable(id="tasks")
+        with TabbedContent(id="panes", initial="logs"):
+            with TabPane("Logs", id="logs"):
+                yield LogPane(id="task-log")
+            with TabPane("All logs", id="merged"):
+                yield LogPane(id="merged-log")
+            with TabPane("Placement", id="placement"):
+                yield PlacementView(id="placement-view")
+            with TabPane("Throughput", id="throughput"):
+                yield ThroughputView(id="throughput-view")
+        yield Input(placeholder="filter logs (enter: keep, esc: clear)", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.core = self._core_factory(self)
+        self.query_one("#filter", Input).display = False
+        self.query_one(TaskTable).focus()
+        self.merged_log.show_log(self.dashboard.merged, "")
+        self.set_interval(REFRESH_SECONDS, self.refresh_dashboard)
+        self.refresh_dashboard()
+        if self.autostart:
+            self._request("start the cluster", lambda s: s.start())
+
+    @property
+    def table(self) -> TaskTable:
+        return self.query_one(TaskTable)
+
+    @property
+    def task_log(self) -> LogPane:
+        return self.query_one("#task-log", LogPane)
+
+    @property
+    def merged_log(self) -> LogPane:
+        return self.query_one("#merged-log", LogPane)
+
+    def _request(self, what: str, action: Callable[[Supervisor], Awaitable[Any]]) -> None:
+        """Ask the core to act; a failure comes back as a :class:`CoreActionFailed`."""
+        assert self.core is not None
+        future = self.core.call(action)
+
+        def done(f: Future[Any]) -> None:
+            error = f.exception()
+            if error is not None:
+                self.post_message(CoreActionFailed(what, str(error) or type(error).__name__))
+
+        future.add_done_callback(done)
+
+    # -- the refresh loop -----------------------------------------------------------------
+
+    def refresh_dashboard(self) -> None:
+        """Fold what happened since the last tick into the dashboard and redraw."""
+        if self.core is None:
+            return
+        events, dropped = self.core.drain()
+        for event in events:
+            self.dashboard.apply(event)
+            self._announce(event)
+        if dropped:
+            self.dashboard.merged.add(f"… {dropped} lines not shown (the UI fell behind); "
+                                      "the run directory has every line")
+        d = self.dashboard
+        self.query_one(StatusBar).show(d, self.pending)
+        now = time.monotonic()
+        if d.tasks_changed or now - self._last_table_refresh >= 1.0:
+            self.table.show(d)
+            d.tasks_changed = False
+            self._last_table_refresh = now
+            if self.task_log.source is None and self.table.selected:
+                self._show_task_log(self.table.selected)
+        self.task_log.append_unseen()
+        self.merged_log.append_unseen()
+        if d.placement_changed:
+            self._show_placement()
+            d.placement_changed = False
+        self.query_one(ThroughputView).show(d)
+
+    def _announce(self, event: object) -> None:
+        """Notifications for what an operator must not miss."""
+        if isinstance(event, TaskStateChanged) and event.new is TaskState.FAILED:
+            text = f"{event.task} " + (describe_exit(event.exit_code) if event.exit_code is not None
+                                       else "failed")
+            if event.reason and event.reason not in text:
+                text += f": {event.reason}"
+            self.notify(text, title="task failed", severity="error", timeout=10)
+        elif isinstance(event, Notice) and event.level is not Level.INFO:
+            self.notify(event.text, severity="error" if event.level is Level.ERROR else "warning")
+        elif isinstance(event, RunFinished):
+            summary = event.summary
+            self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
+                        f" in {summary.wall_time:.0f} s",
+                        severity="information" if summary.outcome is RunOutcome.SUCCEEDED else "warning")
+
+    def _show_task_log(self, name: str | None) -> None:
+        source = self.dashboard.logs.get(name) if name else None
+        self.task_log.show_log(source, self.task_log.filter_text)
+        self.query_one("#logs", TabPane).border_title = name or ""
+
+    def _show_placement(self) -> None:
+        self.query_one(PlacementView).show(self.dashboard.placement, self.preview, self.preview_note)
+
+    @on(DataTable.RowHighlighted, "#tasks")
+    def _task_selected(self, event: DataTable.RowHighlighted) -> None:
+        self._show_task_log(event.row_key.value)
+
+    # -- task actions ---------------------------------------------------------------------
+
+    def _selected_or_warn(self) -> str | None:
+        name = self.table.selected
+        if name is None:
+            self.notify("no task selected", severity="warning")
+        return name
+
+    def action_start_task(self) -> None:
+        if name := self._selected_or_warn():
+            self.post_message(TaskActionRequested(TaskAction.START, name))
+
+    def action_stop_task(self) -> None:
+        if name := self._selected_or_warn():
+            self.post_message(TaskActionRequested(TaskAction.STOP, name))
+
+    def action_restart_task(self) -> None:
+        if name := self._selected_or_warn():
+            self.post_message(TaskActionRequested(TaskAction.RESTART, name))
+
+    @on(TaskActionRequested)
+    def _task_action(self, message: TaskActionRequested) -> None:
+        name = message.task
+        calls: dict[TaskAction, Callable[[Supervisor], Awaitable[None]]] = {
+            TaskAction.START: lambda s: s.start_task(name),
+            TaskAction.STOP: lambda s: s.stop_task(name),
+            TaskAction.RESTART: lambda s: s.restart_task(name),
+        }
+        self._request(f"{message.action.value} {name}", calls[message.action])
+
+    def action_start_all(self) -> None:
+        self.post_message(AllTasksRequested(start=True))
+
+    def action_stop_all(self) -> None:
+        active = self.dashboard.active_tasks
+        if not active:
+            self.notify("no task is running")
+            return
+
+        def confirmed(answer: bool | None) -> None:
+            if answer:
+                self.post_message(AllTasksRequested(start=False))
+
+        self.push_screen(ConfirmScreen("Stop every task?",
+                                       f"{len(active)} running: {', '.join(active)}"), confirmed)
+
+    @on(AllTasksRequested)
+    def _all_tasks(self, message: AllTasksRequested) -> None:
+        if not message.start:
+            self._request("stop all", lambda s: s.stop_all())
+            return
+        if self.dashboard.finished is not None or not self.dashboard.run_id:
+            applied = self.dashboard.settings
+            self._request("start the cluster", lambda s: s.relaunch(applied))
+            return
+        idle = [n for n, row in self.dashboard.rows.items() if not row.state.is_active]
+        for name in idle:
+            self._request(f"start {name}", lambda s, n=name: s.start_task(n))  # type: ignore[misc]
+
+    # -- settings -------------------------------------------------------------------------
+
+    def _set_pending(self, pending: TrainingSettings, preview: bool) -> None:
+        self.pending = pending
+        self.post_message(PendingSettingsChanged(pending))
+        if preview:
+            self.preview = None
+            self.preview_note = "computing the placement preview…"
+            self._show_placement()
+            self._compute_preview(pending)
+
+    def action_toggle_mode(self) -> None:
+        mode = Mode.ASYNC if self.pending.mode is Mode.SYNC else Mode.SYNC
+        self._set_pending(self.pending.replace(mode=mode), preview=False)
+
+    def action_partitions(self, delta: int) -> None:
+        partitions = self.pending.partitions + delta
+        if partitions < 1:
+            self.notify("partitions must be at least 1", severity="warning")
+            return
+        self._set_pending(self.pending.replace(partitions=partitions), preview=True)
+
+    def action_toggle_placement(self) -> None:
+        placement = (PlacementStrategy.ROUND_ROBIN if self.pending.placement is PlacementStrategy.GREEDY
+                     else PlacementStrategy.GREEDY)
+        self._set_pending(self.pending.replace(placement=placement), preview=True)
+
+    @work(exclusive=True, group="preview", exit_on_error=False)
+    async def _compute_preview(self, settings: TrainingSettings) -> None:
+        try:
+            placement = await preview_placement(self.options.config, settings)
+        except PreviewError as exc:
+            self.post_message(PreviewFailed(settings, str(exc)))
+            return
+        self.post_message(PreviewReady(settings, placement))
+
+    @on(PreviewReady)
+    def _preview_ready(self, message: PreviewReady) -> None:
+        if message.settings != self.pending:
+            return  # a newer change is being previewed
+        self.preview, self.preview_note = message.placement, ""
+        self._show_placement()
+
+    @on(PreviewFailed)
+    def _preview_failed(self, message: PreviewFailed) -> None:
+        if message.settings == self.pending:
+            self.preview, self.preview_note = None, f"no preview: {message.reason}"
+            self._show_placement()
+        self.notify(f"placement preview failed: {message.reason}", severity="warning")
+
+    def action_relaunch(self) -> None:
+        pending = self.pending
+        changes = changed_settings(self.dashboard.settings, pending) or ["no setting changed"]
+        active = self.dashboard.active_tasks
+        details = "\n".join(changes)
+        details += (f"\n\n{len(active)} running tasks will be stopped, then the cluster starts again."
+                    if active else "\n\nThe cluster starts again.")
+        if pending.checkpoint_dir:
+            details += f"\nTraining resumes from {pending.checkpoint_dir} where possible."
+
+        def confirmed(answer: bool | None) -> None:
+            if answer:
+                self.post_message(RelaunchRequested(pending))
+
+        self.push_screen(ConfirmScreen("Relaunch the cluster?", details), confirmed)
+
+    @on(RelaunchRequested)
+    def _relaunch(self, message: RelaunchRequested) -> None:
+        settings = message.settings
+        self.preview, self.preview_note = None, ""
+        self._request("relaunch", lambda s: s.relaunch(settings))
+
+    @on(CoreActionFailed)
+    def _core_action_failed(self, message: CoreActionFailed) -> None:
+        if message.what == "start the cluster" and not self.dashboard.run_id:
+            self.start_failed = True
+        self.notify(f"{message.what}: {message.reason}", title="cannot do that",
+                    severity="error", timeout=15)
+
+    # -- views ----------------------------------------------------------------------------
+
+    def _cycle_pane(self, step: int) -> None:
+        tabs = self.query_one(TabbedContent)
+        index = PANES.index(tabs.active) if tabs.active in PANES else 0
+        tabs.active = PANES[(index + step) % len(PANES)]
+
+    def action_next_pane(self) -> None:
+        self._cycle_pane(1)
+
+    def action_previous_pane(self) -> None:
+        self._cycle_pane(-1)
+
+    def action_filter(self) -> None:
+        field = self.query_one("#filter", Input)
+        field.display = True
+        field.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.task_log.show_log(self.task_log.source, event.value)
+        self.merged_log.show_log(self.merged_log.source, event.value)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_kept(self) -> None:
+        self.table.focus()
+
+    def on_key(self, event: Any) -> None:
+        field = self.query_one("#filter", Input)
+        if event.key == "escape" and field.has_focus:
+            field.value = ""
+            field.display = False
+            self.table.focus()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for binding in self.BINDINGS:
+            assert isinstance(binding, Binding)
+            if binding.show and binding.action not in ("quit", "help"):
+                yield SystemCommand(binding.description, f"key: {binding.key}",
+                                    lambda a=binding.action: self.run_action(a))
+
+    # -- quitting -------------------------------------------------------------------------
+
+    async def action_quit(self) -> None:
+        active = self.dashboard.active_tasks
+        if not active:
+            self._stop_all_and_exit()
+            return
+
+        def confirmed(answer: bool | None) -> None:
+            if answer:
+                self._stop_all_and_exit()
+
+        self.push_screen(ConfirmScreen("Quit?", f"{len(active)} running tasks will be stopped: "
+                                                f"{', '.join(active)}"), confirmed)
+
+    @work(thread=True, exclusive=True, group="shutdown")
+    def _stop_all_and_exit(self) -> None:
+        self.call_from_thread(self.notify, "stopping every task…")
+        if self.core is not None:
+            self.core.close(timeout=15.0)
+        self.call_from_thread(self.exit, int(self.exit_code_now()))
+
+    def exit_code_now(self) -> ExitCode:
+        if self.start_failed:
+            return ExitCode.USAGE
+        finished = self.dashboard.finished
+        if finished is not None and finished.outcome is RunOutcome.FAILED:
+            return ExitCode.TASK_FAILED
+        return ExitCode.OK
+
+
+def run(options: RunOptions) -> int:
+    """Run the app until the operator quits; returns the exit code."""
+    app = TfdistApp(options)
+    try:
+        result = app.run()
+    finally:
+        if app.core is not None:
+            app.core.close(timeout=15.0)
+    return int(result if result is not None else ExitCode.OK)

@@ -1,0 +1,77 @@
+"""Modal screens: confirmation of a disruptive action, and the key help."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask before acting; says what will change. ``y``/``enter`` confirm, ``n``/``esc`` cancel."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n", "answer(False)", "No"),
+        Binding("escape", "answer(False)", "Cancel"),
+    ]
+
+    def __init__(self, title: str, details: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.details = details
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(self.title_text, id="dialog-title")
+            yield Static(self.details, id="dialog-details")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Yes (y)", variant="warning", id="yes")
+                yield Button("No (n)", variant="primary", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+HELP_TEXT = """\
+[b]Tasks[/b] (the selected row of the table)
+  s  start the task          x  stop it          r  restart it
+  S  start every task        X  stop every task (asks first)
+
+[b]Settings[/b] (pending until you relaunch)
+  m  toggle sync / async     +/-  partition count
+  p  placement: greedy / round_robin
+  R  relaunch the cluster with the pending settings (asks first)
+  Changing partitions or placement previews the new placement (Placement tab).
+
+[b]Views[/b]
+  tab / shift+tab  next / previous pane (Logs, All logs, Placement, Throughput)
+  /  filter the logs by text (esc clears)     End  follow the log again
+  up/down  select a task     ctrl+p  command palette
+
+  ?  this help               q  quit (stops every task; asks while tasks run)
+
+Full logs, events and the summary of every run are in its run directory.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, in one place."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help"):
+            yield Static("tfdist-tui keys", id="help-title")
+            yield Static(HELP_TEXT, id="help-text")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,260 @@
+"""What the dashboard shows, folded from controller events. No Textual here: the widgets read
+this state on a timer, so a flood of output lines costs one deque append each and the screen
+is redrawn at most a few times a second whatever the rate.
+
+Every buffer is bounded; the complete logs are in the run directory."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from trainer import protocol
+from trainer.settings import TrainingSettings
+from tui.describe import describe_event, describe_exit
+from tui.events import (
+    ControllerEvent,
+    Notice,
+    RunFinished,
+    RunStarted,
+    RunSummary,
+    TaskOutput,
+    TaskState,
+    TaskStateChanged,
+    TrainerEvent,
+)
+
+LOG_LINES_PER_TASK = 2_000
+MERGED_LOG_LINES = 5_000
+HISTORY_POINTS = 120
+MAX_LINE_CHARS = 500
+
+
+@dataclass
+class TaskRow:
+    """One line of the task table."""
+
+    name: str
+    address: str
+    state: TaskState = TaskState.PENDING
+    pid: int | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    launches: int = 0
+    local_step: int | None = None
+    examples_per_sec: float | None = None
+    last_output: float | None = None
+    tf_version: str = ""
+
+    @property
+    def restarts(self) -> int:
+        return max(0, self.launches - 1)
+
+    @property
+    def state_text(self) -> str:
+        if self.state is TaskState.FAILED and self.exit_code is not None:
+            return f"failed ({self.exit_code})"
+        return self.state.value
+
+    def output_age(self, now: float) -> str:
+        if self.last_output is None:
+            return "-"
+        age = max(0.0, now - self.last_output)
+        return f"{age:.0f}s" if age < 120 else f"{age / 60:.0f}m"
+
+
+@dataclass
+class TaskLog:
+    """The tail of one task's output, plus the lines a widget has not shown yet."""
+
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_LINES_PER_TASK))
+    unseen: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_LINES_PER_TASK))
+
+    def add(self, text: str) -> None:
+        self.lines.append(text)
+        self.unseen.append(text)
+
+    def take_unseen(self) -> list[str]:
+        taken = list(self.unseen)
+        self.unseen.clear()
+        return taken
+
+
+@dataclass
+class Dashboard:
+    """The state of the whole screen."""
+
+    settings: TrainingSettings
+    clock: Callable[[], float] = time.time
+    run_id: str = ""
+    run_dir: str = ""
+    started: float | None = None
+    finished: RunSummary | None = None
+    rows: dict[str, TaskRow] = field(default_factory=dict)
+    logs: dict[str, TaskLog] = field(default_factory=dict)
+    merged: TaskLog = field(default_factory=lambda: TaskLog(deque(maxlen=MERGED_LOG_LINES),
+                                                            deque(maxlen=MERGED_LOG_LINES)))
+    placement: protocol.Placement | None = None
+    global_step: int = 0
+    target: int = 0
+    loss: float | None = None
+    accuracy: float | None = None
+    worker_rates: dict[str, float] = field(default_factory=dict)
+    rate_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    worker_history: dict[str, deque[float]] = field(default_factory=dict)
+    loss_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    step_history: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=30))
+    notices: deque[Notice] = field(default_factory=lambda: deque(maxlen=100))
+    sampled_second: int = 0
+    tasks_changed: bool = True
+    placement_changed: bool = True
+
+    # -- folding events -------------------------------------------------------------------
+
+    def apply(self, event: ControllerEvent) -> None:
+        if isinstance(event, TaskOutput):
+            self._output(event)
+        elif isinstance(event, TrainerEvent):
+            self._trainer_event(event.task, event.event, event.t)
+        elif isinstance(event, TaskStateChanged):
+            self._state(event)
+        elif isinstance(event, RunStarted):
+            self._run_started(event)
+        elif isinstance(event, RunFinished):
+            self.finished = event.summary
+            self.tasks_changed = True
+        elif isinstance(event, Notice):
+            self.notices.append(event)
+
+    def _run_started(self, event: RunStarted) -> None:
+        self.settings = event.settings
+        self.run_id = event.run_id
+        self.run_dir = str(event.run_dir)
+        self.started = event.t
+        self.finished = None
+        self.placement = None
+        self.global_step = 0
+        self.target = event.settings.steps
+        self.loss = self.accuracy = None
+        self.worker_rates.clear()
+        self.worker_history.clear()
+        self.rate_history.clear()
+        self.loss_history.clear()
+        self.step_history.clear()
+        previous = self.rows
+        self.rows = {}
+        for info in event.tasks:
+            row = TaskRow(info.name, info.address)
+            # Restarts count across relaunches of the same cluster.
+            if info.name in previous:
+                row.launches = previous[info.name].launches
+            self.rows[info.name] = row
+            self.logs.setdefault(info.name, TaskLog())
+        self.tasks_changed = self.placement_changed = True
+        self._log_all(f"── run {event.run_id} started ({event.run_dir})")
+
+    def _state(self, event: TaskStateChanged) -> None:
+        row = self.rows.get(event.task)
+        if row is None:
+            return
+        row.state = event.new
+        if event.new is TaskState.STARTING:
+            row.launches += 1
+            row.exit_code = None
+            row.local_step = row.examples_per_sec = None
+        if event.pid is not None:
+            row.pid = event.pid
+        if event.exit_code is not None:
+            row.exit_code = event.exit_code
+        row.reason = event.reason
+        if event.new.is_finished:
+            self.worker_rates.pop(event.task, None)
+            ending = describe_exit(event.exit_code) if event.exit_code is not None else "ended"
+            self._add_line(event.task, f"── {event.new.value}: {ending}"
+                           + (f" ({event.reason})" if event.reason else ""))
+        self.tasks_changed = True
+
+    def _output(self, event: TaskOutput) -> None:
+        row = self.rows.get(event.task)
+        if row is not None:
+            row.last_output = event.t
+        if event.is_event:
+            return  # shown in its described form by _trainer_event
+        self._add_line(event.task, event.text)
+
+    def _trainer_event(self, task: str, event: protocol.Event, t: float) -> None:
+        row = self.rows.get(task)
+        if isinstance(event, protocol.Step):
+            if row is not None:
+                row.local_step = event.local_step
+                row.examples_per_sec = event.examples_per_sec
+            self.worker_rates[task] = event.examples_per_sec
+            self.global_step = max(self.global_step, event.global_step)
+            if event.target:
+                self.target = event.target
+            if event.loss is not None:
+                self.loss = event.loss
+                self.loss_history.append(event.loss)
+            self.step_history.append((t, self.global_step))
+            self._sample(t)
+            self.tasks_changed = True
+        elif isinstance(event, protocol.Placement):
+            self.placement = event
+            self.placement_changed = True
+        elif isinstance(event, protocol.Eval):
+            self.accuracy = event.accuracy
+        elif isinstance(event, protocol.Ready) and row is not None:
+            row.tf_version = event.tf_version
+        if not isinstance(event, protocol.Step) or event.local_step == 1:
+            self._add_line(task, describe_event(event))
+
+    def _add_line(self, task: str, text: str) -> None:
+        if len(text) > MAX_LINE_CHARS:
+            text = text[:MAX_LINE_CHARS] + "…"
+        self.logs.setdefault(task, TaskLog()).add(text)
+        self.merged.add(f"{task:<8}| {text}")
+
+    def _log_all(self, text: str) -> None:
+        for log in self.logs.values():
+            log.add(text)
+        self.merged.add(text)
+
+    # -- sampling, once a second of event time --------------------------------------------
+
+    def _sample(self, t: float) -> None:
+        """One point of the throughput history per second of the events' own time, so the
+        charts do not depend on how often the screen is refreshed."""
+        second = int(t)
+        if second <= self.sampled_second:
+            return
+        self.sampled_second = second
+        self.rate_history.append(sum(self.worker_rates.values()))
+        for task, rate in self.worker_rates.items():
+            self.worker_history.setdefault(task, deque(maxlen=HISTORY_POINTS)).append(rate)
+
+    # -- derived --------------------------------------------------------------------------
+
+    @property
+    def aggregate_rate(self) -> float:
+        return sum(self.worker_rates.values())
+
+    def eta_seconds(self) -> float | None:
+        """Seconds to the target at the recent global-step rate."""
+        if len(self.step_history) < 2 or self.target <= self.global_step:
+            return None
+        (t0, s0), (t1, s1) = self.step_history[0], self.step_history[-1]
+        if t1 <= t0 or s1 <= s0:
+            return None
+        return (self.target - self.global_step) / ((s1 - s0) / (t1 - t0))
+
+    def elapsed(self, now: float | None = None) -> float:
+        if self.started is None:
+            return 0.0
+        end = self.started + self.finished.wall_time if self.finished else (now or self.clock())
+        return max(0.0, end - self.started)
+
+    @property
+    def active_tasks(self) -> list[str]:
+        return [name for name, row in self.rows.items() if row.state.is_active]

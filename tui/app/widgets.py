@@ -1,0 +1,240 @@
+"""The dashboard's widgets. Each renders from :class:`~tui.app.state.Dashboard` when the app
+refreshes it; none holds state of its own beyond what it displays."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.text import Text
+from textual.containers import Vertical, VerticalScroll
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable, Log, ProgressBar, Sparkline, Static
+
+from trainer import protocol
+from trainer.settings import TrainingSettings
+from tui.app.state import Dashboard, TaskLog
+from tui.events import TaskState
+
+STATE_STYLES: dict[TaskState, str] = {
+    TaskState.PENDING: "dim",
+    TaskState.STARTING: "yellow",
+    TaskState.RUNNING: "green",
+    TaskState.SUCCEEDED: "cyan",
+    TaskState.FAILED: "bold red",
+    TaskState.STOPPED: "magenta",
+}
+
+
+def human_bytes(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+class StatusBar(Static):
+    """Run id, applied settings (pending changes marked), elapsed time."""
+
+    def show(self, dashboard: Dashboard, pending: TrainingSettings) -> None:
+        applied = dashboard.settings
+        text = Text()
+        text.append(f" run {dashboard.run_id or '-'} ", style="bold")
+        for label, now, later in (
+            ("", applied.mode.value, pending.mode.value),
+            ("partitions ", str(applied.partitions), str(pending.partitions)),
+            ("", applied.placement.value, pending.placement.value),
+        ):
+            text.append("│ ")
+            text.append(f"{label}{now}")
+            if later != now:
+                text.append(f"→{later} (pending)", style="bold yellow")
+            text.append(" ")
+        text.append(f"│ {duration(dashboard.elapsed())} ")
+        if dashboard.finished is not None:
+            text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
+        self.update(text)
+
+
+class TaskTable(DataTable[Text | str]):
+    """One row per task; the cursor row is the selected task."""
+
+    # Fits 80 columns with the cell padding; the reason of a failure is in the log pane.
+    COLUMNS = (("task", 8), ("address", 15), ("state", 12), ("pid", 7), ("rst", 3),
+               ("step", 7), ("ex/s", 7), ("out", 4))
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.zebra_stripes = True
+        for column, width in self.COLUMNS:
+            self.add_column(column, key=column, width=width)
+
+    @property
+    def selected(self) -> str | None:
+        if self.row_count == 0:
+            return None
+        row_key, _ = self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0))
+        return row_key.value
+
+    def show(self, dashboard: Dashboard) -> None:
+        now = dashboard.clock()
+        names = list(dashboard.rows)
+        if [r.value for r in self.rows] != names:
+            selected = self.selected
+            self.clear()
+            for name in names:
+                self.add_row(*self._cells(dashboard, name, now), key=name)
+            if selected in names:
+                self.move_cursor(row=names.index(selected))
+            return
+        for name in names:
+            for (column, _), value in zip(self.COLUMNS, self._cells(dashboard, name, now), strict=True):
+                self.update_cell(name, column, value)
+
+    @staticmethod
+    def _cells(dashboard: Dashboard, name: str, now: float) -> list[Text | str]:
+        row = dashboard.rows[name]
+        state = Text(row.state_text, style=STATE_STYLES[row.state])
+        return [
+            name, row.address, state, str(row.pid or "-"), str(row.restarts),
+            "-" if row.local_step is None else str(row.local_step),
+            "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
+            row.output_age(now),
+        ]
+
+
+class LogPane(Log):
+    """A log that follows its tail unless the operator scrolled back; ``End`` resumes."""
+
+    BINDINGS = [("end", "follow", "Follow")]
+
+    def __init__(self, *, id: str) -> None:
+        super().__init__(max_lines=2_000, auto_scroll=True, id=id)
+        self.filter_text = ""
+        self.source: TaskLog | None = None
+
+    @property
+    def following(self) -> bool:
+        return self.is_vertical_scroll_end or self.max_scroll_y == 0
+
+    def show_log(self, source: TaskLog | None, filter_text: str) -> None:
+        """Switch to another source or filter: redraw from the retained tail."""
+        self.source, self.filter_text = source, filter_text
+        self.clear()
+        if source is not None:
+            source.unseen.clear()
+            self.write_lines(self._matching(source.lines))
+
+    def append_unseen(self) -> None:
+        if self.source is None or not self.source.unseen:
+            return
+        self.auto_scroll = self.following
+        lines = self._matching(self.source.take_unseen())
+        if lines:
+            self.write_lines(lines)
+
+    def _matching(self, lines: Iterable[str]) -> list[str]:
+        needle = self.filter_text.lower()
+        return [line for line in lines if needle in line.lower()] if needle else list(lines)
+
+    def action_follow(self) -> None:
+        self.auto_scroll = True
+        self.scroll_end(animate=False)
+
+
+class PlacementView(VerticalScroll):
+    """Bytes per ps as bars with the max/mean ratio, and the shard table; a pending
+    preview is shown above the current placement."""
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static(id="placement-preview")
+        yield Static(id="placement-bars")
+        yield DataTable(id="placement-shards", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#placement-shards", DataTable)
+        for column in ("variable", "shard", "shape", "bytes", "ps"):
+            table.add_column(column, key=column)
+
+    def show(self, current: protocol.Placement | None, preview: protocol.Placement | None,
+             preview_note: str) -> None:
+        bars = self.query_one("#placement-bars", Static)
+        bars.update(bar_chart("current placement", current) if current else
+                    Text("no placement yet: the chief reports it once its graph is built", "dim"))
+        preview_widget = self.query_one("#placement-preview", Static)
+        if preview is not None:
+            chart = bar_chart("preview (pending, not applied until R)", preview)
+            preview_widget.update(chart)
+        else:
+            preview_widget.update(Text(preview_note, style="yellow") if preview_note else "")
+        shown = preview or current
+        table = self.query_one("#placement-shards", DataTable)
+        table.clear()
+        if shown is not None:
+            for v in shown.variables:
+                shape = "x".join(str(d) for d in v.shape) or "scalar"
+                table.add_row(v.variable, f"{v.shard + 1}/{v.num_shards}", shape,
+                              human_bytes(v.bytes), f"ps{v.ps}")
+
+
+def bar_chart(title: str, placement: protocol.Placement, width: int = 40) -> Text:
+    """One bar per ps; the ratio max/mean is coloured by how bad it is."""
+    text = Text()
+    ratio = placement.max_mean_ratio
+    style = "green" if ratio <= 1.10 else "yellow" if ratio <= 1.5 else "bold red"
+    text.append(f"{title}: {placement.strategy}, partitions {placement.partitions}, "
+                f"{placement.num_ps} ps, max/mean ")
+    text.append(f"{ratio:.2f}\n", style=style)
+    peak = max(placement.ps_bytes, default=0) or 1
+    for i, total in enumerate(placement.ps_bytes):
+        filled = round(width * total / peak)
+        text.append(f"ps{i:<3}")
+        text.append("█" * filled, style=style if total == peak and ratio > 1.10 else "cyan")
+        text.append(" " * (width - filled))
+        text.append(f" {human_bytes(total)}\n")
+    return text
+
+
+class ThroughputView(Vertical):
+    """Progress to the target with ETA, aggregate and per-worker examples/sec, loss trend."""
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static(id="progress-text")
+        yield ProgressBar(total=100, show_eta=False, show_percentage=False, id="progress-bar")
+        yield Static("aggregate examples/sec", classes="chart-title")
+        yield Sparkline([], id="rate-chart")
+        yield Static("loss", classes="chart-title", id="loss-title")
+        yield Sparkline([], id="loss-chart")
+        yield Vertical(id="worker-charts")
+
+    def show(self, dashboard: Dashboard) -> None:
+        eta = dashboard.eta_seconds()
+        done = dashboard.global_step
+        target = dashboard.target or 1
+        text = Text()
+        text.append(f"global step {done:,} / {target:,}", style="bold")
+        text.append(f"  {100 * min(done, target) / target:.0f}%")
+        text.append(f"  ETA {duration(eta)}" if eta is not None else "  ETA -")
+        text.append(f"  │ {dashboard.aggregate_rate:,.0f} ex/s")
+        if dashboard.loss is not None:
+            text.append(f"  │ loss {dashboard.loss:.4f}")
+        if dashboard.accuracy is not None:
+            text.append(f"  │ accuracy {dashboard.accuracy:.3f}")
+        self.query_one("#progress-text", Static).update(text)
+        self.query_one("#progress-bar", ProgressBar).update(total=target, progress=min(done, target))
+        self.query_one("#rate-chart", Sparkline).data = list(dashboard.rate_history)
+        self.query_one("#loss-chart", Sparkline).data = list(dashboard.loss_history)
+        charts = self.query_one("#worker-charts", Vertical)
+        for task, history in dashboard.worker_history.items():
+            chart_id = f"rate-{task}"
+            existing = charts.query(f"#{chart_id}")
+            if not existing:
+                charts.mount(Static(f"{task} examples/sec", classes="chart-title"))
+                charts.mount(Sparkline(list(history), id=chart_id))
+            else:
+                existing.first(Sparkline).data = list(history)
