@@ -94,7 +94,7 @@ class TrainingSettings:
             found.append(("eval_every", f"must be 0 (off) or a positive integer, got {self.eval_every}"))
         if self.seed < 0:
             found.append(("seed", f"must be >= 0, got {self.seed}"))
-        if not self.learning_rate > 0:
+        if not 0 < self.learning_rate < float("inf"):
             found.append(("learning_rate", f"must be > 0, got {self.learning_rate}"))
         if self.input_size is not None and self.input_size < 8:
             found.append(("input_size", f"must be >= 8, got {self.input_size}"))

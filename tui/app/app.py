@@ -404,7 +404,8 @@ class TfdistApp(App[int]):
         self.call_from_thread(self.notify, "stopping every task…")
         if self.core is not None:
             self.core.close(timeout=15.0)
-        self.call_from_thread(self.exit, int(self.exit_code_now()))
+        code = int(self.exit_code_now())
+        self.call_from_thread(self.exit, code, code)
 
     def exit_code_now(self) -> ExitCode:
         if self.start_failed:

@@ -1,0 +1,59 @@
+"""Shared test helpers: temp cluster configs and the no-orphans check."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psutil
+
+from tui.plan import RUN_ID_ENV
+
+DEFAULT_TRAINING = {"model": "mlp", "dataset": "digits", "mode": "async", "steps": 1_000_000,
+                    "log_every": 50}
+
+
+def write_hosts(path: Path, *, ps: int = 1, workers: int = 2, **training: object) -> Path:
+    """A localhost cluster with auto ports; training settings override a long async run."""
+    settings = {**DEFAULT_TRAINING, **training}
+    lines = ["cluster:", "  ps: [" + ", ".join(["localhost:auto"] * ps) + "]",
+             "  worker: [" + ", ".join(["localhost:auto"] * workers) + "]", "training:"]
+    lines += [f"  {key}: {value}" for key, value in settings.items()]
+    lines.append(f"run_dir: {path.parent / 'runs'}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def trainer_processes(run_ids: set[str] | None = None) -> list[psutil.Process]:
+    """Live ``python -m trainer`` processes (of these runs, when given)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            cmdline = proc.info["cmdline"] or []
+            if proc.info["status"] == psutil.STATUS_ZOMBIE or "trainer" not in cmdline:
+                continue
+            if "-m" not in cmdline:
+                continue
+            if run_ids is not None and proc.environ().get(RUN_ID_ENV) not in run_ids:
+                continue
+            found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def run_ids_under(runs_root: Path) -> set[str]:
+    return {p.name for p in runs_root.iterdir() if p.is_dir()} if runs_root.exists() else set()
+
+
+def assert_no_trainers_left(runs_root: Path, within: float = 5.0) -> None:
+    """Every task of every run under ``runs_root`` has exited (waiting up to ``within`` s)."""
+    ids = run_ids_under(runs_root)
+    assert ids, f"no run under {runs_root}"
+    deadline = time.monotonic() + within
+    while True:
+        alive = trainer_processes(ids)
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
