@@ -1,0 +1,106 @@
+"""The output reader against whatever a task may print."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainer import protocol
+from tui.events import Stream
+from tui.launch.lines import LineSplitter, OutputLine, read_lines
+
+
+def split(data: bytes, max_line: int = 1 << 22, chunk: int = 7) -> list[OutputLine]:
+    splitter = LineSplitter(Stream.STDOUT, max_line)
+    lines: list[OutputLine] = []
+    for start in range(0, len(data), chunk):
+        lines += splitter.feed(data[start:start + chunk])
+    return lines + splitter.finish()
+
+
+def texts(lines: list[OutputLine]) -> list[str]:
+    return [line.text for line in lines]
+
+
+def test_plain_lines_crlf_and_a_last_line_without_newline() -> None:
+    assert texts(split(b"one\ntwo\r\n\nlast")) == ["one", "two", "", "last"]
+
+
+def test_invalid_json_and_unknown_events_stay_text() -> None:
+    lines = split(b'{"event": "step", "v": 1\n{"event":"nope","v":1,"role":"ps","index":0}\n[1,2]\n')
+    assert len(lines) == 3
+    assert all(protocol.parse_event(line.text) is None for line in lines)
+
+
+def test_binary_and_invalid_utf8_are_replaced_not_fatal() -> None:
+    lines = split(b"\x00\x01\xff\xfe bin \x80\n\xe2\x82\n")
+    assert texts(lines) == ["\x00\x01\ufffd\ufffd bin \ufffd", "\ufffd"]
+
+
+def test_ansi_escapes_pass_through_untouched() -> None:
+    assert texts(split(b"\x1b[31mred\x1b[0m \x1b]0;title\x07\n")) == ["\x1b[31mred\x1b[0m \x1b]0;title\x07"]
+
+
+def test_a_one_megabyte_line_arrives_whole() -> None:
+    lines = split(b"a" * 1_000_000 + b"\nafter\n", chunk=65536)
+    assert [len(t) for t in texts(lines)] == [1_000_000, 5]
+    assert not any(line.partial for line in lines)
+
+
+def test_an_over_long_line_is_cut_into_marked_pieces_without_losing_bytes() -> None:
+    lines = split(b"x" * 25 + b"\nshort\n", max_line=10)
+    assert [(line.text, line.partial) for line in lines] == [
+        ("x" * 10, True), ("x" * 10, True), ("x" * 5, False), ("short", False)]
+
+
+def test_pieces_never_split_a_utf8_character() -> None:
+    text = "é" * 20  # two bytes each
+    lines = split(text.encode(), max_line=7)
+    assert "".join(texts(lines)) == text
+    assert "\ufffd" not in "".join(texts(lines))
+
+
+def test_events_are_parsed_from_lines() -> None:
+    event = protocol.Ready(role="ps", index=0, pid=1, address="localhost:1")
+    (line,) = split((event.to_json() + "\n").encode())
+    assert protocol.parse_event(line.text) == event
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=300),
+       st.integers(min_value=1, max_value=50), st.integers(min_value=4, max_value=40))
+@settings(max_examples=300, deadline=None)
+def test_any_text_any_chunking_is_reassembled_exactly(text: str, chunk: int, max_line: int) -> None:
+    rebuilt = ""
+    for line in split(text.encode(), max_line=max_line, chunk=chunk):
+        rebuilt += line.text if line.partial else line.text + "\n"
+    expected = text if text.endswith("\n") or not text else text + "\n"
+    assert rebuilt == expected
+
+
+@given(st.binary(max_size=500), st.integers(min_value=1, max_value=64))
+@settings(max_examples=300, deadline=None)
+def test_any_bytes_never_raise(data: bytes, chunk: int) -> None:
+    lines = split(data, max_line=16, chunk=chunk)
+    whole = [line for line in lines if not line.partial]
+    assert len(whole) == data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
+class ChunkSource:
+    """An async byte source returning fixed chunks, then EOF."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = list(chunks)
+
+    async def read(self, n: int = -1) -> bytes:
+        await asyncio.sleep(0)
+        return self._chunks.pop(0) if self._chunks else b""
+
+
+@pytest.mark.asyncio
+async def test_read_lines_from_an_async_source() -> None:
+    source = ChunkSource([b"par", b"tial\nnext", b" line", b""])
+    lines = [line async for line in read_lines(source, Stream.STDERR)]
+    assert lines == [OutputLine(Stream.STDERR, "partial"), OutputLine(Stream.STDERR, "next line")]

@@ -1,0 +1,115 @@
+"""The run directory: complete, parseable, never truncated."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainer import protocol
+from tui.events import ControllerEvent, RunOutcome, Stream, TaskOutput, TaskState, TaskStateChanged
+from tui.rundir import RunDirectory, new_run_id
+from tui.supervisor import Supervisor
+
+from .fakes import FakeClock, FakeLauncher, Recorder, make_config
+
+
+def test_run_ids_sort_by_time_and_are_unique() -> None:
+    first, second = new_run_id(1_700_000_000.0), new_run_id(1_700_000_000.0)
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", first)
+    assert first != second
+    assert new_run_id(1_800_000_000.0) > first
+
+
+def test_log_lines_are_marked_by_stream_and_long_lines_by_continuation(tmp_path: Path) -> None:
+    directory = RunDirectory.create(tmp_path, "r")
+    events: list[ControllerEvent] = [
+        TaskStateChanged(task="ps0", old=TaskState.PENDING, new=TaskState.STARTING, pid=9, t=0.0),
+        TaskOutput(task="ps0", stream=Stream.STDOUT, text="a" * 10, partial=True, t=0.0),
+        TaskOutput(task="ps0", stream=Stream.STDERR, text="oops", t=0.0),
+        TaskOutput(task="ps0", stream=Stream.STDOUT, text="b" * 3, t=0.0),
+        TaskOutput(task="ps0", stream=Stream.STDOUT, text="\x00\udcff after", t=0.0),
+    ]
+    for event in events:
+        directory.record(event)
+    directory.close()
+    directory.record(events[0])  # ignored after close
+    lines = [line.split(" ", 1)[1] for line in (tmp_path / "r/logs/ps0.log").read_text().splitlines()]
+    assert lines == ["ctl | pending -> starting (pid 9)", "out | " + "a" * 10, "err | oops",
+                     "out+ | bbb", "out | \x00? after"]
+    records = [json.loads(line) for line in (tmp_path / "r/events.jsonl").read_text().splitlines()]
+    assert [r["type"] for r in records] == ["task_state"]
+
+
+@pytest.mark.asyncio
+async def test_a_run_leaves_a_complete_directory(tmp_path: Path) -> None:
+    config = make_config(tmp_path, num_workers=1, ports=[2222, None])
+    launcher, recorder = FakeLauncher(), Recorder()
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=FakeClock())
+    supervisor.subscribe(recorder)
+    await supervisor.start()
+    ps0 = await launcher.started("ps0")
+    ps0.say("hello from ps0")
+    ps0.ready()
+    worker0 = await launcher.started("worker0")
+    worker0.ready()
+    worker0.say("x" * 2_000_000, Stream.STDERR)
+    worker0.done(global_step=10, loss=0.5, accuracy=0.75)
+    worker0.exit(0)
+    ps0.exit(0)
+    summary = await supervisor.wait()
+    assert summary.outcome is RunOutcome.SUCCEEDED
+
+    run_dir = summary.run_dir
+    assert run_dir.parent == tmp_path / "runs" and run_dir.name == supervisor.run_id
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "config.yaml", "events.jsonl", "logs", "summary.json", "tasks"]
+
+    resolved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    worker_port = resolved["cluster"]["worker"][0].rsplit(":", 1)[1]
+    assert resolved["cluster"] == {"ps": ["localhost:2222"], "worker": [f"localhost:{worker_port}"]}
+    assert resolved["training"]["steps"] == config.training.steps
+    assert resolved["restart"]["worker"]["policy"] == "never"
+
+    task = json.loads((run_dir / "tasks/worker0.json").read_text())
+    assert task["tf_config"]["task"] == {"type": "worker", "index": 0}
+    assert task["argv"] == list(launcher.processes["worker0"][0].argv)
+    assert task["port"] == int(worker_port)
+
+    ps_log = (run_dir / "logs/ps0.log").read_text()
+    assert "out | hello from ps0" in ps_log and '"event":"ready"' in ps_log
+    worker_log = (run_dir / "logs/worker0.log").read_text()
+    assert "err | " + "x" * 2_000_000 + "\n" in worker_log  # never truncated
+
+    records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    kinds = [r["type"] for r in records]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
+    assert "task_output" not in kinds  # output lives in the logs
+    trainer_events = [r["event"]["event"] for r in records if r["type"] == "trainer_event"]
+    assert trainer_events == ["loaded", "ready", "loaded", "ready", "done"]
+    assert len([r for r in records if r["type"] == "task_state"]) == 6
+
+    saved = json.loads((run_dir / "summary.json").read_text())
+    assert saved["outcome"] == "succeeded"
+    assert (saved["final_loss"], saved["final_accuracy"]) == (0.5, 0.75)
+    assert [t["exit_code"] for t in saved["tasks"]] == [0, 0]
+
+
+def test_an_existing_run_directory_is_never_reused(tmp_path: Path) -> None:
+    RunDirectory.create(tmp_path, "same")
+    with pytest.raises(FileExistsError):
+        RunDirectory.create(tmp_path, "same")
+
+
+def test_protocol_events_round_trip_through_events_jsonl(tmp_path: Path) -> None:
+    from tui.events import TrainerEvent
+
+    directory = RunDirectory.create(tmp_path, "r")
+    event = protocol.Checkpoint(role="worker", index=0, action="saved", global_step=3, path="/c")
+    directory.record(TrainerEvent(task="worker0", event=event, t=1.0))
+    directory.close()
+    (record,) = [json.loads(line) for line in (tmp_path / "r/events.jsonl").read_text().splitlines()]
+    assert protocol.parse_event(json.dumps(record["event"])) == event

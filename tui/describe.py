@@ -1,0 +1,56 @@
+"""Short human descriptions of trainer events and exit codes, shared by the summary's last
+lines and the front ends."""
+
+from __future__ import annotations
+
+import signal
+
+from trainer import protocol
+
+
+def describe_exit(code: int) -> str:
+    """``exited with code 2``, or ``was killed by SIGKILL`` for a negative code."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def format_number(value: float | None, digits: int = 4) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def describe_event(event: protocol.Event) -> str:
+    """One line saying what ``event`` reports."""
+    if isinstance(event, protocol.Loaded):
+        return f"loaded in {event.seconds:.1f} s (pid {event.pid}), waiting for its turn"
+    if isinstance(event, protocol.Ready):
+        version = f", TensorFlow {event.tf_version}" if event.tf_version else ""
+        return f"ready on {event.address} (pid {event.pid}{version})"
+    if isinstance(event, protocol.Initialized):
+        chief = " as chief" if event.is_chief else ""
+        return f"initialized{chief} at step {event.global_step} after {event.seconds:.1f} s"
+    if isinstance(event, protocol.Placement):
+        return (f"placement: {len(event.variables)} variable shards on {event.num_ps} ps "
+                f"({event.strategy}), max/mean {event.max_mean_ratio:.2f}")
+    if isinstance(event, protocol.Step):
+        target = f"/{event.target}" if event.target else ""
+        return (f"step {event.global_step}{target} loss {format_number(event.loss)} "
+                f"{event.examples_per_sec:.1f} ex/s")
+    if isinstance(event, protocol.Eval):
+        return (f"eval at step {event.global_step}: accuracy {event.accuracy:.4f} "
+                f"loss {format_number(event.loss)} ({event.examples} examples)")
+    if isinstance(event, protocol.Checkpoint):
+        text = f"checkpoint {event.action} at step {event.global_step}"
+        if event.path:
+            text += f" {event.path}"
+        if event.reason:
+            text += f" ({event.reason})"
+        return text
+    if isinstance(event, protocol.Done):
+        return f"done ({event.reason}) at step {event.global_step}"
+    if isinstance(event, protocol.Error):
+        return f"error: {event.type}: {event.message}"
+    return event.KIND

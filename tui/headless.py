@@ -1,0 +1,319 @@
+"""The ``--no-ui`` front end: compose-style prefixed output, or JSON lines with ``--json``.
+
+This module is the only place that formats controller events as text for a terminal or a
+CI log. It subscribes to the supervisor like any front end; it also owns the headless
+process's policy: signals (Ctrl-C/SIGTERM stop every task, a second one kills), the
+``--timeout``, and the exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from trainer import protocol
+from tui.config import Job
+from tui.describe import describe_event, describe_exit, format_number
+from tui.events import (
+    ControllerEvent,
+    Notice,
+    RunFinished,
+    RunOutcome,
+    RunStarted,
+    RunSummary,
+    TaskOutput,
+    TaskState,
+    TaskStateChanged,
+    TrainerEvent,
+    to_json,
+)
+from tui.options import ExitCode, RunOptions, exit_code_for
+from tui.progress import ProgressTracker
+from tui.supervisor import PreflightError, Supervisor
+
+PROGRESS_INTERVAL = 5.0
+#: Longer output lines are cut on screen (never in the run directory's logs).
+DISPLAY_LINE_CHARS = 4000
+CONTROLLER = "tfdist"
+
+_COLOURS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)
+# Escape sequences (CSI, OSC, two-byte) and other control characters a task may print:
+# they would move the cursor or recolour our prefixes, so they are removed on screen.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with terminal escapes and control characters removed (tabs kept)."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
+class Printer:
+    """Formats controller events as prefixed lines (``worker1 | ...``)."""
+
+    def __init__(self, out: TextIO, colour: bool) -> None:
+        self._out = out
+        self._colour = colour
+        self._width = len(CONTROLLER)
+        self._colours: dict[str, int] = {}
+        self._progress: ProgressTracker | None = None
+        self._placement_shown = False
+        self._last_progress: tuple[int, float] | None = None
+
+    def handle(self, event: ControllerEvent) -> None:
+        """The supervisor's sink."""
+        if isinstance(event, RunStarted):
+            self._run_started(event)
+        elif isinstance(event, TaskOutput):
+            if not event.is_event:
+                self._line(event.task, _display(event.text, event.task))
+        elif isinstance(event, TaskStateChanged):
+            self._state(event)
+        elif isinstance(event, TrainerEvent):
+            self._trainer_event(event)
+        elif isinstance(event, Notice):
+            self._line(event.task or CONTROLLER, f"{event.level.value}: {event.text}")
+        elif isinstance(event, RunFinished):
+            self.summary(event.summary)
+        self._out.flush()
+
+    def progress_line(self) -> None:
+        """Print the progress line, unless nothing changed since the last one."""
+        if self._progress is None:
+            return
+        snap = self._progress.snapshot()
+        if not snap.workers or (snap.global_step, snap.examples_per_sec) == self._last_progress:
+            return
+        self._last_progress = (snap.global_step, snap.examples_per_sec)
+        percent = f" ({snap.fraction:.0%})" if snap.fraction is not None else ""
+        target = f"/{snap.target}" if snap.target else ""
+        workers = ", ".join(f"{w.task} {w.examples_per_sec:.1f}" for w in snap.workers)
+        self._line(CONTROLLER, f"step {snap.global_step}{target}{percent}  "
+                               f"{snap.examples_per_sec:.1f} ex/s [{workers}]  "
+                               f"loss {format_number(snap.loss)}")
+        self._out.flush()
+
+    def summary(self, summary: RunSummary) -> None:
+        """The final block: outcome, steps, time, loss/accuracy, every task, the run dir,
+        and each failed task's last lines."""
+        write = self._out.write
+        title = f"run {summary.outcome.value}"
+        if summary.reason:
+            title += f": {summary.reason}"
+        self._line(CONTROLLER, title)
+        target = f" / {summary.target}" if summary.target else ""
+        write(f"  steps        {summary.global_step}{target}\n")
+        write(f"  wall time    {summary.wall_time:.1f} s\n")
+        write(f"  final loss   {format_number(summary.final_loss)}\n")
+        write(f"  accuracy     {format_number(summary.final_accuracy)}\n")
+        for result in summary.tasks:
+            code = "not started" if result.exit_code is None else f"exit code {result.exit_code}"
+            detail = f" ({result.reason})" if result.reason else ""
+            write(f"  {result.name:<{self._width}}  {result.state.value}, {code}{detail}\n")
+        write(f"  run dir      {summary.run_dir}\n")
+        for result in summary.failed_tasks:
+            exit_text = describe_exit(result.exit_code) if result.exit_code is not None else "failed"
+            write(f"{result.name} {exit_text}; its last {len(result.last_lines)} lines:\n")
+            for line in result.last_lines:
+                write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
+
+    # -- pieces -------------------------------------------------------------------------
+
+    def _run_started(self, event: RunStarted) -> None:
+        self._progress = ProgressTracker(event.settings.steps)
+        self._placement_shown = False
+        self._last_progress = None
+        self._width = max([len(CONTROLLER), *(len(t.name) for t in event.tasks)])
+        for number, task in enumerate(event.tasks):
+            self._colours[task.name] = _COLOURS[number % len(_COLOURS)]
+        ps = [t.address for t in event.tasks if t.job is Job.PS]
+        workers = [t.address for t in event.tasks if t.job is Job.WORKER]
+        s = event.settings
+        self._line(CONTROLLER, f"run {event.run_id}: ps {', '.join(ps)}; workers {', '.join(workers)}")
+        self._line(CONTROLLER, f"training {s.model.value} on {s.dataset.value}, {s.mode.value}, "
+                               f"{s.steps} steps, {s.partitions} partition(s), {s.placement.value}")
+        self._line(CONTROLLER, f"run dir {event.run_dir}")
+
+    def _state(self, event: TaskStateChanged) -> None:
+        if event.new is TaskState.STARTING:
+            text = f"starting (pid {event.pid})"
+        elif event.new.is_finished and event.exit_code is not None:
+            exit_text = describe_exit(event.exit_code)
+            if event.reason.startswith(exit_text):
+                detail = event.reason
+            else:
+                detail = exit_text + (f" ({event.reason})" if event.reason else "")
+            text = f"{event.new.value}: {detail}"
+        else:
+            text = event.new.value + (f": {event.reason}" if event.reason else "")
+        self._line(event.task, f"-- {text}")
+
+    def _trainer_event(self, event: TrainerEvent) -> None:
+        inner = event.event
+        if self._progress is not None:
+            self._progress.update(event.task, inner)
+        if isinstance(inner, protocol.Step):
+            return  # summarised by the progress line
+        if isinstance(inner, protocol.Placement):
+            if not self._placement_shown:
+                self._placement_shown = True
+                self._placement(inner)
+            return
+        self._line(event.task, f"-- {describe_event(inner)}")
+
+    def _placement(self, placement: protocol.Placement) -> None:
+        total = sum(placement.ps_bytes) or 1
+        self._line(CONTROLLER, f"placement of {placement.model}: {placement.strategy}, "
+                               f"{placement.partitions} partition(s), {placement.num_ps} ps")
+        for ps, size in enumerate(placement.ps_bytes):
+            shards = sum(1 for v in placement.variables if v.ps == ps)
+            self._line(CONTROLLER, f"  ps{ps:<4} {shards:>4} shards  {_bytes(size):>10}  "
+                                   f"{size / total:6.1%}")
+        self._line(CONTROLLER, f"  max/mean bytes per ps: {placement.max_mean_ratio:.2f}")
+
+    def _prefix(self, name: str) -> str:
+        text = f"{name:<{self._width}} |"
+        colour = self._colours.get(name)
+        if self._colour and colour is not None:
+            return f"\x1b[{colour}m{text}\x1b[0m"
+        return text
+
+    def _line(self, name: str, text: str) -> None:
+        self._out.write(f"{self._prefix(name)} {text}\n")
+
+
+class JsonPrinter:
+    """``--json``: every controller event as one JSON line (protocol event lines appear
+    once, as ``trainer_event`` records, not again as output)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def handle(self, event: ControllerEvent) -> None:
+        if isinstance(event, TaskOutput) and event.is_event:
+            return
+        self._out.write(to_json(event) + "\n")
+        self._out.flush()
+
+    def progress_line(self) -> None:
+        return None
+
+
+def _display(text: str, task: str) -> str:
+    text = clean_text(text)
+    if len(text) > DISPLAY_LINE_CHARS:
+        rest = len(text) - DISPLAY_LINE_CHARS
+        text = text[:DISPLAY_LINE_CHARS] + f"... ({rest} more characters in logs/{task}.log)"
+    return text
+
+
+def _bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+class _Stopper:
+    """Turns signals and the timeout into supervisor stops. A request that arrives before
+    the run has started (during preflight) is held and carried out once it has."""
+
+    def __init__(self, supervisor: Supervisor, err: TextIO) -> None:
+        self._supervisor = supervisor
+        self._err = err
+        self._started = False
+        self._pending: list[tuple[RunOutcome, str]] = []
+        self._tasks: set[asyncio.Task[object]] = set()
+        self._interrupts = 0
+
+    def run_started(self) -> None:
+        self._started = True
+        for outcome, reason in self._pending:
+            self.request(outcome, reason)
+        self._pending.clear()
+
+    def request(self, outcome: RunOutcome, reason: str) -> None:
+        if not self._started:
+            self._pending.append((outcome, reason))
+            return
+        task: asyncio.Task[object] = asyncio.ensure_future(self._supervisor.stop_all(outcome, reason))
+        self._tasks.add(task)  # keep a reference until done
+        task.add_done_callback(self._tasks.discard)
+
+    def on_signal(self, signum: signal.Signals) -> None:
+        """First Ctrl-C/SIGTERM: stop every task gracefully. Second: SIGKILL them now."""
+        self._interrupts += 1
+        if self._interrupts == 1:
+            self._err.write(f"{CONTROLLER}: {signum.name}: stopping every task (again to kill them now)\n")
+            self.request(RunOutcome.INTERRUPTED, f"interrupted by {signum.name}")
+        else:
+            self._err.write(f"{CONTROLLER}: {signum.name}: killing every task\n")
+            self._supervisor.kill_all()
+        self._err.flush()
+
+
+async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = None,
+                       out: TextIO | None = None, err: TextIO | None = None,
+                       handle_signals: bool = True,
+                       progress_interval: float = PROGRESS_INTERVAL) -> ExitCode:
+    """Run the cluster to the end and return the exit code. ``supervisor`` may be given
+    (tests use a fake trainer); by default one is built from ``options``."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    supervisor = supervisor or Supervisor(options.config, runs_root=options.runs_root)
+    printer: Printer | JsonPrinter
+    if options.json_output:
+        printer = JsonPrinter(out)
+    else:
+        printer = Printer(out, colour=out.isatty() and "NO_COLOR" not in os.environ)
+    supervisor.subscribe(printer.handle)
+
+    loop = asyncio.get_running_loop()
+    stopper = _Stopper(supervisor, err)
+    handled = [signal.SIGINT, signal.SIGTERM] if handle_signals else []
+    for signum in handled:
+        loop.add_signal_handler(signum, stopper.on_signal, signum)
+    timer: asyncio.TimerHandle | None = None
+    progress: asyncio.Task[None] | None = None
+    try:
+        try:
+            await supervisor.start()
+        except PreflightError as exc:
+            for problem in exc.problems:
+                err.write(f"error: {problem}\n")
+            err.flush()
+            return ExitCode.USAGE
+        stopper.run_started()
+        if options.timeout is not None:
+            timer = loop.call_later(options.timeout, stopper.request, RunOutcome.TIMEOUT,
+                                    f"timed out after {options.timeout:g} s")
+        progress = asyncio.create_task(_every(progress_interval, printer.progress_line))
+        summary = await supervisor.wait()
+        return exit_code_for(summary.outcome)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        if progress is not None:
+            progress.cancel()
+        for signum in handled:
+            loop.remove_signal_handler(signum)
+        await supervisor.close()
+
+
+async def _every(interval: float, action: Callable[[], None]) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        action()
+
+
+def main(options: RunOptions) -> int:
+    """Run headless in a fresh event loop; return the process exit code."""
+    return int(asyncio.run(run_headless(options)))
+

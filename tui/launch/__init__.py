@@ -1,0 +1,1 @@
+"""Launchers: how task processes are started, streamed and signalled on a host."""

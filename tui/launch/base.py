@@ -1,0 +1,108 @@
+"""The launcher interface: how the supervisor starts and signals task processes on a host.
+
+A launcher knows how to reach a host (a local process, an SSH channel); the supervisor
+knows what to run and when. Everything here is async so an SSH launcher can satisfy it
+without blocking the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tui.config import HostSpec, TaskSpec
+from tui.launch.lines import OutputLine
+
+
+class LaunchError(Exception):
+    """A task or a check could not be started on its host (program missing, host
+    unreachable, host kind not supported by this launcher). The message is for people."""
+
+
+@dataclass(frozen=True)
+class PortProblem:
+    """A port that a task needs and cannot have. ``pid``/``process_name`` name the holder
+    when the launcher could find it (locally, via psutil)."""
+
+    host: str
+    port: int
+    reason: str = "in use"
+    pid: int | None = None
+    process_name: str | None = None
+
+    def __str__(self) -> str:
+        text = f"{self.host}:{self.port} is {self.reason}"
+        if self.pid is not None:
+            text += f" by pid {self.pid}" + (f" ({self.process_name})" if self.process_name else "")
+        return text
+
+
+class PortReservation(Protocol):
+    """A free port held for a task until it starts. Release it right before starting the
+    task that binds it; after that the port is only as safe as the gap is short."""
+
+    @property
+    def port(self) -> int: ...
+
+    def release(self) -> None:
+        """Stop holding the port. Idempotent."""
+        ...
+
+
+class RunningTask(Protocol):
+    """A launched task process."""
+
+    @property
+    def pid(self) -> int | None:
+        """The process id on its host (None if the launcher cannot tell)."""
+        ...
+
+    def output(self) -> AsyncIterator[OutputLine]:
+        """Every line the task prints on stdout and stderr, tagged with its stream, in the
+        order they arrive, until both streams reach EOF. Call once."""
+        ...
+
+    async def wait(self) -> int:
+        """Wait for the process to exit; return its exit code (negative: killed by that
+        signal)."""
+        ...
+
+    async def send(self, line: str) -> None:
+        """Write one line to the task's stdin (the trainer's ``go`` after ``--hold``).
+        Raises OSError (e.g. BrokenPipeError) if the task is gone."""
+        ...
+
+    async def terminate(self) -> None:
+        """Ask the task to stop: close its stdin (the trainer's stop signal) and send
+        SIGTERM to its whole process group. Returns without waiting for the exit."""
+        ...
+
+    async def kill(self) -> None:
+        """SIGKILL the task's whole process group. Returns without waiting for the exit."""
+        ...
+
+
+class Launcher(Protocol):
+    """Starts tasks on hosts and checks ports there."""
+
+    async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
+                    env: Mapping[str, str], cwd: str | None) -> RunningTask:
+        """Start ``argv`` for ``task`` on ``host`` in its own process group, with stdin a
+        pipe kept open until :meth:`RunningTask.terminate` (so the task also sees EOF if
+        the controller dies). ``env`` is added to the host's normal environment.
+        Raises :class:`LaunchError`."""
+        ...
+
+    async def check_ports(self, host: HostSpec, ports: Sequence[int]) -> list[PortProblem]:
+        """Which of ``ports`` cannot be listened on at ``host`` right now."""
+        ...
+
+    async def free_ports(self, host: HostSpec, n: int,
+                         avoid: frozenset[int] = frozenset()) -> list[PortReservation]:
+        """Reserve ``n`` distinct free ports on ``host`` (none of them in ``avoid``)."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the launcher holds (connections, reservations)."""
+        ...

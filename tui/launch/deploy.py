@@ -1,0 +1,193 @@
+"""Getting a remote host ready to run tasks: probe its Python and TensorFlow, and upload the
+``trainer`` package, so a remote host needs nothing but Python and TensorFlow.
+
+The package goes into a content-addressed directory,
+``<workdir>/trainer-<first 12 hex of its sha256>/trainer/...``. It is uploaded into a
+staging directory first, a marker file is written last, and the staging directory is then
+renamed into place: a directory with that name is always complete, so a later run (or
+another controller) that finds its marker skips the upload.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import posixpath
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from tui.config import HostSpec
+from tui.launch import snippets
+from tui.launch.connect import where
+from tui.launch.errors import HostError, HostFailure
+from tui.launch.remote_command import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, python_line
+
+PACKAGE = "trainer"
+MARKER = ".tfdist-complete"
+DEFAULT_PROBE_TIMEOUT = 120.0
+#: Lines of a failed command's stderr quoted in its error.
+STDERR_LINES = 3
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    path: str  # relative, with "/" separators, e.g. "trainer/loop.py"
+    data: bytes
+
+
+@dataclass(frozen=True)
+class TrainerPackage:
+    """The files of the ``trainer`` package and the digest that names them."""
+
+    files: tuple[PackageFile, ...]
+    digest: str  # 12 hex characters
+
+    @property
+    def dirname(self) -> str:
+        return f"{PACKAGE}-{self.digest}"
+
+    @classmethod
+    def from_directory(cls, root: Path) -> TrainerPackage:
+        """Read ``root/trainer`` (without caches). The digest covers every path and content."""
+        package = root / PACKAGE
+        if not (package / "__init__.py").is_file():
+            raise FileNotFoundError(f"no {PACKAGE} package in {root}")
+        files = tuple(
+            PackageFile(path.relative_to(root).as_posix(), path.read_bytes())
+            for path in sorted(package.rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo")
+        )
+        digest = hashlib.sha256()
+        for file in files:
+            # Length-prefixed, so no two different packages can hash alike by shifting bytes.
+            for part in (file.path.encode(), file.data):
+                digest.update(len(part).to_bytes(8, "big"))
+                digest.update(part)
+        return cls(files, digest.hexdigest()[:12])
+
+
+@functools.cache
+def local_package() -> TrainerPackage:
+    """The trainer package this controller itself imports (read once)."""
+    from tui.plan import trainer_root
+
+    return TrainerPackage.from_directory(trainer_root())
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where the trainer is on a host. ``path`` goes first on the tasks' PYTHONPATH."""
+
+    path: str
+    uploaded: bool  # False: it was there already
+
+
+@dataclass(frozen=True)
+class HostProbe:
+    """What the probe found on a host."""
+
+    python: str          # as configured (python: in hosts.yaml)
+    executable: str      # sys.executable there
+    python_version: str
+    tf_version: str
+    workdir: str         # absolute
+    home: str
+
+
+async def probe(conn: asyncssh.SSHClientConnection, spec: HostSpec,
+                timeout: float = DEFAULT_PROBE_TIMEOUT) -> HostProbe:
+    """Run ``<python> -c "import tensorflow ..."`` on the host. Raises :class:`HostError`:
+    PYTHON_MISSING, TENSORFLOW_MISSING, or COMMAND_FAILED for anything else."""
+    def fail(failure: HostFailure, detail: str) -> HostError:
+        return HostError(spec.name, where(spec), failure, detail)
+
+    line = python_line(spec.python, snippets.source("probe"), [spec.workdir], env=spec.env)
+    try:
+        result = await conn.run(line, timeout=timeout, encoding="utf-8", errors="replace")
+    except asyncssh.TimeoutError:
+        raise fail(HostFailure.COMMAND_FAILED, f"{spec.python} did not answer within {timeout:g} s "
+                                               f"(importing tensorflow hangs?)") from None
+    except (asyncssh.Error, OSError) as exc:
+        raise fail(HostFailure.CONNECTION_LOST, f"while probing python: {exc}") from None
+    stderr = str(result.stderr or "")
+    if result.exit_status in (EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE):
+        how = "was not found" if result.exit_status == EXIT_NOT_FOUND else "is not executable"
+        raise fail(HostFailure.PYTHON_MISSING,
+                   f"{spec.python} {how} on the host; set python: in hosts.yaml to an interpreter "
+                   f"that has TensorFlow")
+    answer = snippets.parse_result(str(result.stdout or ""))
+    if not isinstance(answer, Mapping):
+        raise fail(HostFailure.PYTHON_MISSING if "SyntaxError" in stderr else HostFailure.COMMAND_FAILED,
+                   f"{spec.python} did not run the probe ({describe_status(result)}): {last_lines(stderr)}")
+    if answer.get("tf_error") or not answer.get("tf_version"):
+        raise fail(HostFailure.TENSORFLOW_MISSING,
+                   f"{spec.python} ({answer.get('executable') or answer.get('python')}, Python "
+                   f"{answer.get('python_version')}) cannot import tensorflow: {answer.get('tf_error')}")
+    return HostProbe(python=spec.python, executable=str(answer.get("python", "")),
+                     python_version=str(answer.get("python_version", "")),
+                     tf_version=str(answer["tf_version"]), workdir=str(answer["workdir"]),
+                     home=str(answer.get("home", "")))
+
+
+async def deploy(conn: asyncssh.SSHClientConnection, spec: HostSpec, workdir: str,
+                 package: TrainerPackage | None = None) -> Deployment:
+    """Make sure ``<workdir>/trainer-<digest>`` holds ``package`` (default: this controller's
+    trainer). ``workdir`` must be absolute. Raises :class:`HostError` (DEPLOY_FAILED)."""
+    package = package or local_package()
+    final = posixpath.join(workdir, package.dirname)
+    try:
+        async with conn.start_sftp_client() as sftp:
+            if await sftp.exists(posixpath.join(final, MARKER)):
+                return Deployment(final, uploaded=False)
+            await sftp.makedirs(workdir, exist_ok=True)
+            staging = f"{final}.partial-{secrets.token_hex(4)}"
+            await _upload(sftp, staging, package)
+            try:
+                await sftp.rename(staging, final)
+            except asyncssh.SFTPError:
+                # Someone else (another controller) put it in place meanwhile: keep theirs.
+                if not await sftp.exists(posixpath.join(final, MARKER)):
+                    raise
+                await sftp.rmtree(staging, ignore_errors=True)
+                return Deployment(final, uploaded=False)
+    except asyncssh.ChannelOpenError as exc:
+        raise HostError(spec.name, where(spec), HostFailure.DEPLOY_FAILED,
+                        f"the SSH server offers no SFTP ({exc.reason}); enable its sftp "
+                        f"subsystem (Subsystem sftp in sshd_config)") from None
+    except (asyncssh.Error, OSError) as exc:
+        reason = exc.reason if isinstance(exc, asyncssh.Error) else (exc.strerror or str(exc))
+        raise HostError(spec.name, where(spec), HostFailure.DEPLOY_FAILED,
+                        f"cannot upload the trainer to {final}: {reason}") from None
+    return Deployment(final, uploaded=True)
+
+
+async def _upload(sftp: asyncssh.SFTPClient, staging: str, package: TrainerPackage) -> None:
+    await sftp.mkdir(staging)
+    made = {staging}
+    for file in package.files:
+        path = posixpath.join(staging, file.path)
+        parent = posixpath.dirname(path)
+        if parent not in made:
+            await sftp.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        async with sftp.open(path, "wb") as remote:
+            await remote.write(file.data)
+    # Last: its presence means every file above is complete.
+    listing = "".join(f"{f.path}\n" for f in package.files)
+    async with sftp.open(posixpath.join(staging, MARKER), "w") as marker:
+        await marker.write(f"{package.digest}\n{listing}")
+
+
+def describe_status(result: asyncssh.SSHCompletedProcess) -> str:
+    if result.exit_signal:
+        return f"killed by SIG{result.exit_signal[0]}"
+    return f"exit status {result.exit_status}"
+
+
+def last_lines(text: str, n: int = STDERR_LINES) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " / ".join(lines[-n:]) if lines else "no output"

@@ -1,0 +1,152 @@
+"""Launch tasks as local asyncio subprocesses, each in its own process group."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import AsyncGenerator, Mapping, Sequence
+
+from tui.config import HostSpec, TaskSpec
+from tui.events import Stream
+from tui.launch import local_ports
+from tui.launch.base import LaunchError, PortProblem, PortReservation
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, read_lines
+
+_EOF = None
+
+
+class LocalTask:
+    """A local task process. Implements :class:`tui.launch.base.RunningTask`."""
+
+    def __init__(self, process: asyncio.subprocess.Process, max_line: int = MAX_LINE_BYTES) -> None:
+        self._process = process
+        self._max_line = max_line
+        self._signalled_group = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    async def output(self) -> AsyncGenerator[OutputLine, None]:
+        """Both streams merged in arrival order; ends when both reached EOF."""
+        queue: asyncio.Queue[OutputLine | None] = asyncio.Queue()
+        sources: list[tuple[ByteSource, Stream]] = []
+        if self._process.stdout is not None:
+            sources.append((self._process.stdout, Stream.STDOUT))
+        if self._process.stderr is not None:
+            sources.append((self._process.stderr, Stream.STDERR))
+
+        async def pump(source: ByteSource, stream: Stream) -> None:
+            try:
+                async for line in read_lines(source, stream, self._max_line):
+                    queue.put_nowait(line)
+            finally:
+                queue.put_nowait(_EOF)
+
+        pumps = [asyncio.create_task(pump(source, stream)) for source, stream in sources]
+        try:
+            open_streams = len(pumps)
+            while open_streams:
+                item = await queue.get()
+                if item is _EOF:
+                    open_streams -= 1
+                else:
+                    yield item
+        finally:
+            for task in pumps:
+                task.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+
+    async def wait(self) -> int:
+        return await self._process.wait()
+
+    async def send(self, line: str) -> None:
+        stdin = self._process.stdin
+        if stdin is None or stdin.is_closing():
+            raise BrokenPipeError(f"stdin of pid {self._process.pid} is closed")
+        stdin.write(line.encode() + b"\n")
+        await stdin.drain()
+
+    async def terminate(self) -> None:
+        self._close_stdin()
+        self._signal_group(signal.SIGTERM)
+
+    async def kill(self) -> None:
+        self._close_stdin()
+        self._signal_group(signal.SIGKILL)
+
+    def _close_stdin(self) -> None:
+        stdin = self._process.stdin
+        if stdin is not None and not stdin.is_closing():
+            with contextlib.suppress(OSError, RuntimeError):
+                stdin.close()
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        # The task is the leader of its own session and process group (start_new_session),
+        # so its pid is the group id, and signalling the group reaches any children it
+        # started too. A group id cannot be reused while any member lives, and once all
+        # members are gone killpg fails with ESRCH, which we ignore.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, sig)
+
+
+class LocalLauncher:
+    """Starts tasks on this machine. Implements :class:`tui.launch.base.Launcher` for the
+    host ``localhost`` only; remote hosts need the SSH launcher."""
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
+        self._max_line = max_line
+
+    async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
+                    env: Mapping[str, str], cwd: str | None) -> LocalTask:
+        self._require_local(host)
+        if not argv:
+            raise LaunchError(f"{task.name}: empty command line")
+        full_env = {**os.environ, **env}
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=full_env,
+                cwd=cwd,
+                # Own session and process group: a terminal's Ctrl-C reaches only the
+                # controller, which then stops tasks in order; signals to the group reach
+                # the task's children too.
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise LaunchError(f"{task.name}: cannot run {argv[0]}: {exc.strerror or exc}") from exc
+        return LocalTask(process, self._max_line)
+
+    async def check_ports(self, host: HostSpec, ports: Sequence[int]) -> list[PortProblem]:
+        self._require_local(host)
+        problems: list[PortProblem] = []
+        for port in ports:
+            free, reason = local_ports.port_is_free(port)
+            if free:
+                continue
+            holder = await asyncio.to_thread(local_ports.port_holder, port)
+            pid, name = holder if holder else (None, None)
+            problems.append(PortProblem(host.name, port, reason, pid, name))
+        return problems
+
+    async def free_ports(self, host: HostSpec, n: int,
+                         avoid: frozenset[int] = frozenset()) -> list[PortReservation]:
+        self._require_local(host)
+        try:
+            return list(local_ports.reserve_free_ports(n, avoid))
+        except OSError as exc:
+            raise LaunchError(f"{host.name}: {exc.strerror or exc}") from exc
+
+    async def close(self) -> None:
+        return None
+
+    @staticmethod
+    def _require_local(host: HostSpec) -> None:
+        if not host.is_local:
+            raise LaunchError(f"host {host.name}: remote hosts need the SSH launcher, which this "
+                              f"controller does not have yet; only localhost tasks can run")

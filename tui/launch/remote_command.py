@@ -1,0 +1,102 @@
+"""Command lines for a remote login shell, built so that no value can reach it unquoted.
+
+sshd runs every command through the user's login shell (``$SHELL -c COMMAND``). Whatever we
+send is therefore parsed by a shell, and every value in it (paths and environment values
+from hosts.yaml, the trainer's argv) could inject commands if it were pasted in as text.
+So the shell only ever sees a constant script plus single-quoted words
+(:func:`shlex.quote`): the script takes the values as positional parameters (``"$1"``),
+where no expansion touches them.
+
+The script runs in ``sh`` (POSIX), whatever the login shell: the quoted words are read the
+same way by sh, bash, dash, zsh and ksh; a login shell of fish or csh is not supported.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+#: The first line a task prints on stdout: ``tfdist-pid 4242``.
+PID_PREFIX = "tfdist-pid "
+#: Exit status of the wrapper when ``cd`` to the task's directory failed.
+EXIT_NO_WORKDIR = 125
+#: Exit statuses of a shell whose command could not be executed.
+EXIT_NOT_EXECUTABLE = 126
+EXIT_NOT_FOUND = 127
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# $1: directory to cd to ("" = stay in the home directory); $2: a directory to put first on
+# PYTHONPATH ("" = none); $3: how many NAME=VALUE words follow; then NAME=VALUE words; then
+# the command. `exec` keeps one process: sshd made the login shell a session and process
+# group leader, so the pid we print is the process group the controller signals to stop the
+# task, and it stays the trainer's own pid.
+_TASK_SCRIPT = (
+    'if [ -n "$1" ]; then cd -- "$1" || exit ' + str(EXIT_NO_WORKDIR) + '; fi; '
+    'if [ -n "$2" ]; then PYTHONPATH="$2${PYTHONPATH:+:$PYTHONPATH}"; export PYTHONPATH; fi; '
+    'n=$3; shift 3; '
+    'while [ "$n" -gt 0 ]; do export "$1"; shift; n=$((n - 1)); done; '
+    'echo "' + PID_PREFIX + '$$"; '
+    'exec "$@"'
+)
+
+
+@dataclass(frozen=True)
+class RemoteCommand:
+    """What to run on a remote host, before quoting."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str = ""
+    #: Put first on PYTHONPATH (after any PYTHONPATH in ``env``): the deployed trainer.
+    python_path: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("empty command line")
+        for name, value in self.env.items():
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+            if "\0" in value:
+                raise ValueError(f"environment variable {name} contains a NUL character")
+        for word in (*self.argv, self.cwd, self.python_path):
+            if "\0" in word:
+                raise ValueError(f"{word!r} contains a NUL character")
+
+    def shell_line(self) -> str:
+        """The line for the login shell. It prints :data:`PID_PREFIX` and its pid on stdout
+        first, then becomes ``argv`` (same pid) in ``cwd`` with ``env`` added."""
+        env = dict(self.env)
+        python_path = self.python_path
+        if python_path and "PYTHONPATH" in env:
+            # An explicit PYTHONPATH replaces the login environment's; ours still goes first.
+            env["PYTHONPATH"] = f"{python_path}:{env['PYTHONPATH']}" if env["PYTHONPATH"] else python_path
+            python_path = ""
+        words = [self.cwd, python_path, str(len(env)),
+                 *(f"{name}={value}" for name, value in env.items()), *self.argv]
+        return shlex.join(["exec", "sh", "-c", _TASK_SCRIPT, "tfdist", *words])
+
+
+def signal_groups_line(pgids: Sequence[int], signal_name: str) -> str:
+    """``kill -s TERM -- -PGID...``: signal tasks' whole process groups."""
+    if not pgids or any(pgid <= 1 for pgid in pgids):
+        raise ValueError(f"refusing to signal process groups {list(pgids)}")
+    if not signal_name.isalnum():
+        raise ValueError(f"not a signal name: {signal_name!r}")
+    return f"kill -s {signal_name} -- " + " ".join(f"-{int(pgid)}" for pgid in pgids)
+
+
+def python_line(python: str, source: str, args: Sequence[str] = (),
+                env: Mapping[str, str] | None = None, cwd: str = "") -> str:
+    """Run a Python snippet remotely: ``python -c SOURCE ARGS...``, quoted like a task."""
+    return RemoteCommand(argv=(python, "-c", source, *args), env=env or {}, cwd=cwd).shell_line()
+
+
+def parse_pid_line(line: str) -> int | None:
+    """The pid from the wrapper's first line, or None if ``line`` is not that line."""
+    if not line.startswith(PID_PREFIX):
+        return None
+    text = line[len(PID_PREFIX):].strip()
+    return int(text) if text.isdigit() and int(text) > 1 else None

@@ -1,0 +1,39 @@
+"""Remote probe: ``python -c SOURCE WORKDIR``. Reports this interpreter, the workdir made
+absolute (``~`` expanded by the remote user's home), the home directory, and whether
+TensorFlow imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+RESULT_PREFIX = "tfdist-result "
+
+
+def main(argv: list[str]) -> None:
+    workdir = os.path.abspath(os.path.expanduser(argv[0])) if argv else ""
+    result = {
+        "python": sys.executable,
+        "python_version": ".".join(str(v) for v in sys.version_info[:3]),
+        "workdir": workdir,
+        "home": os.path.expanduser("~"),
+        "tf_version": None,
+        "tf_error": None,
+    }
+    sys.stdout.flush()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # quiet start-up banners on stderr
+    try:
+        import tensorflow
+
+        result["tf_version"] = str(tensorflow.__version__)
+    except BaseException as exc:  # ImportError, or TensorFlow's own start-up failing
+        result["tf_error"] = f"{type(exc).__name__}: {exc}".strip()
+    sys.stdout.write(RESULT_PREFIX + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    # TensorFlow's exit handlers can take seconds; the answer is out.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,69 @@
+"""Merging a task's stdout and stderr into one stream of lines, for any byte sources.
+
+The local launcher's ``LocalTask.output`` does the same for asyncio subprocess pipes; this is
+the source-agnostic version the SSH launcher uses (and the local one could too)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Sequence
+
+from tui.events import Stream
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, read_lines
+
+
+class Prefixed:
+    """A ByteSource that first returns ``head`` (bytes already read), then reads ``rest``."""
+
+    def __init__(self, head: bytes, rest: ByteSource) -> None:
+        self._head = head
+        self._rest = rest
+
+    async def read(self, n: int = -1) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        return await self._rest.read(n)
+
+
+async def merged_lines(sources: Sequence[tuple[ByteSource, Stream]],
+                       max_line: int = MAX_LINE_BYTES) -> AsyncGenerator[OutputLine, None]:
+    """Every line of every source in arrival order; ends when all reached EOF."""
+    queue: asyncio.Queue[OutputLine | None] = asyncio.Queue()
+
+    async def pump(source: ByteSource, stream: Stream) -> None:
+        try:
+            async for line in read_lines(source, stream, max_line):
+                queue.put_nowait(line)
+        finally:
+            queue.put_nowait(None)  # this source is done (EOF, or its reader failed)
+
+    pumps = [asyncio.create_task(pump(source, stream)) for source, stream in sources]
+    try:
+        open_streams = len(pumps)
+        while open_streams:
+            item = await queue.get()
+            if item is None:
+                open_streams -= 1
+            else:
+                yield item
+    finally:
+        for task in pumps:
+            task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
+
+
+async def read_first_line(source: ByteSource, limit: int = 4096) -> tuple[bytes | None, bytes]:
+    """Read until the first newline: (the line without it, the bytes read after it). The line
+    is None when the source ended first or the line exceeded ``limit``; then the second
+    item holds everything read."""
+    buffer = bytearray()
+    while b"\n" not in buffer:
+        if len(buffer) > limit:
+            return None, bytes(buffer)
+        data = await source.read(limit)
+        if not data:
+            return None, bytes(buffer)
+        buffer += data
+    line, _, rest = bytes(buffer).partition(b"\n")
+    return line.removesuffix(b"\r"), rest

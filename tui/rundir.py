@@ -1,0 +1,197 @@
+"""The run directory: everything a run did, on disk, for people and for later tools.
+
+Layout of ``<root>/<run-id>/``::
+
+    config.yaml          the resolved config (auto ports chosen, overrides applied)
+    tasks/<task>.json    each task's TF_CONFIG, argv and shell-quoted command line
+    logs/<task>.log      every output line of the task, stdout and stderr interleaved
+    events.jsonl         every controller event except raw output lines, one JSON a line
+    summary.json         how the run ended (written last)
+
+Log lines read ``HH:MM:SS.mmm out | text`` (``err`` for stderr, ``ctl`` for the
+controller's own marks such as starts and exits). A line too long for one read is written
+in pieces, the continuation pieces marked ``out+``/``err+``; nothing is ever truncated.
+Writes go to buffered files; :meth:`RunDirectory.flush_periodically` flushes them on a
+timer so a crash loses at most a second, and :meth:`RunDirectory.close` flushes the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import time
+from enum import Enum
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from trainer.settings import TrainingSettings
+from tui.clock import Clock
+from tui.config import ClusterConfig, Job, RestartPolicy
+from tui.events import (
+    ControllerEvent,
+    RunSummary,
+    Stream,
+    TaskOutput,
+    TaskStateChanged,
+    summary_record,
+    to_json,
+)
+from tui.plan import TaskPlan
+
+FLUSH_INTERVAL = 1.0
+
+
+def new_run_id(now: float) -> str:
+    """``20241121-203901-a1b2c3``: sortable by start time, unique thanks to the suffix."""
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + "-" + secrets.token_hex(3)
+
+
+class RunDirectory:
+    """Writer for one run's directory. Not thread-safe: use it from the event loop."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._logs: dict[str, IO[str]] = {}
+        self._events: IO[str] | None = None
+        self._closed = False
+        # Which streams of which task are in the middle of an over-long line.
+        self._partial: dict[str, set[Stream]] = {}
+
+    @classmethod
+    def create(cls, root: Path, run_id: str) -> RunDirectory:
+        """Make ``root/run_id`` (and ``root`` if needed). Raises OSError."""
+        path = root / run_id
+        path.mkdir(parents=True, exist_ok=False)
+        (path / "logs").mkdir()
+        (path / "tasks").mkdir()
+        directory = cls(path)
+        # Held open for the whole run (buffered appends are cheap); closed by close().
+        directory._events = open(path / "events.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+        return directory
+
+    def write_config(self, config: ClusterConfig, settings: TrainingSettings,
+                     plans: tuple[TaskPlan, ...]) -> None:
+        """Write ``config.yaml``: the config as this run used it."""
+        header = f"# resolved from {config.path}\n"
+        body = yaml.safe_dump(resolved_config(config, settings, plans), sort_keys=False,
+                              allow_unicode=True)
+        (self.path / "config.yaml").write_text(header + body, encoding="utf-8")
+
+    def write_task(self, plan: TaskPlan) -> None:
+        """Write ``tasks/<task>.json``: how the task is launched."""
+        record = {
+            "name": plan.name,
+            "job": plan.spec.job.value,
+            "index": plan.spec.index,
+            "host": plan.spec.host,
+            "port": plan.port,
+            "tf_config": json.loads(plan.tf_config),
+            "argv": list(plan.argv),
+            "command": plan.command,
+            "shell": plan.shell_command,
+            "env": dict(plan.env),
+            "cwd": plan.cwd,
+        }
+        text = json.dumps(record, indent=2) + "\n"
+        (self.path / "tasks" / f"{plan.name}.json").write_text(text, encoding="utf-8")
+
+    def record(self, event: ControllerEvent) -> None:
+        """Write one event where it belongs: output lines to the task's log, everything
+        else to ``events.jsonl`` (state changes also as a mark in the task's log)."""
+        if self._closed:
+            return
+        if isinstance(event, TaskOutput):
+            mark = "out" if event.stream is Stream.STDOUT else "err"
+            partial = self._partial.setdefault(event.task, set())
+            if event.stream in partial:
+                mark += "+"
+            self._log(event.task).write(f"{_clock(event.t)} {mark} | {event.text}\n")
+            if event.partial:
+                partial.add(event.stream)
+            else:
+                partial.discard(event.stream)
+            return
+        if isinstance(event, TaskStateChanged):
+            self._log(event.task).write(f"{_clock(event.t)} ctl | {_describe_state(event)}\n")
+        assert self._events is not None
+        self._events.write(to_json(event) + "\n")
+
+    def write_summary(self, summary: RunSummary) -> None:
+        """Write ``summary.json``."""
+        text = json.dumps(summary_record(summary), indent=2) + "\n"
+        (self.path / "summary.json").write_text(text, encoding="utf-8")
+
+    def flush(self) -> None:
+        for handle in (*self._logs.values(), *([self._events] if self._events else [])):
+            handle.flush()
+
+    async def flush_periodically(self, clock: Clock, interval: float = FLUSH_INTERVAL) -> None:
+        """Flush every ``interval`` seconds until cancelled."""
+        while not self._closed:
+            await clock.sleep(interval)
+            self.flush()
+
+    def close(self) -> None:
+        """Flush and close every file. Later :meth:`record` calls are ignored."""
+        if self._closed:
+            return
+        self._closed = True
+        for handle in (*self._logs.values(), *([self._events] if self._events else [])):
+            handle.close()
+
+    def _log(self, task: str) -> IO[str]:
+        handle = self._logs.get(task)
+        if handle is None:
+            # Append: a restarted task keeps writing to the same log.
+            handle = open(self.path / "logs" / f"{task}.log", "a", encoding="utf-8",  # noqa: SIM115
+                          errors="replace")
+            self._logs[task] = handle
+        return handle
+
+
+def resolved_config(config: ClusterConfig, settings: TrainingSettings,
+                    plans: tuple[TaskPlan, ...]) -> dict[str, Any]:
+    """The config in hosts.yaml's own shape, with every port resolved."""
+    hosts = {}
+    for name, host in config.hosts.items():
+        entry = {f.name: getattr(host, f.name) for f in dataclasses.fields(host) if f.name != "name"}
+        entry["env"] = dict(host.env)
+        hosts[name] = {k: v for k, v in entry.items() if v is not None}
+    cluster: dict[str, list[Any]] = {}
+    for plan in plans:
+        address: Any = f"{plan.spec.host}:{plan.port}"
+        if plan.spec.gpus is not None:
+            address = {"host": plan.spec.host, "port": plan.port, "gpus": plan.spec.gpus}
+        cluster.setdefault(plan.spec.job.value, []).append(address)
+    training = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if value is not None:
+            training[f.name] = value.value if isinstance(value, Enum) else value
+    restart = {job.value: _policy(config.restart_policy(job)) for job in Job}
+    return {"hosts": hosts, "cluster": cluster, "training": training,
+            "run_dir": str(config.run_dir), "restart": restart}
+
+
+def _policy(policy: RestartPolicy) -> dict[str, Any]:
+    return {"policy": policy.policy.value, "max_restarts": policy.max_restarts,
+            "backoff": policy.backoff}
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+
+
+def _describe_state(event: TaskStateChanged) -> str:
+    text = f"{event.old.value} -> {event.new.value}"
+    if event.pid is not None:
+        text += f" (pid {event.pid})"
+    if event.exit_code is not None:
+        text += f", exit code {event.exit_code}"
+    if event.reason:
+        text += f": {event.reason}"
+    return text
+
