@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -13,10 +15,24 @@ DEFAULT_TRAINING = {"model": "mlp", "dataset": "digits", "mode": "async", "steps
                     "log_every": 50}
 
 
-def write_hosts(path: Path, *, ps: int = 1, workers: int = 2, **training: object) -> Path:
-    """A localhost cluster with auto ports; training settings override a long async run."""
+def write_hosts(path: Path, *, ps: int = 1, workers: int = 2, nice: bool = False,
+                **training: object) -> Path:
+    """A localhost cluster with auto ports; training settings override a long async run.
+
+    ``nice``: run the tasks at a lower CPU priority. Tests that drive the UI while a
+    training run spins flat out on a 2-core machine use it, so that the app under test (and the placement previews it runs) are not
+    starved by the very cluster it watches."""
     settings = {**DEFAULT_TRAINING, **training}
-    lines = ["cluster:", "  ps: [" + ", ".join(["localhost:auto"] * ps) + "]",
+    lines = []
+    if nice:
+        wrapper = path.parent / "nice-python"
+        # Each task has a session of its own, and with the kernel's autogroup scheduling
+        # nice only ranks processes within a session: lower the session's share too.
+        wrapper.write_text("#!/bin/sh\n(echo 19 > /proc/self/autogroup) 2>/dev/null\n"
+                           f"exec nice -n 19 {shlex.quote(sys.executable)} \"$@\"\n")
+        wrapper.chmod(0o755)
+        lines += ["hosts:", "  localhost:", f"    python: {wrapper}"]
+    lines += ["cluster:", "  ps: [" + ", ".join(["localhost:auto"] * ps) + "]",
              "  worker: [" + ", ".join(["localhost:auto"] * workers) + "]", "training:"]
     lines += [f"  {key}: {value}" for key, value in settings.items()]
     lines.append(f"run_dir: {path.parent / 'runs'}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from pathlib import Path
 
@@ -64,6 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=_positive_int, metavar="N", help="override training.steps")
     parser.add_argument("--run-dir", type=Path, metavar="DIR",
                         help="where run directories go (default: run_dir in the config, else ./runs)")
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument("--accept-new-host-keys", action="store_true",
+                      help="record the SSH host key of a host not yet in known_hosts (like OpenSSH's "
+                           "StrictHostKeyChecking=accept-new); a changed key is still refused")
+    keys.add_argument("--insecure-no-host-key-check", action="store_true",
+                      help="do not verify SSH host keys at all (logged as a warning on every run)")
+    parser.add_argument("--connect-timeout", type=_positive_seconds, default=10.0, metavar="SECONDS",
+                        help="how long to wait for each SSH host (default 10)")
+    parser.add_argument("--stop-leftovers", action="store_true",
+                        help="stop tasks of earlier runs found still running on the hosts")
     return parser
 
 
@@ -83,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.USAGE
 
     options = RunOptions(config=config, runs_root=args.run_dir or config.run_dir, timeout=args.timeout,
-                         json_output=args.json)
+                         json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,
+                         insecure_no_host_key_check=args.insecure_no_host_key_check,
+                         connect_timeout=args.connect_timeout, stop_leftovers=args.stop_leftovers)
+    # asyncssh logs whole remote commands at INFO, env values from hosts.yaml included.
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)
 
     if args.no_ui or args.json:
         from tui import headless

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from trainer import protocol
+from tui import leftovers
 from tui.config import Job
 from tui.describe import describe_event, describe_exit, format_number
 from tui.events import (
@@ -267,7 +268,10 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     (tests use a fake trainer); by default one is built from ``options``."""
     out = out or sys.stdout
     err = err or sys.stderr
-    supervisor = supervisor or Supervisor(options.config, runs_root=options.runs_root)
+    router = None
+    if supervisor is None:
+        router = options.launcher()
+        supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router)
     printer: Printer | JsonPrinter
     if options.json_output:
         printer = JsonPrinter(out)
@@ -283,6 +287,10 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     timer: asyncio.TimerHandle | None = None
     progress: asyncio.Task[None] | None = None
     try:
+        if router is not None:
+            for line in await leftovers.sweep(router, options.config, options.stop_leftovers):
+                err.write(f"{CONTROLLER}: {line}\n")
+            err.flush()
         try:
             await supervisor.start()
         except PreflightError as exc:

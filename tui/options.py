@@ -8,6 +8,8 @@ from pathlib import Path
 
 from tui.config import ClusterConfig
 from tui.events import RunOutcome
+from tui.launch.connect import DEFAULT_CONNECT_TIMEOUT
+from tui.launch.router import Router
 
 
 class ExitCode(IntEnum):
@@ -41,3 +43,13 @@ class RunOptions:
     runs_root: Path
     timeout: float | None = None
     json_output: bool = False
+    accept_new_host_keys: bool = False
+    insecure_no_host_key_check: bool = False
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    stop_leftovers: bool = False
+
+    def launcher(self) -> Router:
+        """Local tasks as processes, remote ones over SSH, with these host-key rules."""
+        return Router.for_config(self.config, accept_new_host_keys=self.accept_new_host_keys,
+                                 insecure_no_host_key_check=self.insecure_no_host_key_check,
+                                 connect_timeout=self.connect_timeout)

@@ -261,6 +261,10 @@ class Supervisor:
         Raises :class:`PreflightError` (nothing started) or RuntimeError (a run is active)."""
         if self.is_running:
             raise RuntimeError("a run is already in progress")
+        # Every host at once: preparing a remote host imports TensorFlow there (seconds).
+        report = await self._launcher.connect_all(self._config.host_of(t) for t in self._config.tasks)
+        if report.failures:
+            raise PreflightError([str(f) for f in report.failures])
         ports, reservations = await resolve_ports(self._config, self._launcher)
         started_wall = self._clock.time()
         run_id = new_run_id(started_wall)
@@ -282,6 +286,12 @@ class Supervisor:
         self._publish(run, RunStarted(run_id=run_id, run_dir=directory.path,
                                       tasks=tuple(p.info for p in plans), settings=self._settings,
                                       t=started_wall))
+        for text in report.warnings:
+            self._notify(run, Level.WARNING, text)
+        for host in report.hosts:
+            self._notify(run, Level.INFO, f"host {host.name}: Python {host.python_version}, "
+                         f"TensorFlow {host.tf_version}, trainer "
+                         f"{'uploaded to' if host.uploaded else 'found in'} {host.trainer_path}")
         self._spawn(run, directory.flush_periodically(self._clock))
         self._spawn(run, self._lifecycle(run))
 
@@ -580,7 +590,11 @@ class Supervisor:
         pump = asyncio.create_task(self._pump(run, task, process))
         try:
             code = await process.wait()
-        except Exception as exc:  # e.g. an SSH channel lost: we cannot know the exit code
+        except LaunchError as exc:  # the connection to its host was lost: no exit code
+            task.failure = task.failure or str(exc)
+            self._notify(run, Level.ERROR, str(exc), task.name)
+            code = -1
+        except Exception as exc:  # a bug in a launcher: keep the traceback in the log
             log.exception("%s: waiting for the process failed", task.name)
             self._notify(run, Level.ERROR, f"lost track of the process: {exc}", task.name)
             code = -1

@@ -5,7 +5,7 @@ test await an event instead of sleeping."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.events import ControllerEvent, Stream, TaskState, TaskStateChanged
-from tui.launch.base import PortProblem, PortReservation
+from tui.launch.base import ConnectReport, PortProblem, PortReservation
 from tui.launch.lines import OutputLine
 
 
@@ -215,6 +215,9 @@ class FakeLauncher:
             if self._next_port not in avoid:
                 held.append(FakeReservation(self._next_port, self.record))
         return held
+
+    async def connect_all(self, hosts: Iterable[HostSpec]) -> ConnectReport:
+        return ConnectReport()
 
     async def close(self) -> None:
         return None

@@ -37,7 +37,7 @@ async def until(pilot: Pilot, condition, timeout: float = 120.0, what: str = "")
 
 
 def make_app(tmp_path: Path, **training) -> tuple[TfdistApp, Path]:
-    hosts = write_hosts(tmp_path / "hosts.yaml", **training)
+    hosts = write_hosts(tmp_path / "hosts.yaml", nice=True, **training)
     config = load_config(hosts)
     return TfdistApp(RunOptions(config=config, runs_root=config.run_dir)), config.run_dir
 

@@ -52,7 +52,7 @@ def worker_steps(screen: str) -> list[int]:
 def test_a_person_drives_the_app_in_tmux(tmp_path: Path) -> None:
     executable = shutil.which("tfdist-tui")
     assert executable, "tfdist-tui is not installed (python -m pip install -e .)"
-    hosts = write_hosts(tmp_path / "hosts.yaml", ps=2)
+    hosts = write_hosts(tmp_path / "hosts.yaml", ps=2, nice=True)
     status = tmp_path / "exit-status"
     command = f"{shlex.quote(executable)} {shlex.quote(str(hosts))}; echo $? > {shlex.quote(str(status))}"
     tmux = Tmux(f"sh -c {shlex.quote(command)}")

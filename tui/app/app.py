@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
 
 from trainer import protocol
 from trainer.settings import Mode, PlacementStrategy, TrainingSettings
+from tui import leftovers
 from tui.app.bridge import Core, CoreBridge
 from tui.app.messages import (
     AllTasksRequested,
@@ -33,6 +34,7 @@ from tui.app.state import Dashboard
 from tui.app.widgets import LogPane, PlacementView, StatusBar, TaskTable, ThroughputView
 from tui.describe import describe_exit
 from tui.events import Level, Notice, RunFinished, RunOutcome, TaskState, TaskStateChanged
+from tui.launch.router import Router
 from tui.options import ExitCode, RunOptions
 from tui.preview import PreviewError, preview_placement
 from tui.supervisor import Supervisor
@@ -83,9 +85,13 @@ class TfdistApp(App[int]):
         self.pending: TrainingSettings = options.config.training
         self.preview: protocol.Placement | None = None
         self.preview_note = ""
+        # A placement depends only on the settings (the cluster is fixed): flipping back
+        # and forth needs no second `trainer plan`.
+        self._previews: dict[TrainingSettings, protocol.Placement] = {}
         self.autostart = autostart
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
+        self._router: Router | None = None
         self.start_failed = False
         self._last_table_refresh = 0.0
 
@@ -93,7 +99,9 @@ class TfdistApp(App[int]):
 
     def _default_core(self, app: TfdistApp) -> Core:
         options = self.options
-        return CoreBridge(lambda: Supervisor(options.config, runs_root=options.runs_root))
+        self._router = options.launcher()
+        return CoreBridge(lambda: Supervisor(options.config, runs_root=options.runs_root,
+                                             launcher=self._router))
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -118,7 +126,16 @@ class TfdistApp(App[int]):
         self.set_interval(REFRESH_SECONDS, self.refresh_dashboard)
         self.refresh_dashboard()
         if self.autostart:
-            self._request("start the cluster", lambda s: s.start())
+            self._request("start the cluster", self._sweep_then_start)
+
+    async def _sweep_then_start(self, supervisor: Supervisor) -> None:
+        """On the core's loop: report tasks of earlier runs, then start this one."""
+        if self._router is not None:
+            for line in await leftovers.sweep(self._router, self.options.config,
+                                              self.options.stop_leftovers):
+                self.call_from_thread(self.notify, line, title="leftover tasks", severity="warning",
+                                      timeout=20)
+        await supervisor.start()
 
     @property
     def table(self) -> TaskTable:
@@ -266,10 +283,11 @@ class TfdistApp(App[int]):
         self.pending = pending
         self.post_message(PendingSettingsChanged(pending))
         if preview:
-            self.preview = None
-            self.preview_note = "computing the placement preview…"
+            self.preview = self._previews.get(pending)
+            self.preview_note = "" if self.preview else "computing the placement preview…"
             self._show_placement()
-            self._compute_preview(pending)
+            if self.preview is None:
+                self._compute_preview(pending)
 
     def action_toggle_mode(self) -> None:
         mode = Mode.ASYNC if self.pending.mode is Mode.SYNC else Mode.SYNC
@@ -298,6 +316,7 @@ class TfdistApp(App[int]):
 
     @on(PreviewReady)
     def _preview_ready(self, message: PreviewReady) -> None:
+        self._previews[message.settings] = message.placement
         if message.settings != self.pending:
             return  # a newer change is being previewed
         self.preview, self.preview_note = message.placement, ""

@@ -7,7 +7,7 @@ without blocking the event loop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -83,8 +83,43 @@ class RunningTask(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class HostInfo:
+    """A prepared host: what the probe found and where the trainer was deployed."""
+
+    name: str
+    python: str
+    python_version: str
+    tf_version: str
+    workdir: str  # absolute
+    home: str
+    trainer_path: str
+    uploaded: bool
+    configured_workdir: str = ""  # as hosts.yaml wrote it
+
+
+@dataclass(frozen=True)
+class ConnectReport:
+    """The outcome of :meth:`Launcher.connect_all`: hosts ready, hosts failed (each error
+    names its host and cause), and warnings every run should show (insecure host keys)."""
+
+    hosts: tuple[HostInfo, ...] = ()
+    failures: tuple[LaunchError, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
 class Launcher(Protocol):
     """Starts tasks on hosts and checks ports there."""
+
+    async def connect_all(self, hosts: Iterable[HostSpec]) -> ConnectReport:
+        """Make every host ready at once (connect, check Python and TensorFlow, deploy the
+        trainer) before anything starts. A host that cannot be made ready is a failure in
+        the report, not an exception."""
+        ...
 
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
                     env: Mapping[str, str], cwd: str | None) -> RunningTask:

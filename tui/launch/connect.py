@@ -147,7 +147,7 @@ async def open_connection(spec: HostSpec, options: ConnectOptions, *, for_host: 
         raise fail(HostFailure.UNREACHABLE, f"the SSH server disconnected: {exc.reason or exc}") from None
     except asyncssh.ChannelOpenError as exc:  # the jump host refused to forward
         raise fail(HostFailure.UNREACHABLE, f"the jump host could not open a tunnel: {exc.reason}") from None
-    except TimeoutError:
+    except asyncio.TimeoutError:
         raise fail(HostFailure.UNREACHABLE, f"no SSH answer within {options.connect_timeout:g} s") from None
     except socket.gaierror as exc:
         raise fail(HostFailure.UNREACHABLE, f"cannot resolve {spec.address}: {exc.strerror or exc}") from None

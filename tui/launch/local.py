@@ -6,12 +6,12 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 
 from tui.config import HostSpec, TaskSpec
 from tui.events import Stream
 from tui.launch import local_ports
-from tui.launch.base import LaunchError, PortProblem, PortReservation
+from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, read_lines
 
 _EOF = None
@@ -141,6 +141,10 @@ class LocalLauncher:
             return list(local_ports.reserve_free_ports(n, avoid))
         except OSError as exc:
             raise LaunchError(f"{host.name}: {exc.strerror or exc}") from exc
+
+    async def connect_all(self, hosts: Iterable[HostSpec]) -> ConnectReport:
+        """Nothing to connect: this machine is ready when the controller runs."""
+        return ConnectReport()
 
     async def close(self) -> None:
         return None

@@ -20,210 +20,57 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import asyncssh
 
 from tui.config import HostSpec, TaskSpec
 from tui.events import Stream
-from tui.launch import deploy, snippets, sweep
-from tui.launch.base import LaunchError, PortProblem, PortReservation
+from tui.launch import deploy, sweep
+from tui.launch.base import ConnectReport, HostInfo, LaunchError, PortProblem, PortReservation
 from tui.launch.connect import DEFAULT_CONNECT_TIMEOUT, ConnectOptions, jump_route, open_connection, where
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine
-from tui.launch.remote_command import (
-    EXIT_NO_WORKDIR,
-    RemoteCommand,
-    parse_pid_line,
-    python_line,
-    signal_groups_line,
-)
+from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand, parse_pid_line
+from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
+from tui.launch.remote_ports import hold_ports
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
 
 log = logging.getLogger(__name__)
 
 #: How long a started task may take to print its pid (the shell's start-up, not the trainer's).
 PID_TIMEOUT = 30.0
-#: How long a short remote command (a signal, a port check) may take.
-COMMAND_TIMEOUT = 30.0
-#: How long a start waits for port releases sent before it to take effect.
-RELEASE_TIMEOUT = 5.0
-_SESSION_LIMIT_CODES = (asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, asyncssh.OPEN_CONNECT_FAILED)
 
 
-@dataclass(frozen=True)
-class HostInfo:
-    """A prepared host: what the probe found and where the trainer was deployed."""
+class _Entry:
+    """A remote host as the launcher knows it: its connections and its one preparation."""
 
-    name: str
-    python: str
-    python_version: str
-    tf_version: str
-    workdir: str  # absolute
-    home: str
-    trainer_path: str
-    uploaded: bool
-    configured_workdir: str = ""  # as hosts.yaml wrote it
-
-
-@dataclass(frozen=True)
-class ConnectReport:
-    """The outcome of :meth:`SSHLauncher.connect_all`: hosts ready, hosts failed (each error
-    names its host and cause), and warnings every run should show (insecure host keys)."""
-
-    hosts: tuple[HostInfo, ...] = ()
-    failures: tuple[HostError, ...] = ()
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-
-@dataclass
-class _SignalBatch:
-    """Process groups to send one signal to with one remote command."""
-
-    pgids: list[int] = field(default_factory=list)
-    sent: asyncio.Task[None] | None = None
-
-
-class _Host:
-    """One remote host: its connection(s), what preparing it found, and its port holders."""
-
-    def __init__(self, spec: HostSpec, launcher: SSHLauncher) -> None:
-        self.spec = spec
-        self._launcher = launcher
-        self.connections: list[asyncssh.SSHClientConnection] = []
-        self.lost = asyncio.Event()  # the first connection went away
+    def __init__(self, remote: RemoteHost) -> None:
+        self.remote = remote
         self.prepared: asyncio.Task[HostInfo] | None = None
-        self._first: asyncio.Task[asyncssh.SSHClientConnection] | None = None
-        self._signal_batches: dict[str, _SignalBatch] = {}  # by signal name, until sent
-        self.holders: set[_PortHolder] = set()
-        self.pending_releases: set[asyncio.Future[None]] = set()
-        self._more = asyncio.Lock()
 
     @property
     def failed(self) -> bool:
-        """Connecting or preparing failed (the error is kept until the host is forgotten)."""
-        return any(task is not None and task.done() and (task.cancelled() or task.exception() is not None)
-                   for task in (self._first, self.prepared))
+        """Connecting or preparing failed (kept until the entry is dropped)."""
+        task = self.prepared
+        return self.remote.connect_failed or (
+            task is not None and task.done() and (task.cancelled() or task.exception() is not None))
 
     @property
-    def where(self) -> str:
-        return where(self.spec)
-
-    def error(self, failure: HostFailure, detail: str) -> HostError:
-        return HostError(self.spec.name, self.where, failure, detail)
-
-    async def first_connection(self) -> asyncssh.SSHClientConnection:
-        """The host's connection, opened once however many callers ask at the same time."""
-        if self._first is None:
-            self._first = asyncio.create_task(self._connect_first(), name=f"connect {self.spec.name}")
-        return await asyncio.shield(self._first)
-
-    async def _connect_first(self) -> asyncssh.SSHClientConnection:
-        conn = await self._launcher.connect(self.spec, self.lost)
-        self.connections.insert(0, conn)
-        return conn
-
-    async def open_process(self, command: str, encoding: str | None = None) -> asyncssh.SSHClientProcess:
-        """A new session channel running ``command`` (bytes I/O unless ``encoding``); opens
-        another connection when sshd's MaxSessions refuses one more channel on the others."""
-        await self.first_connection()
-        full: set[int] = set()  # ids of the connections that refused a channel
-        while True:
-            for conn in list(self.connections):
-                if id(conn) in full:
-                    continue
-                try:
-                    return await conn.create_process(command, encoding=encoding, errors="replace")
-                except asyncssh.ChannelOpenError as exc:
-                    # OpenSSH answers "open failed" (CONNECT_FAILED) at its MaxSessions limit.
-                    if exc.code not in _SESSION_LIMIT_CODES:
-                        raise
-                    full.add(id(conn))
-            async with self._more:
-                # Another caller may have opened one meanwhile; then try that one first.
-                if all(id(conn) in full for conn in self.connections):
-                    self.connections.append(await self._launcher.connect(self.spec, None))
-                    log.info("host %s: opened connection %d (sshd's MaxSessions reached)",
-                             self.spec.name, len(self.connections))
-
-    async def signal_group(self, pgid: int, name: str) -> None:
-        """Send signal ``name`` to process group ``pgid``. Signals asked for at the same
-        moment (stopping every task at once) share one remote ``kill`` command: a channel
-        per signal could exceed sshd's MaxSessions while every task holds one already."""
-        batch = self._signal_batches.get(name)
-        if batch is None:
-            batch = _SignalBatch()
-            self._signal_batches[name] = batch
-            batch.sent = asyncio.create_task(self._send_signals(name, batch))
-        batch.pgids.append(pgid)
-        assert batch.sent is not None
-        await asyncio.shield(batch.sent)
-
-    async def _send_signals(self, name: str, batch: _SignalBatch) -> None:
-        await asyncio.sleep(0)  # let the other stops issued in this moment join the batch
-        if self._signal_batches.get(name) is batch:
-            del self._signal_batches[name]
-        result = await self.run(signal_groups_line(batch.pgids, name))
-        # Status 1: some group is gone already (its task exited), which is what we wanted.
-        if result.exit_status not in (0, 1):
-            raise self.error(HostFailure.COMMAND_FAILED,
-                             f"kill -{name} of process groups {batch.pgids} failed: "
-                             f"{deploy.last_lines(str(result.stderr or ''))}")
-
-    async def run(self, command: str, timeout: float = COMMAND_TIMEOUT) -> asyncssh.SSHCompletedProcess:
-        """Run a short command to completion; stdout/stderr come back as text."""
-        try:
-            process = await self.open_process(command, encoding="utf-8")
-            process.stdin.write_eof()
-            return await process.wait(timeout=timeout)
-        except asyncssh.TimeoutError:
-            raise self.error(HostFailure.COMMAND_FAILED, f"a command did not finish within {timeout:g} s"
-                             ) from None
-        except (asyncssh.Error, OSError) as exc:
-            raise self.error(HostFailure.CONNECTION_LOST, str(exc)) from None
-
-    async def run_snippet(self, name: str, args: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> object:
-        """Run one of :mod:`tui.launch.snippets` with the host's python; its answer."""
-        result = await self.run(python_line(self.spec.python, snippets.source(name), args, env=self.spec.env),
-                                timeout)
-        answer = snippets.parse_result(str(result.stdout or ""))
-        if answer is None:
-            raise self.error(HostFailure.COMMAND_FAILED,
-                             f"{name} check failed ({deploy.describe_status(result)}): "
-                             f"{deploy.last_lines(str(result.stderr or ''))}")
-        return answer
-
-    async def releases_settled(self) -> None:
-        """Wait (briefly) until every port release sent so far took effect on the host."""
-        pending = {f for f in self.pending_releases if not f.done()}
-        self.pending_releases = pending
-        if pending:
-            await asyncio.wait(pending, timeout=RELEASE_TIMEOUT)
+    def lost(self) -> bool:
+        return self.remote.lost.is_set()
 
     async def close(self) -> None:
-        for holder in list(self.holders):
-            holder.close()
-        for task in (self.prepared, self._first):
-            if task is not None and not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-        for conn in self.connections:
-            conn.close()
-        for conn in self.connections:
-            with contextlib.suppress(Exception):
-                await conn.wait_closed()
-        self.connections.clear()
+        if self.prepared is not None and not self.prepared.done():
+            self.prepared.cancel()
+            await asyncio.gather(self.prepared, return_exceptions=True)
+        await self.remote.close()
 
 
 class SSHTask:
     """A task running on a remote host. Implements :class:`tui.launch.base.RunningTask`."""
 
-    def __init__(self, host: _Host, process: asyncssh.SSHClientProcess, pid: int, head: bytes,
+    def __init__(self, host: RemoteHost, process: asyncssh.SSHClientProcess, pid: int, head: bytes,
                  max_line: int = MAX_LINE_BYTES) -> None:
         self._host = host
         self._process = process
@@ -296,89 +143,6 @@ class SSHTask:
                 raise
 
 
-class _PortHolder:
-    """A remote ``ports hold`` process keeping some ports bound until each is released."""
-
-    def __init__(self, host: _Host, process: asyncssh.SSHClientProcess) -> None:
-        self._host = host
-        self._process = process
-        self._acks: dict[int, asyncio.Future[None]] = {}
-        self._open: set[int] = set()
-        self._reader: asyncio.Task[None] | None = None
-
-    async def start(self, n: int) -> list[int]:
-        """Wait for the holder's answer: the ports it holds."""
-        answer, rest = await asyncio.wait_for(self._answer(), COMMAND_TIMEOUT)
-        if not isinstance(answer, Mapping) or not isinstance(answer.get("ports"), list):
-            stderr = await asyncio.wait_for(self._process.stderr.read(), COMMAND_TIMEOUT)
-            detail = answer.get("error") if isinstance(answer, Mapping) else deploy.last_lines(
-                stderr.decode("utf-8", "replace"))
-            raise self._host.error(HostFailure.COMMAND_FAILED, f"cannot reserve {n} free ports: {detail}")
-        ports = [int(p) for p in answer["ports"]]
-        self._open = set(ports)
-        self._reader = asyncio.create_task(self._read_acks(rest))
-        return ports
-
-    async def _answer(self) -> tuple[object, bytes]:
-        """The snippet's result line (after the wrapper's pid line) and the bytes after it."""
-        rest = b""
-        while True:
-            line, rest = await read_first_line(Prefixed(rest, self._process.stdout))
-            if line is None:
-                return None, rest
-            text = line.decode("utf-8", "replace")
-            if parse_pid_line(text) is None:
-                return snippets.parse_result(text), rest
-
-    async def _read_acks(self, head: bytes) -> None:
-        try:
-            async for line in merged_lines([(Prefixed(head, self._process.stdout), Stream.STDOUT)]):
-                word = line.text.removeprefix("released ").strip()
-                future = self._acks.get(int(word)) if word.isdigit() else None
-                if future is not None and not future.done():
-                    future.set_result(None)
-        finally:
-            self._settle_all()
-            self._host.holders.discard(self)
-
-    def release(self, port: int) -> None:
-        if port not in self._open:
-            return
-        self._open.discard(port)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._acks[port] = future
-        self._host.pending_releases.add(future)
-        try:
-            self._process.stdin.write(f"release {port}\n".encode())
-            if not self._open:
-                self._process.stdin.write_eof()
-        except (asyncssh.Error, OSError, RuntimeError):
-            future.set_result(None)  # the holder is gone, and with it its ports
-
-    def close(self) -> None:
-        self._open.clear()
-        with contextlib.suppress(asyncssh.Error, OSError, RuntimeError):
-            self._process.close()
-        self._settle_all()
-
-    def _settle_all(self) -> None:
-        for future in self._acks.values():
-            if not future.done():
-                future.set_result(None)
-
-
-@dataclass(eq=False)
-class SSHPortReservation:
-    """A port held on a remote host by a :class:`_PortHolder`. Implements
-    :class:`tui.launch.base.PortReservation`."""
-
-    port: int
-    _holder: _PortHolder
-
-    def release(self) -> None:
-        self._holder.release(self.port)
-
-
 class SSHLauncher:
     """Starts tasks on remote hosts over SSH. Implements :class:`tui.launch.base.Launcher`
     for hosts that are not ``localhost`` (see :class:`tui.launch.router.Router`).
@@ -400,7 +164,7 @@ class SSHLauncher:
             connect_timeout=connect_timeout, ssh_config=ssh_config)
         self._probe_timeout = probe_timeout
         self._max_line = max_line
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: dict[str, _Entry] = {}
         # Things worth telling the user once (a host key recorded under accept-new).
         self._notices: list[str] = []
         # Jump connections, shared by every host behind the same route prefix.
@@ -427,8 +191,8 @@ class SSHLauncher:
         tried again. Never raises for a host's failure: see the report."""
         specs = list({spec.name: spec for spec in hosts if not spec.is_local}.values())
         for spec in specs:
-            host = self._hosts.get(spec.name)
-            if host is not None and (host.failed or host.lost.is_set()):
+            entry = self._hosts.get(spec.name)
+            if entry is not None and (entry.failed or entry.lost):
                 await self._forget(spec.name)
         results = await asyncio.gather(*(self.prepare(spec) for spec in specs), return_exceptions=True)
         ready: list[HostInfo] = []
@@ -447,31 +211,34 @@ class SSHLauncher:
     async def prepare(self, spec: HostSpec) -> HostInfo:
         """Connect to, probe and deploy to ``spec`` once; later calls return the same result
         (or raise the same :class:`HostError`) until the connection is lost."""
-        host = await self._host(spec)
-        if host.prepared is None:
-            host.prepared = asyncio.create_task(self._prepare(host), name=f"prepare {spec.name}")
-        return await asyncio.shield(host.prepared)
+        entry = await self._entry(spec)
+        if entry.prepared is None:
+            entry.prepared = asyncio.create_task(self._prepare(entry.remote), name=f"prepare {spec.name}")
+        return await asyncio.shield(entry.prepared)
 
     def host_info(self, name: str) -> HostInfo | None:
         """What preparing host ``name`` found, if it succeeded."""
-        host = self._hosts.get(name)
-        if host is None or host.prepared is None or not host.prepared.done() or host.failed:
+        entry = self._hosts.get(name)
+        if entry is None or entry.prepared is None or not entry.prepared.done() or entry.failed:
             return None
-        return host.prepared.result()
+        return entry.prepared.result()
 
-    async def _host(self, spec: HostSpec) -> _Host:
+    async def _entry(self, spec: HostSpec) -> _Entry:
         if spec.is_local:
             raise LaunchError(f"host {spec.name}: localhost tasks run without SSH; use the router")
-        host = self._hosts.get(spec.name)
-        if host is not None and host.lost.is_set() and not host.failed:
+        entry = self._hosts.get(spec.name)
+        if entry is not None and entry.lost and not entry.failed:
             await self._forget(spec.name)  # reconnect after a lost connection
-            host = None
-        if host is None:
-            host = _Host(spec, self)
-            self._hosts[spec.name] = host
-        return host
+            entry = None
+        if entry is None:
+            entry = _Entry(RemoteHost(spec, self.connect))
+            self._hosts[spec.name] = entry
+        return entry
 
-    async def _prepare(self, host: _Host) -> HostInfo:
+    async def _remote(self, spec: HostSpec) -> RemoteHost:
+        return (await self._entry(spec)).remote
+
+    async def _prepare(self, host: RemoteHost) -> HostInfo:
         conn = await host.first_connection()
         found = await deploy.probe(conn, host.spec, self._probe_timeout)
         deployment = await deploy.deploy(conn, host.spec, found.workdir)
@@ -484,9 +251,9 @@ class SSHLauncher:
                         configured_workdir=host.spec.workdir)
 
     async def _forget(self, name: str) -> None:
-        host = self._hosts.pop(name, None)
-        if host is not None:
-            await host.close()
+        entry = self._hosts.pop(name, None)
+        if entry is not None:
+            await entry.close()
 
     async def connect(self, spec: HostSpec, on_lost: asyncio.Event | None) -> asyncssh.SSHClientConnection:
         """A new connection to ``spec`` through its jump hosts (shared with other hosts)."""
@@ -511,11 +278,11 @@ class SSHLauncher:
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
                     env: Mapping[str, str], cwd: str | None) -> SSHTask:
         info = await self.prepare(host)
-        remote = await self._host(host)
+        remote = await self._remote(host)
         await remote.releases_settled()
         try:
             command = RemoteCommand(argv=tuple(argv), env=dict(env),
-                                    cwd=_resolve_dir(cwd, info) if cwd is not None else "",
+                                    cwd=resolve_remote_dir(cwd, info) if cwd is not None else "",
                                     python_path=info.trainer_path)
         except ValueError as exc:
             raise LaunchError(f"{task.name}: {exc}") from None
@@ -525,9 +292,12 @@ class SSHLauncher:
             raise remote.error(HostFailure.CONNECTION_LOST, f"cannot start {task.name}: {exc}") from None
         try:
             line, head = await asyncio.wait_for(read_first_line(process.stdout), PID_TIMEOUT)
-        except (TimeoutError, asyncssh.Error, OSError) as exc:
+        except (asyncio.TimeoutError, asyncssh.Error, OSError) as exc:
             process.close()
             raise remote.error(HostFailure.COMMAND_FAILED, f"{task.name} did not start: {exc!r}") from None
+        except BaseException:  # cancelled: closing the channel ends the remote process too
+            process.close()
+            raise
         pid = parse_pid_line(line.decode("utf-8", "replace")) if line is not None else None
         if pid is None:
             raise await _start_failure(remote, task, process, command)
@@ -538,7 +308,7 @@ class SSHLauncher:
         await self.prepare(host)
         if not ports:
             return []
-        remote = await self._host(host)
+        remote = await self._remote(host)
         answer = await remote.run_snippet("ports", ["check", *(str(p) for p in ports)])
         if not isinstance(answer, list):
             raise remote.error(HostFailure.COMMAND_FAILED, "the port check gave no answer")
@@ -552,21 +322,8 @@ class SSHLauncher:
         await self.prepare(host)
         if n <= 0:
             return []
-        remote = await self._host(host)
-        line = python_line(host.python, snippets.source("ports"),
-                           ["hold", str(n), *(str(p) for p in sorted(avoid))], env=host.env)
-        try:
-            process = await remote.open_process(line)
-        except (asyncssh.Error, OSError) as exc:
-            raise remote.error(HostFailure.CONNECTION_LOST, f"cannot reserve ports: {exc}") from None
-        holder = _PortHolder(remote, process)
-        try:
-            ports = await holder.start(n)
-        except BaseException:
-            holder.close()
-            raise
-        remote.holders.add(holder)
-        return [SSHPortReservation(port, holder) for port in ports]
+        remote = await self._remote(host)
+        return await hold_ports(remote, n, avoid)
 
     async def close(self) -> None:
         """Close every connection; remote tasks still running see EOF and exit."""
@@ -588,7 +345,7 @@ class SSHLauncher:
                              exclude_run_ids: Iterable[str] = ()) -> list[sweep.LeftoverTask]:
         """Processes on ``host`` tagged with a run id (tasks of earlier runs still alive).
         Needs a connection and the host's python, not TensorFlow."""
-        remote = await self._host(host)
+        remote = await self._remote(host)
         answer = await remote.run_snippet("tasks", sweep.find_args())
         return sweep.parse_found(host.name, answer, exclude_run_ids)
 
@@ -597,12 +354,12 @@ class SSHLauncher:
         """SIGTERM each leftover's process group, SIGKILL after ``grace`` seconds."""
         if not tasks:
             return []
-        remote = await self._host(host)
+        remote = await self._remote(host)
         answer = await remote.run_snippet("tasks", sweep.stop_args(tasks, grace), sweep.stop_timeout(grace))
         return sweep.parse_stopped(host.name, tasks, answer)
 
 
-def _resolve_dir(path: str, info: HostInfo) -> str:
+def resolve_remote_dir(path: str, info: HostInfo) -> str:
     """A task's directory on the host, absolute: ``~`` is the remote home, and relative
     paths are taken from the home directory (where an SSH session starts)."""
     if path == info.configured_workdir:
@@ -616,13 +373,13 @@ def _resolve_dir(path: str, info: HostInfo) -> str:
     return f"{info.home.rstrip('/')}/{path}"
 
 
-async def _start_failure(host: _Host, task: TaskSpec, process: asyncssh.SSHClientProcess,
+async def _start_failure(host: RemoteHost, task: TaskSpec, process: asyncssh.SSHClientProcess,
                          command: RemoteCommand) -> HostError:
     """Why a task's wrapper ended without printing its pid."""
     try:
         stderr = await asyncio.wait_for(process.stderr.read(), COMMAND_TIMEOUT)
         await asyncio.wait_for(process.wait(), COMMAND_TIMEOUT)
-    except (TimeoutError, asyncssh.Error, OSError):
+    except (asyncio.TimeoutError, asyncssh.Error, OSError):
         stderr = b""
     finally:
         process.close()

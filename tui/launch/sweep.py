@@ -98,7 +98,7 @@ async def _run_local(args: Sequence[str], timeout: float) -> Any:
         stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(process.communicate(), timeout)
-    except TimeoutError:
+    except asyncio.TimeoutError:
         process.kill()
         await process.wait()
         raise LaunchError("localhost: the sweep did not finish in time") from None

@@ -1,0 +1,41 @@
+"""A minimal controller for the kill test: ``controller_process.py HOST_JSON RUN_ID``.
+
+Starts one trainer with ``--hold`` on the host over SSH, prints ``loaded <remote pid>`` once
+the trainer has loaded, then waits to be killed (never sending ``go``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from trainer import protocol
+from tui.config import HostSpec, Job, TaskSpec
+from tui.events import Stream
+from tui.launch.ssh import SSHLauncher
+from tui.plan import HOLD_FLAG, RUN_ID_ENV, TRAINER_ARGV
+
+
+async def main(entry: dict[str, object], run_id: str) -> None:
+    spec = HostSpec(name="remote", **entry)  # type: ignore[arg-type]
+    launcher = SSHLauncher()
+    ports = await launcher.free_ports(spec, 2)
+    tf_config = {"cluster": {"ps": [f"{spec.address}:{ports[0].port}"],
+                             "worker": [f"{spec.address}:{ports[1].port}"]},
+                 "task": {"type": "worker", "index": 0}}
+    for reservation in ports:
+        reservation.release()
+    argv = [spec.python, *TRAINER_ARGV, HOLD_FLAG, "--steps", "30", "--hidden-units", "16"]
+    env = {"TF_CONFIG": json.dumps(tf_config), "PYTHONUNBUFFERED": "1", RUN_ID_ENV: run_id}
+    process = await launcher.start(TaskSpec(Job.WORKER, 0, "remote", None), spec, argv, env, spec.workdir)
+    async for line in process.output():
+        event = protocol.parse_event(line.text) if line.stream is Stream.STDOUT else None
+        if isinstance(event, protocol.Loaded):
+            print(f"loaded {process.pid}", flush=True)
+        else:
+            print(line.text, file=sys.stderr, flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(json.loads(sys.argv[1]), sys.argv[2]))
