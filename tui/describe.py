@@ -50,6 +50,8 @@ def describe_event(event: protocol.Event) -> str:
             text += f" ({event.reason})"
         return text
     if isinstance(event, protocol.Done):
+        if event.role == "ps":  # a ps has no step of its own: it leaves once every worker is done
+            return f"done ({event.reason})"
         return f"done ({event.reason}) at step {event.global_step}"
     if isinstance(event, protocol.Error):
         return f"error: {event.type}: {event.message}"
