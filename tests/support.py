@@ -20,8 +20,8 @@ def write_hosts(path: Path, *, ps: int = 1, workers: int = 2, nice: bool = False
     """A localhost cluster with auto ports; training settings override a long async run.
 
     ``nice``: run the tasks at a lower CPU priority. Tests that drive the UI while a
-    training run spins flat out on a 2-core machine use it, so that the app under test (and the placement previews it runs) are not
-    starved by the very cluster it watches."""
+    training run spins flat out on a 2-core machine use it, so that the app under test (and
+    the placement previews it runs) are not starved by the very cluster it watches."""
     settings = {**DEFAULT_TRAINING, **training}
     lines = []
     if nice:

@@ -1,0 +1,144 @@
+"""Log flood into the Textual app: N tasks x R lines/s for D seconds.
+
+Measures what an operator feels and what the record keeps, side by side in one run:
+keypress latency (p50/p99, target p99 < 100 ms) while the flood runs versus on an idle app
+(the ratio is the number to compare across machines), lines missing from the run directory
+(must be 0), and the controller's RSS at the start and the end of the flood.
+
+    python -m bench.flood [--tasks 8] [--rate 1000] [--seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import psutil
+from textual import events
+from textual.widgets import TabbedContent
+
+from tui.app import TfdistApp
+from tui.app.bridge import CoreBridge
+from tui.config import load_config
+from tui.options import RunOptions
+from tui.supervisor import Supervisor
+
+
+@dataclass(frozen=True)
+class FloodResult:
+    tasks: int
+    rate: float
+    seconds: float
+    expected_lines: int
+    missing_lines: int
+    idle_p50_ms: float
+    idle_p99_ms: float
+    flood_p50_ms: float
+    flood_p99_ms: float
+    presses: int
+    rss_start_mb: float
+    rss_end_mb: float
+
+    def table(self) -> str:
+        return "\n".join([
+            f"| tasks x lines/s x s | {self.tasks} x {self.rate:g} x {self.seconds:g} |",
+            "|---|---|",
+            f"| lines missing from the run directory | {self.missing_lines} of {self.expected_lines:,} |",
+            f"| keypress latency idle p50 / p99 | {self.idle_p50_ms:.1f} / {self.idle_p99_ms:.1f} ms |",
+            f"| keypress latency under flood p50 / p99 | {self.flood_p50_ms:.1f} / {self.flood_p99_ms:.1f} ms"
+            f" ({self.presses} presses) |",
+            f"| p99 flood / idle | {self.flood_p99_ms / max(self.idle_p99_ms, 1e-3):.2f} |",
+            f"| controller RSS start / end of flood | {self.rss_start_mb:.0f} / {self.rss_end_mb:.0f} MB |",
+        ])
+
+
+def _hosts(directory: Path, tasks: int) -> Path:
+    ps = max(1, tasks // 4)
+    path = directory / "hosts.yaml"
+    path.write_text("cluster:\n"
+                    f"  ps: [{', '.join(['localhost:auto'] * ps)}]\n"
+                    f"  worker: [{', '.join(['localhost:auto'] * (tasks - ps))}]\n"
+                    "training: {steps: 1000}\n")
+    return path
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def _press_latencies(app: TfdistApp, until: float) -> list[float]:
+    """Press tab repeatedly; each latency is from the key event's arrival in the app's queue
+    until the pane has changed (Pilot.press would add its own settling waits)."""
+    panes = app.query_one("#panes", TabbedContent)
+    latencies = []
+    while time.monotonic() < until:
+        before = panes.active
+        start = time.perf_counter()
+        app.post_message(events.Key("tab", None))
+        while panes.active == before:
+            await asyncio.sleep(0.001)
+        latencies.append((time.perf_counter() - start) * 1000)
+        await asyncio.sleep(0.2)
+    return latencies
+
+
+async def measure(tasks: int, rate: float, seconds: float) -> FloodResult:
+    with TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        config = load_config(_hosts(directory, tasks))
+        runs = directory / "runs"
+        argv = ("-m", "bench.flood_task", "--flood-rate", str(rate), "--flood-seconds", str(seconds))
+        options = RunOptions(config=config, runs_root=runs)
+        app = TfdistApp(options, autostart=False, core_factory=lambda _app: CoreBridge(
+            lambda: Supervisor(config, runs_root=runs, trainer_argv=argv)))
+        me = psutil.Process()
+        async with app.run_test(size=(120, 40)) as pilot:
+            idle = await _press_latencies(app, time.monotonic() + 3)
+            assert app.core is not None
+            app.core.call(lambda s: s.start())
+            while not app.dashboard.rows or any(
+                    not r.state.is_active for r in app.dashboard.rows.values()):
+                await pilot.pause(0.05)
+            while not all(r.state.value == "running" for r in app.dashboard.rows.values()):
+                await pilot.pause(0.05)
+            rss_start = me.memory_info().rss / 2**20
+            flood = await _press_latencies(app, time.monotonic() + seconds * 0.9)
+            rss_end = me.memory_info().rss / 2**20
+            while app.dashboard.finished is None:
+                await pilot.pause(0.1)
+            run_dir = Path(app.dashboard.run_dir)
+            await pilot.press("q")
+            while app.is_running:
+                await pilot.pause(0.1)
+        expected = int(rate * seconds)
+        missing = 0
+        for log in (run_dir / "logs").glob("*.log"):
+            text = log.read_text(errors="replace")
+            got = text.count(" flood line ")
+            missing += expected - got
+        return FloodResult(tasks, rate, seconds, expected * tasks, missing,
+                           statistics.median(idle), percentile(idle, 0.99),
+                           statistics.median(flood), percentile(flood, 0.99), len(flood),
+                           rss_start, rss_end)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.flood", description=__doc__)
+    parser.add_argument("--tasks", type=int, default=8)
+    parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    result = asyncio.run(measure(args.tasks, args.rate, args.seconds))
+    print(result.table())
+    return 0 if result.missing_lines == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
