@@ -148,11 +148,12 @@ def test_checkpoints_resume_and_reshard(tmp_path) -> None:
     steps = second.task("worker0").of(protocol.Step)
     assert steps[0].global_step > 120
 
-    # Another partition count: the checkpoint is re-sharded on restore.
+    # Another partition count: the checkpoint is re-sharded on restore. (Async with two
+    # workers: the other worker may add a step while the chief saves, so >= 160.)
     third = run(2, 1, ["--steps", "170", "--checkpoint-dir", ckpt, "--partitions", "2"])
     assert_clean_exit(third)
     first_event = third.task("worker0").of(protocol.Checkpoint)[0]
-    assert first_event.action == "restored" and first_event.global_step == 160
+    assert first_event.action == "restored" and first_event.global_step >= 160
 
     # Target already reached: nothing to do, everyone still exits 0.
     fourth = run(1, 1, ["--steps", "100", "--checkpoint-dir", ckpt])
