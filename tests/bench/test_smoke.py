@@ -1,4 +1,4 @@
-"""The log-flood benchmark at a tiny size, so it keeps working. It asserts what must hold at
+"""The benchmarks at a tiny size, so they keep working. It asserts what must hold at
 any size (no line lost from the run directory, keys handled); the timings are the
 benchmark's to report, not a test's to judge."""
 
@@ -17,3 +17,11 @@ async def test_flood_benchmark_smoke() -> None:
     assert result.missing_lines == 0
     assert result.presses > 0 and result.flood_p99_ms > 0
     assert "lines missing from the run directory | 0 of 800" in result.table()
+
+
+def test_placement_benchmark_smoke() -> None:
+    from bench.placement import table
+
+    text = table(models=("cnn",), ps_counts=(2,))
+    assert "| cnn, round_robin, partitions 1 | 2.00 |" in text
+    assert "| cnn, greedy, partitions = ps | 1.00 |" in text
