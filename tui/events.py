@@ -130,7 +130,8 @@ class Notice:
 @dataclass(frozen=True, kw_only=True)
 class TaskResult:
     """How one task ended, for the summary. ``last_lines`` are its last lines of output;
-    ``restarts`` counts automatic restarts by the restart policy."""
+    ``restarts`` counts automatic restarts by the restart policy; ``hint`` is the first
+    known-failure hint (:mod:`tui.hints`) of its last launch, or empty."""
 
     name: str
     state: TaskState
@@ -138,6 +139,7 @@ class TaskResult:
     reason: str = ""
     restarts: int = 0
     last_lines: tuple[str, ...] = ()
+    hint: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -57,6 +57,7 @@ from tui.events import (
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.hints import hint_for, hint_for_exit
 from tui.launch.base import Launcher, LaunchError, PortReservation, RunningTask
 from tui.launch.lines import OutputLine
 from tui.launch.local import LocalLauncher
@@ -123,6 +124,7 @@ class _Task:
         self.failure = ""
         self.restarting = False
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.hint = ""  # the first known-failure hint of this launch (tui.hints)
         self.continuing: set[Stream] = set()  # streams in the middle of an over-long line
 
     @property
@@ -141,6 +143,7 @@ class _Task:
         self.stop_reason = ""
         self.failure = ""
         self.exit_code = None
+        self.hint = ""
         self.continuing.clear()
 
     def view(self) -> TaskView:
@@ -553,7 +556,8 @@ class Supervisor:
             final_loss=run.progress.final_loss,
             final_accuracy=run.progress.final_accuracy,
             tasks=tuple(TaskResult(name=t.name, state=t.state, exit_code=t.exit_code, reason=t.reason,
-                                   restarts=t.restarts, last_lines=tuple(t.tail)) for t in tasks),
+                                   restarts=t.restarts, last_lines=tuple(t.tail), hint=t.hint)
+                   for t in tasks),
         )
 
     # -- one task's process -------------------------------------------------------------
@@ -626,6 +630,8 @@ class Supervisor:
         if len(text) > TAIL_LINE_CHARS:
             text = text[:TAIL_LINE_CHARS] + f"... ({len(text) - TAIL_LINE_CHARS} more characters)"
         task.tail.append(text)
+        if not task.hint:
+            self._offer_hint(run, task, hint_for(line.text))
         if event is None:
             return
         run.progress.update(task.name, event)
@@ -648,6 +654,8 @@ class Supervisor:
         else:
             before = " before reporting ready" if task.state is TaskState.STARTING else ""
             state, reason = TaskState.FAILED, describe_exit(code) + before
+            if not task.hint:  # it died by itself: the exit code alone may tell why
+                self._offer_hint(run, task, hint_for_exit(code))
         self._set_state(run, task, state, reason=reason)
         task.exited.set()
         task.settled.set()
@@ -664,6 +672,12 @@ class Supervisor:
             elif self._fail_fast:
                 self._request_stop(run, RunOutcome.FAILED, f"{task.name} {reason}")
         self._check_workers_done(run)
+
+    def _offer_hint(self, run: _Run, task: _Task, hint: str | None) -> None:
+        """Keep the first hint of a launch and tell the front ends, once per launch."""
+        if hint and not task.hint:
+            task.hint = hint
+            self._notify(run, Level.WARNING, hint, task.name)
 
     def _may_restart(self, run: _Run, task: _Task) -> bool:
         """Whether the restart policy restarts this task, which failed after it was running.
