@@ -12,9 +12,8 @@ from tui.config import HostSpec, TaskSpec
 from tui.events import Stream
 from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, read_lines
-
-_EOF = None
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine
+from tui.launch.streams import merged_lines
 
 
 class LocalTask:
@@ -31,33 +30,13 @@ class LocalTask:
 
     async def output(self) -> AsyncGenerator[OutputLine, None]:
         """Both streams merged in arrival order; ends when both reached EOF."""
-        queue: asyncio.Queue[OutputLine | None] = asyncio.Queue()
         sources: list[tuple[ByteSource, Stream]] = []
         if self._process.stdout is not None:
             sources.append((self._process.stdout, Stream.STDOUT))
         if self._process.stderr is not None:
             sources.append((self._process.stderr, Stream.STDERR))
-
-        async def pump(source: ByteSource, stream: Stream) -> None:
-            try:
-                async for line in read_lines(source, stream, self._max_line):
-                    queue.put_nowait(line)
-            finally:
-                queue.put_nowait(_EOF)
-
-        pumps = [asyncio.create_task(pump(source, stream)) for source, stream in sources]
-        try:
-            open_streams = len(pumps)
-            while open_streams:
-                item = await queue.get()
-                if item is _EOF:
-                    open_streams -= 1
-                else:
-                    yield item
-        finally:
-            for task in pumps:
-                task.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
+        async for line in merged_lines(sources, self._max_line):
+            yield line
 
     async def wait(self) -> int:
         return await self._process.wait()

@@ -1,7 +1,5 @@
-"""Merging a task's stdout and stderr into one stream of lines, for any byte sources.
-
-The local launcher's ``LocalTask.output`` does the same for asyncio subprocess pipes; this is
-the source-agnostic version the SSH launcher uses (and the local one could too)."""
+"""Merging a task's stdout and stderr into one stream of lines, for any byte sources: the
+local launcher's pipes and the SSH launcher's channels alike."""
 
 from __future__ import annotations
 
