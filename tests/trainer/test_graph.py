@@ -78,7 +78,11 @@ def initial_values(tf, s: TrainingSettings, num_ps: int) -> dict[str, np.ndarray
         variables = tf.global_variables()
     with tf.Session(worker.target, graph=g.graph) as sess:
         sess.run(g.init_op)
-        values = sess.run(variables)
+        return assemble(variables, sess.run(variables))
+
+
+def assemble(variables, values) -> dict[str, np.ndarray]:
+    """Whole tensors from (possibly partitioned) variables' values."""
     full: dict[str, np.ndarray] = {}
     for var, value in zip(variables, values, strict=True):
         info = var._save_slice_info
@@ -114,7 +118,8 @@ def one_step_params(tf, s: TrainingSettings) -> dict[str, np.ndarray]:
         sess.run(g.local_init_op)
         sess.run(g.train_op)
         with g.graph.as_default():
-            return {v.op.name: sess.run(v) for v in tf.trainable_variables()}
+            variables = tf.trainable_variables()
+        return assemble(variables, sess.run(variables))
 
 
 def test_towers_average_to_the_single_tower_update(tf) -> None:
@@ -137,3 +142,43 @@ def test_towers_run_on_distinct_devices(tf) -> None:
     devices = {op.device for op in g.graph.get_operations() if op.type == "MatMul"}
     assert "/job:worker/task:0/device:CPU:0" in devices
     assert "/job:worker/task:0/device:CPU:1" in devices
+
+
+@pytest.mark.parametrize(("model", "optimizer"), [("softmax", "sgd"), ("mlp", "rmsprop"), ("cnn", "adagrad"),
+                                                  ("cifar_cnn", "adam"), ("vgg19", "sgd")])
+def test_every_model_and_optimizer_trains_a_step(tf, model: str, optimizer: str) -> None:
+    """One real step on an in-process cluster; optimizer slots sit with their variable."""
+    s = settings(model=model, optimizer=optimizer, dataset="synthetic", input_size=32, batch_size=8,
+                 partitions=2, learning_rate=0.01)
+    before = initial_values(tf, s, 2)
+    after = one_step_params(tf, s)
+    moved = [name for name in after if not np.allclose(after[name], before[name])]
+    assert moved, "no variable changed"
+    from trainer.graph import build
+
+    cluster = Cluster(("localhost:1", "localhost:2"), ("localhost:3",))
+    g = build(tf, s, cluster, 0, data.input_shape(s))
+    primaries = {v.name: v.ps for v in g.placement.variables if v.trainable}
+    for v in g.placement.variables:
+        owner = next((p for p in primaries if v.name.startswith(p + "/")), None)
+        if owner is not None:  # a slot such as Adam's m and v
+            assert v.ps == primaries[owner], v.name
+
+
+def test_datasets_from_npz_files(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mnist.npz"
+    np.savez(path, x_train=rng.integers(0, 256, (20, 28, 28), dtype=np.uint8),
+             y_train=rng.integers(0, 10, 20), x_test=rng.integers(0, 256, (5, 28, 28), dtype=np.uint8),
+             y_test=rng.integers(0, 10, 5))
+    loaded = data.load(settings(dataset="mnist", data_path=str(path)))
+    assert loaded.train.images.shape == (20, 28, 28, 1) and loaded.test.images.shape == (5, 28, 28, 1)
+    assert loaded.train.images.min() >= 0.0 and loaded.train.images.max() <= 1.0
+    cifar = tmp_path / "c.npz"
+    np.savez(cifar, x_train=np.zeros((4, 32, 32, 3), np.uint8), y_train=np.zeros((4, 1)),
+             x_test=np.zeros((2, 32, 32, 3), np.uint8), y_test=np.zeros((2, 1)))
+    assert data.load(settings(dataset="cifar10", data_path=str(cifar))).train.labels.shape == (4,)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, something=np.zeros(3))
+    with pytest.raises(data.DatasetMissing, match="not a usable dataset file"):
+        data.load(settings(dataset="mnist", data_path=str(bad)))
