@@ -291,6 +291,11 @@ class Supervisor:
                                       t=started_wall))
         for text in report.warnings:
             self._notify(run, Level.WARNING, text)
+        if unreachable_local := _local_tasks_remote_peers_cannot_reach(self._config):
+            self._notify(run, Level.WARNING,
+                         f"{', '.join(unreachable_local)} run on localhost, but remote tasks cannot "
+                         "reach this machine as localhost: set its address as hosts: localhost: "
+                         "address: ... in hosts.yaml")
         for host in report.hosts:
             self._notify(run, Level.INFO, f"host {host.name}: Python {host.python_version}, "
                          f"TensorFlow {host.tf_version}, trainer "
@@ -777,3 +782,11 @@ class Supervisor:
             return run.tasks[name]
         except KeyError:
             raise ValueError(f"no task named {name!r}") from None
+
+
+def _local_tasks_remote_peers_cannot_reach(config: ClusterConfig) -> list[str]:
+    """Local tasks whose TF_CONFIG address is loopback in a cluster that has remote tasks."""
+    if all(config.host_of(t).is_local for t in config.tasks):
+        return []
+    return [t.name for t in config.tasks if config.host_of(t).is_local
+            and config.host_of(t).address in ("localhost", "127.0.0.1", "::1")]
