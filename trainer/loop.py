@@ -61,6 +61,7 @@ def run_ps(tf: Any, cluster: Cluster, role: Role, hold: bool = False) -> None:
     while len(finished) < len(cluster.worker):
         finished.add(int(sess.run(dequeue)))
     emit(protocol.Done(role="ps", index=role.index, reason=protocol.REASON_CLUSTER_DONE))
+    _leave_with_session_open()
 
 
 @dataclass
@@ -275,3 +276,11 @@ def run_worker(tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role
     if reason == protocol.REASON_TARGET_REACHED:
         log(f"worker{role.index}: reached global step {settings.steps} "
             f"after {worker.local_step} local steps")
+    _leave_with_session_open()
+
+
+def _leave_with_session_open() -> None:
+    """Exit while the session is still referenced: letting it be collected closes it, and
+    closing a distributed session contacts ps tasks that may already have exited, which can
+    block for seconds."""
+    lifecycle.exit_now(lifecycle.EXIT_OK)
