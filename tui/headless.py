@@ -117,7 +117,8 @@ class Printer:
             detail = f" ({result.reason})" if result.reason else ""
             write(f"  {result.name:<{self._width}}  {result.state.value}, {code}{detail}\n")
             if result.hint and result.state is TaskState.FAILED:
-                write(f"  {'':<{self._width}}  hint: {result.hint}\n")
+                indent = " " * max(self._width, len(result.name))  # under the state column
+                write(f"  {indent}  hint: {result.hint}\n")
         write(f"  run dir      {summary.run_dir}\n")
         for result in summary.failed_tasks:
             exit_text = describe_exit(result.exit_code) if result.exit_code is not None else "failed"

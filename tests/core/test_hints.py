@@ -1,0 +1,245 @@
+"""Known-failure hints: every pattern of tui.hints on realistic TensorFlow/OS output, their
+delivery by the supervisor (once per launch, in the TaskResult, as a warning Notice), the
+headless summary, and one real-trainer run with a missing dataset."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from trainer.settings import Dataset
+from tui import hints
+from tui.config import RestartMode, RestartPolicy
+from tui.events import Level, Notice, RunOutcome, RunSummary, Stream, TaskResult, TaskState
+from tui.headless import Printer, run_headless
+from tui.hints import HINTS, hint_for, hint_for_exit
+from tui.options import ExitCode, RunOptions
+from tui.supervisor import Supervisor
+
+from .fakes import FakeClock, FakeLauncher, Recorder, make_config
+
+S = TaskState
+
+# (line as a task prints it, the hint it must get)
+RECOGNISED = [
+    ("E1121 grpc_server_lib.cc:489] Could not start gRPC server: UNKNOWN: Failed to add port to "
+     "server: Address already in use", hints.PORT_IN_USE),
+    ("OSError: [Errno 98] Address already in use", hints.PORT_IN_USE),
+    ("bind: EADDRINUSE", hints.PORT_IN_USE),
+    ("tensorflow.python.framework.errors_impl.UnavailableError: {{function_node __inference}} "
+     "failed to connect to all addresses", hints.UNAVAILABLE),
+    ('{"event":"error","v":1,"role":"worker","index":0,"type":"UnavailableError","message":"Socket '
+     'closed"}', hints.UNAVAILABLE),
+    ("Additional GRPC error information: UNAVAILABLE: Connection refused", hints.UNAVAILABLE),
+    ("I1121 12:00:00.000 master.cc:268] CreateSession still waiting for response from worker: "
+     "/job:ps/replica:0/task:0", hints.CREATE_SESSION),
+    ("Killed", hints.OUT_OF_MEMORY),
+    ("  Killed  ", hints.OUT_OF_MEMORY),
+    ("Out of memory: Killed process 4242 (python) total-vm:1234kB", hints.OUT_OF_MEMORY),
+    ("ResourceExhaustedError: OOM when allocating tensor with shape[1000000,1000]", hints.OUT_OF_MEMORY),
+    ("MemoryError", hints.OUT_OF_MEMORY),
+    ("terminate called after throwing an instance of 'std::bad_alloc'", hints.OUT_OF_MEMORY),
+    ("OSError: [Errno 12] Cannot allocate memory", hints.OUT_OF_MEMORY),
+    ("trainer: error: dataset mnist not found (looked in /nope, /root/.keras/datasets/mnist.npz); "
+     "pass --data-path", hints.DATASET_MISSING),
+    ('{"event":"error","v":1,"role":"worker","index":1,"type":"usage","message":"dataset cifar10 '
+     'not found (looked in /x)"}', hints.DATASET_MISSING),
+]
+
+NOT_RECOGNISED = [
+    "",
+    "worker0: listening on localhost:2222",
+    "step 100 loss 0.25",
+    "the task was killed by the controller",   # "killed" inside a sentence is not the shell's note
+    "Killed process list: none",
+    "dataset digits loaded: 1797 examples",
+    "checkpoint not found, starting fresh",     # "not found" without a dataset
+    '{"event":"step","v":1,"role":"worker","index":0,"global_step":5}',
+    "unavailable features: none",               # lower case is not gRPC's status
+]
+
+
+@pytest.mark.parametrize(("line", "hint"), RECOGNISED, ids=lambda v: v[:40] if isinstance(v, str) else "")
+def test_known_failures_are_recognised(line: str, hint: str) -> None:
+    assert hint_for(line) == hint
+
+
+@pytest.mark.parametrize("line", NOT_RECOGNISED)
+def test_ordinary_output_gets_no_hint(line: str) -> None:
+    assert hint_for(line) is None
+
+
+def test_every_entry_of_the_table_is_exercised_and_immutable() -> None:
+    assert {hint for _, hint in RECOGNISED} == {known.hint for known in HINTS}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        HINTS[0].hint = "x"  # type: ignore[misc]
+
+
+def test_only_the_head_of_a_huge_line_is_scanned() -> None:
+    assert hint_for("x" * 10_000 + " Address already in use") == hints.PORT_IN_USE
+    assert hint_for("x" * (hints.SCAN_CHARS + 1) + " Address already in use") is None
+
+
+@pytest.mark.parametrize("code", [-signal.SIGKILL, 128 + signal.SIGKILL])
+def test_a_sigkill_exit_suggests_out_of_memory(code: int) -> None:
+    assert hint_for_exit(code) == "killed by SIGKILL: out of memory?"
+
+
+@pytest.mark.parametrize("code", [0, 1, 2, 3, -signal.SIGTERM, 143, -signal.SIGSEGV])
+def test_other_exits_get_no_hint(code: int) -> None:
+    assert hint_for_exit(code) is None
+
+
+def test_the_module_stays_free_of_ui_and_tensorflow() -> None:
+    source = Path(hints.__file__).read_text()
+    assert "textual" not in source and "tensorflow" not in source.replace("TensorFlow", "")
+
+
+# -- the supervisor --------------------------------------------------------------------------
+
+
+def make(tmp_path: Path, **kwargs: object) -> tuple[Supervisor, FakeLauncher, Recorder, FakeClock]:
+    launcher, recorder, clock = FakeLauncher(), Recorder(), FakeClock()
+    supervisor = Supervisor(make_config(tmp_path), runs_root=tmp_path / "runs", launcher=launcher,
+                            clock=clock, **kwargs)  # type: ignore[arg-type]
+    supervisor.subscribe(recorder)
+    return supervisor, launcher, recorder, clock
+
+
+def hint_notices(recorder: Recorder) -> list[Notice]:
+    return [n for n in recorder.of(Notice) if n.level is Level.WARNING and n.task is not None
+            and n.text in {known.hint for known in HINTS} | {hints.SIGKILL_HINT}]
+
+
+@pytest.mark.asyncio
+async def test_the_first_hint_of_a_task_is_noticed_once_and_kept_in_its_result(tmp_path: Path) -> None:
+    supervisor, launcher, recorder, _clock = make(tmp_path)
+    await supervisor.start()
+    ps0 = await launcher.started("ps0")
+    ps0.ready()
+    chief = await launcher.started("worker0")
+    chief.say("CreateSession still waiting for response from worker: /job:ps", Stream.STDERR)
+    chief.say("CreateSession still waiting for response from worker: /job:ps", Stream.STDERR)
+    chief.say("UnavailableError: Socket closed", Stream.STDERR)  # a later, different hint: not kept
+    chief.exit(1)
+    summary = await supervisor.wait()
+    assert [(n.task, n.text) for n in hint_notices(recorder)] == [("worker0", hints.CREATE_SESSION)]
+    by_name = {t.name: t for t in summary.tasks}
+    assert by_name["worker0"].hint == hints.CREATE_SESSION
+    assert by_name["ps0"].hint == by_name["worker1"].hint == ""
+
+
+@pytest.mark.asyncio
+async def test_a_task_killed_by_sigkill_gets_the_exit_hint(tmp_path: Path) -> None:
+    supervisor, launcher, recorder, _clock = make(tmp_path)
+    await supervisor.start()
+    ps0 = await launcher.started("ps0")
+    ps0.ready()
+    chief = await launcher.started("worker0")
+    chief.ready()
+    worker1 = await launcher.started("worker1")
+    worker1.ready()
+    await recorder.state("worker1", S.RUNNING)
+    worker1.exit(-signal.SIGKILL)
+    summary = await supervisor.wait()
+    assert summary.outcome is RunOutcome.FAILED
+    assert [(n.task, n.text) for n in hint_notices(recorder)] == [("worker1", hints.SIGKILL_HINT)]
+    # The others were stopped by the controller: no hint for them, even if they died by SIGKILL.
+    assert {t.name: t.hint for t in summary.tasks} == {"ps0": "", "worker0": "",
+                                                        "worker1": hints.SIGKILL_HINT}
+
+
+@pytest.mark.asyncio
+async def test_a_task_the_controller_kills_gets_no_oom_hint(tmp_path: Path) -> None:
+    supervisor, launcher, recorder, clock = make(tmp_path, grace=3.0)
+    await supervisor.start()
+    ps0 = await launcher.started("ps0")
+    ps0.ignore_term = True  # only SIGKILL stops it: exit -9
+    ps0.ready()
+    for name in ("worker0", "worker1"):
+        (await launcher.started(name)).ready()
+    await recorder.state("worker1", S.RUNNING)
+    stopping = asyncio.ensure_future(supervisor.stop_all())
+    await recorder.state("worker0", S.STOPPED)
+    await recorder.state("worker1", S.STOPPED)
+    await clock.sleeping(3.0)  # now only ps0's grace period is left: it ignored SIGTERM
+    clock.advance(3.0)
+    summary = await stopping
+    assert summary is not None and {t.exit_code for t in summary.tasks if t.name == "ps0"} == {-9}
+    assert hint_notices(recorder) == []
+    assert all(t.hint == "" for t in summary.tasks)
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_task_starts_its_launch_without_a_hint(tmp_path: Path) -> None:
+    supervisor, launcher, recorder, clock = make(tmp_path)
+    config = supervisor.config
+    policy = RestartPolicy(policy=RestartMode.ON_FAILURE, max_restarts=1, backoff=2.0)
+    supervisor._config = dataclasses.replace(config, restart=policy)
+    await supervisor.start()
+    processes = {}
+    for name in ("ps0", "worker0", "worker1"):
+        processes[name] = await launcher.started(name)
+        processes[name].ready()
+    await recorder.state("worker1", S.RUNNING)
+    processes["worker1"].say("UnavailableError: Socket closed")
+    processes["worker1"].exit(1)
+    await clock.sleeping(2.0)
+    clock.advance(2.0)
+    again = await launcher.started("worker1", launch=2)
+    again.ready()
+    again.say("UnavailableError: Socket closed")  # the new launch: noticed again
+    again.exit(1)
+    summary = await supervisor.wait()
+    assert [n.task for n in hint_notices(recorder)] == ["worker1", "worker1"]
+    assert {t.name: t.hint for t in summary.tasks}["worker1"] == hints.UNAVAILABLE
+
+
+# -- the headless summary --------------------------------------------------------------------
+
+
+def test_the_headless_summary_shows_the_hint_under_the_failed_task() -> None:
+    summary = RunSummary(
+        run_id="r1", run_dir=Path("/runs/r1"), outcome=RunOutcome.FAILED, reason="worker1 failed",
+        started_at=0.0, wall_time=1.0, global_step=0, target=100, final_loss=None, final_accuracy=None,
+        tasks=(TaskResult(name="ps0", state=S.STOPPED, exit_code=-15, hint=hints.UNAVAILABLE),
+               TaskResult(name="worker1", state=S.FAILED, exit_code=2, hint=hints.DATASET_MISSING)))
+    out = io.StringIO()
+    Printer(out, colour=False).summary(summary)
+    lines = out.getvalue().splitlines()
+    row = lines.index("  worker1  failed, exit code 2")
+    assert lines[row + 1] == f"           hint: {hints.DATASET_MISSING}"
+    assert hints.UNAVAILABLE not in out.getvalue()  # a stopped task's hint is not its failure
+
+
+# -- the real trainer --------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+@pytest.mark.asyncio
+async def test_real_trainer_with_a_missing_dataset_shows_the_hint(tmp_path: Path) -> None:
+    from tests.support import assert_no_trainers_left
+
+    config = make_config(tmp_path, dataset=Dataset.MNIST, data_path=str(tmp_path / "no-such-dir"),
+                         steps=100)
+    out, err = io.StringIO(), io.StringIO()
+    options = RunOptions(config=config, runs_root=tmp_path / "runs")
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", grace=2.0)
+    code = await run_headless(options, supervisor=supervisor, out=out, err=err, handle_signals=False)
+    text = out.getvalue()
+    assert code is ExitCode.TASK_FAILED, text + err.getvalue()
+    assert f"hint: {hints.DATASET_MISSING}" in text
+    lines = text.splitlines()
+    failed_rows = [i for i, line in enumerate(lines) if " failed, exit code 2" in line]
+    assert failed_rows and all(lines[i + 1].strip() == f"hint: {hints.DATASET_MISSING}" for i in failed_rows)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    recorded = json.loads((run_dir / "summary.json").read_text())
+    assert hints.DATASET_MISSING in {t["hint"] for t in recorded["tasks"]}
+    assert_no_trainers_left(tmp_path / "runs")

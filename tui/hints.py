@@ -1,0 +1,77 @@
+"""One-line hints for known failures of distributed TensorFlow tasks.
+
+Task output is full of noise; a few lines, though, say exactly what went wrong and what to
+do about it. :func:`hint_for` recognises them in one line of output (plain text or a
+protocol event line: an ``error`` event's message is matched like any text), and
+:func:`hint_for_exit` recognises an exit code that by itself suggests a cause. All patterns
+live in :data:`HINTS`, one table, first match wins. Pure functions: no Textual, no
+TensorFlow, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KnownFailure:
+    """A pattern in task output and the hint it deserves."""
+
+    name: str
+    pattern: re.Pattern[str]
+    hint: str
+
+
+PORT_IN_USE = ("port already taken: another process holds this task's port; stop it (ss -ltnp shows "
+               "which) or use localhost:auto in hosts.yaml")
+UNAVAILABLE = ("a ps or peer task is gone or unreachable: check that it is still running and that its "
+               "host:port is reachable from here (firewall, hostname)")
+CREATE_SESSION = ("a task the session needs is not up: check that every ps/worker started, and the "
+                  "cluster's hosts and device filters")
+OUT_OF_MEMORY = "out of memory: use a smaller model, batch size or partition count, or a bigger host"
+DATASET_MISSING = ("dataset missing: set data_path to an .npz with x_train, y_train, x_test, y_test on "
+                   "every host, or use dataset: digits")
+SIGKILL_HINT = "killed by SIGKILL: out of memory?"
+
+#: How much of a line :func:`hint_for` looks at.
+SCAN_CHARS = 16_384
+
+#: Every known failure, tried in order; the first match gives the hint.
+HINTS: tuple[KnownFailure, ...] = (
+    KnownFailure("port in use", re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE),
+                 PORT_IN_USE),
+    KnownFailure("create session waiting", re.compile(r"CreateSession still waiting"), CREATE_SESSION),
+    KnownFailure("unavailable", re.compile(r"\bUnavailableError\b|\bUNAVAILABLE\b"), UNAVAILABLE),
+    KnownFailure("dataset missing",
+                 re.compile(r"\bdataset\b.{0,200}?\bnot found\b", re.IGNORECASE), DATASET_MISSING),
+    KnownFailure("out of memory",
+                 re.compile(r"^\s*Killed\s*$"                     # the shell's note after SIGKILL
+                            r"|Out of memory: Kill(?:ed)? process"  # the kernel's OOM killer
+                            r"|\boom-kill\b|\bOOM when allocating\b|\bMemoryError\b"
+                            r"|\bstd::bad_alloc\b|Cannot allocate memory", re.IGNORECASE),
+                 OUT_OF_MEMORY),
+)
+
+#: Exit codes of a process killed by SIGKILL: -9 from a local process, 137 (128 + 9) from a
+#: shell or ssh in between. Nothing but the OOM killer sends it unless someone chose to.
+_SIGKILL_CODES = frozenset({-signal.SIGKILL, 128 + signal.SIGKILL})
+
+
+def hint_for(line: str) -> str | None:
+    """The hint for one line of task output, or None when it shows no known failure. Only
+    the first :data:`SCAN_CHARS` characters are looked at (a task may print megabyte lines)."""
+    head = line[:SCAN_CHARS]
+    for known in HINTS:
+        if known.pattern.search(head):
+            return known.hint
+    return None
+
+
+def hint_for_exit(code: int) -> str | None:
+    """The hint for how a task that failed by itself exited (not after the controller
+    stopped it), or None."""
+    if code in _SIGKILL_CODES:
+        return SIGKILL_HINT
+    return None
