@@ -112,8 +112,12 @@ class Worker:
         # The input pipeline lives on this worker; filling it does not need the ps.
         self.sess.run(g.iterator_init, feed_dict={g.x_feed: self.data.train.images,
                                                   g.y_feed: self.data.train.labels})
-        if self.is_chief:
+        if self.is_chief and self.sess.run(g.ready_op).size:
             self._restore_or_init()
+        elif self.is_chief:
+            # A restarted chief rejoining a live cluster: the ps tasks hold the current
+            # model, which initialising (or restoring an older checkpoint) would throw away.
+            log("worker0: the model is already initialized on the ps tasks; rejoining")
         else:
             while self.sess.run(g.ready_op).size:
                 time.sleep(READY_POLL_SECS)

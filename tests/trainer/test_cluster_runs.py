@@ -213,3 +213,26 @@ def test_closing_stdin_ends_a_held_task() -> None:
         assert ps.proc.wait(timeout=10) == 143
     finally:
         cluster.kill()
+
+
+def test_a_restarted_chief_rejoins_without_resetting_the_model() -> None:
+    cluster = LocalCluster(1, 2, ["--steps", "4000", "--log-every", "50"])
+    try:
+        chief = cluster.task("worker0")
+        deadline = time.monotonic() + 120
+        while not [s for s in chief.of(protocol.Step) if s.global_step >= 300]:
+            assert time.monotonic() < deadline and chief.proc.poll() is None, chief.output
+            time.sleep(0.05)
+        chief.proc.kill()
+        chief.proc.wait()
+        reached = max(s.global_step for t in cluster.tasks for s in t.of(protocol.Step))
+        again = cluster.start("worker", 0)
+        cluster.watch_exits()
+        codes = [t.proc.wait(timeout=180) for t in (again, cluster.task("worker1"), cluster.task("ps0"))]
+    finally:
+        cluster.kill()
+    assert codes == [0, 0, 0], outputs(cluster)
+    (init,) = again.of(protocol.Initialized)
+    assert init.is_chief and init.global_step >= reached
+    assert again.of(protocol.Step)[0].global_step > reached
+    assert not again.of(protocol.Checkpoint)  # nothing was restored or re-initialised
