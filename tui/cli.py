@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from trainer import settings as training_settings
-from tui.config import ConfigError, apply_overrides, load_config
+from tui.config import ConfigError, RestartMode, apply_overrides, load_config, with_restart_mode
 from tui.options import ExitCode, RunOptions
 
 #: Training settings the TUI can toggle, and therefore the command line can override.
@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--placement", choices=training_settings.choices("placement"),
                         help="override training.placement")
     parser.add_argument("--steps", type=_positive_int, metavar="N", help="override training.steps")
+    parser.add_argument("--restart", choices=[m.value for m in RestartMode],
+                        help="override the restart policy of every job (counts and backoff "
+                             "from hosts.yaml's restart: section, default 3 and 1 s)")
     parser.add_argument("--run-dir", type=Path, metavar="DIR",
                         help="where run directories go (default: run_dir in the config, else ./runs)")
     keys = parser.add_mutually_exclusive_group()
@@ -89,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.hosts)
         config = apply_overrides(config, **{name: getattr(args, name) for name in OVERRIDES})
+        if args.restart is not None:
+            config = with_restart_mode(config, RestartMode(args.restart))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE

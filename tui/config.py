@@ -170,6 +170,15 @@ def apply_overrides(config: ClusterConfig, **changes: object) -> ClusterConfig:
     return dataclasses.replace(config, training=training)
 
 
+def with_restart_mode(config: ClusterConfig, mode: RestartMode) -> ClusterConfig:
+    """``--restart MODE``: the policy of every job becomes ``mode``; the counts and backoff
+    written in hosts.yaml are kept."""
+    return dataclasses.replace(
+        config, restart=dataclasses.replace(config.restart, policy=mode),
+        restart_overrides={job: dataclasses.replace(p, policy=mode)
+                           for job, p in config.restart_overrides.items()})
+
+
 def _command_line_error(message: str) -> ConfigError:
     return ConfigError("command line", None, None, message)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tui import cli, headless
+from tui.config import Job, RestartMode
 from tui.options import ExitCode, RunOptions
 
 from .clirun import REPO, write_hosts
@@ -39,6 +40,16 @@ def test_overrides_and_run_dir_reach_the_front_end(tmp_path: Path, captured: lis
         "sync", 3, "round_robin", 7)
     assert options.runs_root == tmp_path / "elsewhere"
     assert options.timeout == 2.5 and not options.json_output
+
+
+def test_restart_flag_sets_every_jobs_policy(tmp_path: Path, captured: list[RunOptions]) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml")
+    assert cli.main([str(hosts), "--no-ui", "--restart", "on-failure"]) == 0
+    (options,) = captured
+    for job in (Job.PS, Job.WORKER):
+        policy = options.config.restart_policy(job)
+        assert policy.policy is RestartMode.ON_FAILURE and policy.max_restarts == 3
+    assert cli.main([str(hosts), "--no-ui", "--restart", "sometimes"]) == ExitCode.USAGE
 
 
 def test_run_dir_defaults_to_the_configs(tmp_path: Path, captured: list[RunOptions]) -> None:
