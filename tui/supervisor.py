@@ -107,25 +107,14 @@ class _Task:
         self.reservation = reservation
         self.state = TaskState.PENDING
         self.pid: int | None = None
-        self.exit_code: int | None = None
         self.reason = ""
         self.process: RunningTask | None = None
         self.launches = 0
         self.restarts = 0  # automatic restarts by the restart policy
-        # Per launch: set when `loaded` (with --hold) / `ready` arrived or the process
-        # exited / when it exited.
-        self.loaded = asyncio.Event()
-        self.settled = asyncio.Event()
-        self.exited = asyncio.Event()
-        self.stop_requested = False
-        self.stop_reason = ""
-        # Set when the controller judged the task failed (not ready in time, did not exit):
-        # its exit after our stop then counts as a failure, not a stop.
-        self.failure = ""
         self.restarting = False
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
-        self.hint = ""  # the first known-failure hint of this launch (tui.hints)
         self.continuing: set[Stream] = set()  # streams in the middle of an over-long line
+        self.new_launch()
 
     @property
     def name(self) -> str:
@@ -136,14 +125,19 @@ class _Task:
         return self.plan.spec.job
 
     def new_launch(self) -> None:
+        """Reset what belongs to one launch of the task."""
+        # Set when `loaded` (with --hold) / `ready` arrived or the process exited / when it
+        # exited.
         self.loaded = asyncio.Event()
         self.settled = asyncio.Event()
         self.exited = asyncio.Event()
         self.stop_requested = False
         self.stop_reason = ""
+        # Set when the controller judged the task failed (not ready in time, did not exit):
+        # its exit after our stop then counts as a failure, not a stop.
         self.failure = ""
-        self.exit_code = None
-        self.hint = ""
+        self.exit_code: int | None = None
+        self.hint = ""  # the first known-failure hint of this launch (tui.hints)
         self.continuing.clear()
 
     def view(self) -> TaskView:
