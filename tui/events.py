@@ -128,6 +128,16 @@ class Notice:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TaskHint:
+    """A task's output (or its exit code) matched a known failure: ``hint`` says in one line
+    what probably went wrong and what to do (:mod:`tui.hints`). Once per launch."""
+
+    task: str
+    hint: str
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskResult:
     """How one task ended, for the summary. ``last_lines`` are its last lines of output;
     ``restarts`` counts automatic restarts by the restart policy; ``hint`` is the first
@@ -140,6 +150,48 @@ class TaskResult:
     restarts: int = 0
     last_lines: tuple[str, ...] = ()
     hint: str = ""
+
+
+class IncidentKind(Enum):
+    """What the controller did about a task that failed mid-run."""
+
+    TASK_RESTART = "task_restart"        # the task alone was started again (a worker)
+    CLUSTER_RESTART = "cluster_restart"  # every task was restarted (a ps: it held the model)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Incident:
+    """A failure the run recovered from (or tried to). ``global_step`` is the run's step
+    when ``task`` failed; ``resumed_step`` is where training went on after the restart
+    (the chief's restored step for a cluster restart, the step a worker rejoined at),
+    None until then or if it never did."""
+
+    kind: IncidentKind
+    task: str
+    reason: str
+    global_step: int
+    resumed_step: int | None = None
+    t: float = field(default_factory=time.time)
+
+    @property
+    def steps_lost(self) -> int | None:
+        """Global steps trained before the failure and trained again after it (a cluster
+        restart resumes from the last checkpoint)."""
+        if self.kind is not IncidentKind.CLUSTER_RESTART or self.resumed_step is None:
+            return None
+        return max(0, self.global_step - self.resumed_step)
+
+    def describe(self) -> str:
+        """One line for people: what failed, what was done, where training resumed."""
+        head = f"{self.task} {self.reason} at step {self.global_step}"
+        if self.kind is IncidentKind.CLUSTER_RESTART:
+            if self.resumed_step is None:
+                return f"{head}: cluster restarted, training did not resume"
+            return (f"{head}: cluster restarted, resumed from step {self.resumed_step} "
+                    f"({self.steps_lost} steps lost)")
+        if self.resumed_step is None:
+            return f"{head}: restarted, did not rejoin"
+        return f"{head}: restarted, rejoined at step {self.resumed_step}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,6 +209,7 @@ class RunSummary:
     final_loss: float | None
     final_accuracy: float | None
     tasks: tuple[TaskResult, ...]
+    incidents: tuple[Incident, ...] = ()
 
     @property
     def failed_tasks(self) -> tuple[TaskResult, ...]:
@@ -182,7 +235,8 @@ class RunFinished:
     t: float = field(default_factory=time.time)
 
 
-ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, Notice, RunFinished]
+ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, Notice, TaskHint,
+                        RunFinished]
 
 _RECORD_TYPES: dict[type[Any], str] = {
     RunStarted: "run_started",
@@ -190,6 +244,7 @@ _RECORD_TYPES: dict[type[Any], str] = {
     TaskOutput: "task_output",
     TrainerEvent: "trainer_event",
     Notice: "notice",
+    TaskHint: "task_hint",
     RunFinished: "run_finished",
 }
 

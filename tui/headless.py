@@ -27,6 +27,7 @@ from tui.events import (
     RunOutcome,
     RunStarted,
     RunSummary,
+    TaskHint,
     TaskOutput,
     TaskState,
     TaskStateChanged,
@@ -79,6 +80,8 @@ class Printer:
             self._trainer_event(event)
         elif isinstance(event, Notice):
             self._line(event.task or CONTROLLER, f"{event.level.value}: {event.text}")
+        elif isinstance(event, TaskHint):
+            self._line(event.task, f"hint: {event.hint}")
         elif isinstance(event, RunFinished):
             self.summary(event.summary)
         self._out.flush()
@@ -119,6 +122,8 @@ class Printer:
             if result.hint and result.state is TaskState.FAILED:
                 indent = " " * max(self._width, len(result.name))  # under the state column
                 write(f"  {indent}  hint: {result.hint}\n")
+        for number, incident in enumerate(summary.incidents, 1):
+            write(f"  {'restarts' if number == 1 else '':<12} {incident.describe()}\n")
         write(f"  run dir      {summary.run_dir}\n")
         for result in summary.failed_tasks:
             exit_text = describe_exit(result.exit_code) if result.exit_code is not None else "failed"

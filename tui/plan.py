@@ -29,6 +29,8 @@ HOLD_FLAG = "--hold"
 GO_LINE = "go"
 #: Names the run in each task's environment, so a task (or a test) can tell whose it is.
 RUN_ID_ENV = "TFDIST_RUN_ID"
+#: The run directory's subdirectory that holds its checkpoints, unless settings say otherwise.
+CHECKPOINTS = "checkpoints"
 
 
 @dataclass(frozen=True)
@@ -82,15 +84,29 @@ def tf_config(config: ClusterConfig, ports: Mapping[str, int], task: TaskSpec) -
     }
 
 
+def default_checkpoint_dir(host: HostSpec, run_dir: Path, run_id: str) -> str:
+    """Where a run checkpoints when ``checkpoint_dir`` is not set: its run directory on this
+    machine, ``runs/<run id>/checkpoints`` under the host's workdir on a remote one. Without
+    checkpoints a cluster restart (after a ps failed) would start training over."""
+    if host.is_local:
+        return str(run_dir.resolve() / CHECKPOINTS)
+    return f"runs/{run_id}/{CHECKPOINTS}"
+
+
 def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[str, int],
              run_id: str, *, trainer_argv: Sequence[str] = TRAINER_ARGV,
-             local_python: str = sys.executable, hold: bool = True) -> tuple[TaskPlan, ...]:
+             local_python: str = sys.executable, hold: bool = True,
+             run_dir: Path | None = None) -> tuple[TaskPlan, ...]:
     """One plan per task, in the config's order. ``ports`` maps task names to resolved
-    ports (``auto`` already chosen); ``hold`` adds :data:`HOLD_FLAG`."""
+    ports (``auto`` already chosen); ``hold`` adds :data:`HOLD_FLAG`; ``run_dir`` (the
+    run's directory) gives the default checkpoint directory (:func:`default_checkpoint_dir`)."""
     plans = []
     for spec in config.tasks:
         host = config.host_of(spec)
         task_settings = settings if spec.gpus is None else settings.replace(gpus=spec.gpus)
+        if task_settings.checkpoint_dir is None and run_dir is not None:
+            task_settings = task_settings.replace(
+                checkpoint_dir=default_checkpoint_dir(host, run_dir, run_id))
         # Locally, default to the controller's own interpreter (which can import the
         # trainer) unless hosts.yaml names an interpreter for localhost explicitly.
         explicit_host = spec.host in config.hosts

@@ -65,6 +65,10 @@ class ProgressTracker:
                                                  event.examples_per_sec, event.loss)
             if event.loss is not None:
                 self._loss = event.loss
+        elif isinstance(event, protocol.Initialized) and event.is_chief:
+            # The chief read the step from the ps tasks: after a cluster restart that is the
+            # restored checkpoint's step, lower than what the lost cluster had reached.
+            self._global_step = event.global_step
         elif isinstance(event, protocol.Eval):
             self._global_step = max(self._global_step, event.global_step)
             self._accuracy = event.accuracy

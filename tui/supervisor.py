@@ -15,7 +15,12 @@ One run at a time. A run:
 3. *Running* until every worker has exited. If all workers succeeded, each ps has
    ``ps_exit_timeout`` seconds to exit by itself (the trainer's ps exit after the workers'
    shutdown handshake); a ps still running then failed ("did not exit") and is stopped.
-   With ``fail_fast`` (the default) the first task that fails stops the rest.
+   With ``fail_fast`` (the default) the first task that fails stops the rest, unless the
+   restart policy (hosts.yaml ``restart:``) restarts it: a failed worker is restarted on
+   its own and rejoins; a failed ps takes the model's variables with it, so the whole
+   cluster is restarted in order and the chief resumes from the latest checkpoint (every
+   run checkpoints into its run directory unless ``checkpoint_dir`` says otherwise). Each
+   restart is an :class:`~tui.events.Incident` of the summary.
 4. *Stopping* (end of run, :meth:`Supervisor.stop_all`, a failure): stdin closed and
    SIGTERM to each task's process group, SIGKILL after ``grace`` seconds.
 5. *Finished*: a :class:`RunSummary` goes to subscribers (``RunFinished``), to
@@ -29,6 +34,7 @@ the injected :class:`~tui.clock.Clock` and :class:`~tui.launch.base.Launcher`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sys
 from collections import deque
@@ -44,6 +50,8 @@ from tui.config import ClusterConfig, Job, RestartMode
 from tui.describe import describe_event, describe_exit
 from tui.events import (
     ControllerEvent,
+    Incident,
+    IncidentKind,
     Level,
     Notice,
     RunFinished,
@@ -51,13 +59,14 @@ from tui.events import (
     RunStarted,
     RunSummary,
     Stream,
+    TaskHint,
     TaskOutput,
     TaskResult,
     TaskState,
     TaskStateChanged,
     TrainerEvent,
 )
-from tui.hints import hint_for, hint_for_exit
+from tui.hints import UNAVAILABLE, hint_for, hint_for_exit
 from tui.launch.base import Launcher, LaunchError, PortReservation, RunningTask
 from tui.launch.lines import OutputLine
 from tui.launch.local import LocalLauncher
@@ -77,6 +86,10 @@ DRAIN_TIMEOUT = 2.0
 #: How long to wait for a task to die after SIGKILL before reporting it as stuck.
 KILL_WAIT = 5.0
 TAIL_LINES = 10
+#: A worker that fails because a ps is unreachable is usually a casualty of that ps's
+#: failure, whose exit the controller may learn of a moment later: when a cluster restart
+#: could follow, wait this long for it before judging the worker on its own.
+PEER_LOSS_SETTLE = 2.0
 TAIL_LINE_CHARS = 2000
 
 Sink = Callable[[ControllerEvent], None]
@@ -166,6 +179,12 @@ class _Run:
         self.finished: asyncio.Future[RunSummary] = asyncio.get_running_loop().create_future()
         self.background: set[asyncio.Task[None]] = set()
         self.write_failed = False
+        self.up = False  # the staged start finished: from now on a ps failure is recoverable
+        self.recovering = False  # a cluster restart is in progress
+        self.recovery = asyncio.Event()  # set while recovering, for whoever waits for one
+        self.incidents: list[Incident] = []
+        # task name -> index in `incidents` of the incident that task's `initialized` closes
+        self.awaiting_resume: dict[str, int] = {}
 
     def stages(self) -> list[list[_Task]]:
         ps = [t for t in self.tasks.values() if t.job is Job.PS]
@@ -176,6 +195,10 @@ class _Run:
 
     def of_job(self, job: Job) -> list[_Task]:
         return [t for t in self.tasks.values() if t.job is job]
+
+    @property
+    def chief(self) -> _Task:
+        return next(t for t in self.tasks.values() if t.plan.spec.is_chief)
 
 
 class Supervisor:
@@ -267,7 +290,7 @@ class Supervisor:
         run_id = new_run_id(started_wall)
         plans = plan_run(self._config, self._settings, ports, run_id,
                          trainer_argv=self._trainer_argv, local_python=self._local_python,
-                         hold=self._hold)
+                         hold=self._hold, run_dir=self._runs_root / run_id)
         try:
             directory = RunDirectory.create(self._runs_root, run_id)
             directory.write_config(self._config, self._settings, plans)
@@ -414,7 +437,9 @@ class Supervisor:
                     log.exception("%s: SIGKILL failed", task.name)
 
     async def _start_in_order(self, run: _Run) -> str | None:
-        """Start stage after stage; return why the start failed, or None."""
+        """Start stage after stage; return why the start failed, or None. Once every task
+        is up, the run is :attr:`_Run.up` and a notice says how long it took."""
+        began = self._clock.monotonic()
         stages = run.stages()
         if self._hold:
             # Launch every task now so their TensorFlow imports overlap; each waits for
@@ -437,6 +462,9 @@ class Supervisor:
             failure = await self._bring_up(run, stage)
             if failure or run.stop_requested.is_set():
                 return failure
+        run.up = True
+        self._notify(run, Level.INFO, f"all {len(run.tasks)} tasks up in "
+                     f"{self._clock.monotonic() - began:.1f} s")
         return None
 
     async def _bring_up(self, run: _Run, stage: list[_Task]) -> str | None:
@@ -557,6 +585,7 @@ class Supervisor:
             tasks=tuple(TaskResult(name=t.name, state=t.state, exit_code=t.exit_code, reason=t.reason,
                                    restarts=t.restarts, last_lines=tuple(t.tail), hint=t.hint)
                    for t in tasks),
+            incidents=tuple(run.incidents),
         )
 
     # -- one task's process -------------------------------------------------------------
@@ -635,6 +664,10 @@ class Supervisor:
             return
         run.progress.update(task.name, event)
         self._publish(run, TrainerEvent(task=task.name, event=event, t=now))
+        if isinstance(event, protocol.Initialized) and task.name in run.awaiting_resume:
+            index = run.awaiting_resume.pop(task.name)
+            run.incidents[index] = dataclasses.replace(run.incidents[index],
+                                                       resumed_step=event.global_step)
         if isinstance(event, protocol.Loaded):
             task.loaded.set()
         elif isinstance(event, protocol.Ready) and task.state is TaskState.STARTING:
@@ -661,22 +694,99 @@ class Supervisor:
         task.loaded.set()
         if task.job is Job.WORKER:
             run.progress.worker_exited(task.name)
-        if state is TaskState.FAILED and not task.restarting:
-            if was_running and self._may_restart(run, task):
-                # Mark it now, not in the coroutine: the run must not end (and a start in
-                # progress must not fail) while the restart is pending.
-                task.restarts += 1
-                task.restarting = True
-                self._spawn(run, self._restart_after_backoff(run, task))
+        if state is TaskState.FAILED and not task.restarting and not run.recovering:
+            # (During a cluster restart every failure is a casualty of the one being
+            # recovered from.)
+            self._judge_failure(run, task, was_running, reason)
+        self._check_workers_done(run)
+
+    def _judge_failure(self, run: _Run, task: _Task, was_running: bool, reason: str) -> None:
+        """A task failed by itself: restart it, restart the cluster, or fail the run."""
+        if task.job is Job.PS:
+            if was_running and run.up and not run.workers_done.is_set() and self._may_restart(run, task):
+                self._begin_cluster_restart(run, task)
             elif self._fail_fast:
                 self._request_stop(run, RunOutcome.FAILED, f"{task.name} {reason}")
+        elif was_running and task.hint == UNAVAILABLE and self._cluster_restart_possible(run):
+            task.restarting = True  # keeps the run open while we wait
+            self._spawn(run, self._judge_after_settle(run, task, reason))
+        else:
+            self._judge_worker(run, task, was_running, reason)
+
+    def _judge_worker(self, run: _Run, task: _Task, was_running: bool, reason: str) -> None:
+        if was_running and self._may_restart(run, task):
+            # Mark it now, not in the coroutine: the run must not end (and a start in
+            # progress must not fail) while the restart is pending.
+            task.restarts += 1
+            task.restarting = True
+            self._record_incident(run, task, IncidentKind.TASK_RESTART, resumes=task)
+            self._spawn(run, self._restart_after_backoff(run, task))
+        elif self._fail_fast:
+            self._request_stop(run, RunOutcome.FAILED, f"{task.name} {reason}")
+
+    async def _judge_after_settle(self, run: _Run, task: _Task, reason: str) -> None:
+        """A worker lost its connection to a ps: if a ps failure (and so a cluster restart)
+        follows within :data:`PEER_LOSS_SETTLE`, the worker was its casualty; otherwise it
+        is judged like any failed worker."""
+        try:
+            await first_completed(run.recovery.wait(), run.stop_requested.wait(),
+                                  self._clock.sleep(PEER_LOSS_SETTLE))
+        finally:
+            task.restarting = False
+        if not run.recovering and not run.stop_requested.is_set() and not task.state.is_active:
+            self._judge_worker(run, task, True, reason)
         self._check_workers_done(run)
+
+    def _cluster_restart_possible(self, run: _Run) -> bool:
+        """Whether a ps failing now would be answered with a cluster restart."""
+        return run.up and any(self._may_restart(run, ps) for ps in run.of_job(Job.PS))
+
+    def _record_incident(self, run: _Run, task: _Task, kind: IncidentKind, resumes: _Task) -> None:
+        """Note a restart for the summary; ``resumes``'s next `initialized` says where
+        training went on."""
+        run.incidents.append(Incident(kind=kind, task=task.name, reason=task.reason,
+                                      global_step=run.progress.snapshot().global_step,
+                                      t=self._clock.time()))
+        run.awaiting_resume[resumes.name] = len(run.incidents) - 1
+
+    def _begin_cluster_restart(self, run: _Run, cause: _Task) -> None:
+        """A ps failed mid-run. The model's variables on it are gone and every worker's
+        session with it, so restarting the ps alone cannot help: restart every task, in
+        order, and let the chief restore the latest checkpoint."""
+        cause.restarts += 1
+        run.recovering = True
+        run.recovery.set()
+        self._record_incident(run, cause, IncidentKind.CLUSTER_RESTART, resumes=run.chief)
+        policy = self._config.restart_policy(cause.job)
+        self._notify(run, Level.WARNING,
+                     f"{cause.reason}; restarting the whole cluster (restart {cause.restarts} of "
+                     f"{policy.max_restarts} in {policy.backoff:g} s), training resumes from the "
+                     f"latest checkpoint", cause.name)
+        self._spawn(run, self._restart_cluster(run, cause))
+
+    async def _restart_cluster(self, run: _Run, cause: _Task) -> None:
+        policy = self._config.restart_policy(cause.job)
+        try:
+            survivors = [t for t in run.tasks.values() if t.state.is_active]
+            for task in survivors:
+                task.stop_reason = f"cluster restart after {cause.name} failed"
+            await self._stop_tasks(run, survivors)
+            winner = await first_completed(self._clock.sleep(policy.backoff), run.stop_requested.wait())
+            if winner != 0 or run.stop_requested.is_set():
+                return
+            failure = await self._start_in_order(run)
+            if failure:
+                self._request_stop(run, RunOutcome.FAILED, f"cluster restart failed: {failure}")
+        finally:
+            run.recovering = False
+            run.recovery.clear()
+            self._check_workers_done(run)
 
     def _offer_hint(self, run: _Run, task: _Task, hint: str | None) -> None:
         """Keep the first hint of a launch and tell the front ends, once per launch."""
         if hint and not task.hint:
             task.hint = hint
-            self._notify(run, Level.WARNING, hint, task.name)
+            self._publish(run, TaskHint(task=task.name, hint=hint, t=self._clock.time()))
 
     def _may_restart(self, run: _Run, task: _Task) -> bool:
         """Whether the restart policy restarts this task, which failed after it was running.
@@ -692,7 +802,9 @@ class Supervisor:
                      f"{policy.max_restarts} in {policy.backoff:g} s", task.name)
         try:
             winner = await first_completed(self._clock.sleep(policy.backoff), run.stop_requested.wait())
-            if winner == 0 and not run.stop_requested.is_set():
+            # A cluster restart in the meantime has started it again already.
+            if winner == 0 and not run.stop_requested.is_set() and not run.recovering \
+                    and not task.state.is_active:
                 failure = await self._launch(run, task)
                 if failure is None:
                     self._spawn(run, self._expect_ready(run, task))
@@ -704,7 +816,7 @@ class Supervisor:
 
     def _check_workers_done(self, run: _Run) -> None:
         workers = run.of_job(Job.WORKER)
-        if all(t.state.is_finished and not t.restarting for t in workers):
+        if not run.recovering and all(t.state.is_finished and not t.restarting for t in workers):
             run.workers_done.set()
 
     async def _stop_tasks(self, run: _Run, tasks: list[_Task]) -> None:

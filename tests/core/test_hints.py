@@ -1,5 +1,5 @@
 """Known-failure hints: every pattern of tui.hints on realistic TensorFlow/OS output, their
-delivery by the supervisor (once per launch, in the TaskResult, as a warning Notice), the
+delivery by the supervisor (once per launch, in the TaskResult, as a TaskHint event), the
 headless summary, and one real-trainer run with a missing dataset."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from trainer.settings import Dataset
 from tui import hints
 from tui.config import RestartMode, RestartPolicy
-from tui.events import Level, Notice, RunOutcome, RunSummary, Stream, TaskResult, TaskState
+from tui.events import RunOutcome, RunSummary, Stream, TaskHint, TaskResult, TaskState
 from tui.headless import Printer, run_headless
 from tui.hints import HINTS, hint_for, hint_for_exit
 from tui.options import ExitCode, RunOptions
@@ -112,9 +112,8 @@ def make(tmp_path: Path, **kwargs: object) -> tuple[Supervisor, FakeLauncher, Re
     return supervisor, launcher, recorder, clock
 
 
-def hint_notices(recorder: Recorder) -> list[Notice]:
-    return [n for n in recorder.of(Notice) if n.level is Level.WARNING and n.task is not None
-            and n.text in {known.hint for known in HINTS} | {hints.SIGKILL_HINT}]
+def hint_notices(recorder: Recorder) -> list[tuple[str, str]]:
+    return [(h.task, h.hint) for h in recorder.of(TaskHint)]
 
 
 @pytest.mark.asyncio
@@ -129,7 +128,7 @@ async def test_the_first_hint_of_a_task_is_noticed_once_and_kept_in_its_result(t
     chief.say("UnavailableError: Socket closed", Stream.STDERR)  # a later, different hint: not kept
     chief.exit(1)
     summary = await supervisor.wait()
-    assert [(n.task, n.text) for n in hint_notices(recorder)] == [("worker0", hints.CREATE_SESSION)]
+    assert hint_notices(recorder) == [("worker0", hints.CREATE_SESSION)]
     by_name = {t.name: t for t in summary.tasks}
     assert by_name["worker0"].hint == hints.CREATE_SESSION
     assert by_name["ps0"].hint == by_name["worker1"].hint == ""
@@ -149,7 +148,7 @@ async def test_a_task_killed_by_sigkill_gets_the_exit_hint(tmp_path: Path) -> No
     worker1.exit(-signal.SIGKILL)
     summary = await supervisor.wait()
     assert summary.outcome is RunOutcome.FAILED
-    assert [(n.task, n.text) for n in hint_notices(recorder)] == [("worker1", hints.SIGKILL_HINT)]
+    assert hint_notices(recorder) == [("worker1", hints.SIGKILL_HINT)]
     # The others were stopped by the controller: no hint for them, even if they died by SIGKILL.
     assert {t.name: t.hint for t in summary.tasks} == {"ps0": "", "worker0": "",
                                                         "worker1": hints.SIGKILL_HINT}
@@ -188,17 +187,17 @@ async def test_a_restarted_task_starts_its_launch_without_a_hint(tmp_path: Path)
         processes[name] = await launcher.started(name)
         processes[name].ready()
     await recorder.state("worker1", S.RUNNING)
-    processes["worker1"].say("UnavailableError: Socket closed")
+    processes["worker1"].say("MemoryError")
     processes["worker1"].exit(1)
     await clock.sleeping(2.0)
     clock.advance(2.0)
     again = await launcher.started("worker1", launch=2)
     again.ready()
-    again.say("UnavailableError: Socket closed")  # the new launch: noticed again
+    again.say("MemoryError")  # the new launch: noticed again
     again.exit(1)
     summary = await supervisor.wait()
-    assert [n.task for n in hint_notices(recorder)] == ["worker1", "worker1"]
-    assert {t.name: t.hint for t in summary.tasks}["worker1"] == hints.UNAVAILABLE
+    assert [task for task, _ in hint_notices(recorder)] == ["worker1", "worker1"]
+    assert {t.name: t.hint for t in summary.tasks}["worker1"] == hints.OUT_OF_MEMORY
 
 
 # -- the headless summary --------------------------------------------------------------------

@@ -31,9 +31,9 @@ from tui.app.messages import (
 )
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.state import Dashboard
-from tui.app.widgets import LogPane, PlacementView, StatusBar, TaskTable, ThroughputView
+from tui.app.widgets import HintBar, LogPane, PlacementView, StatusBar, TaskTable, ThroughputView
 from tui.describe import describe_exit
-from tui.events import Level, Notice, RunFinished, RunOutcome, TaskState, TaskStateChanged
+from tui.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskState, TaskStateChanged
 from tui.launch.router import Router
 from tui.options import ExitCode, RunOptions
 from tui.preview import PreviewError, preview_placement
@@ -106,6 +106,7 @@ class TfdistApp(App[int]):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield TaskTable(id="tasks")
+        yield HintBar(id="hints")
         with TabbedContent(id="panes", initial="logs"):
             with TabPane("Logs", id="logs"):
                 yield LogPane(id="task-log")
@@ -179,6 +180,7 @@ class TfdistApp(App[int]):
         now = time.monotonic()
         if d.tasks_changed or now - self._last_table_refresh >= 1.0:
             self.table.show(d)
+            self.query_one(HintBar).show(d)
             d.tasks_changed = False
             self._last_table_refresh = now
             if self.task_log.source is None and self.table.selected:
@@ -198,6 +200,8 @@ class TfdistApp(App[int]):
             if event.reason and event.reason not in text:
                 text += f": {event.reason}"
             self.notify(text, title="task failed", severity="error", timeout=10)
+        elif isinstance(event, TaskHint):
+            self.notify(event.hint, title=f"{event.task}: hint", severity="warning", timeout=10)
         elif isinstance(event, Notice) and event.level is not Level.INFO:
             self.notify(event.text, severity="error" if event.level is Level.ERROR else "warning")
         elif isinstance(event, RunFinished):

@@ -20,6 +20,7 @@ from tui.events import (
     RunFinished,
     RunStarted,
     RunSummary,
+    TaskHint,
     TaskOutput,
     TaskState,
     TaskStateChanged,
@@ -47,6 +48,7 @@ class TaskRow:
     examples_per_sec: float | None = None
     last_output: float | None = None
     tf_version: str = ""
+    hint: str = ""  # the known-failure hint of the current launch (tui.hints), if any
 
     @property
     def restarts(self) -> int:
@@ -127,6 +129,8 @@ class Dashboard:
             self.tasks_changed = True
         elif isinstance(event, Notice):
             self.notices.append(event)
+        elif isinstance(event, TaskHint):
+            self._hint(event)
 
     def _run_started(self, event: RunStarted) -> None:
         self.settings = event.settings
@@ -164,6 +168,7 @@ class Dashboard:
             row.launches += 1
             row.exit_code = None
             row.local_step = row.examples_per_sec = None
+            row.hint = ""
         if event.pid is not None:
             row.pid = event.pid
         if event.exit_code is not None:
@@ -175,6 +180,13 @@ class Dashboard:
             self._add_line(event.task, f"── {event.new.value}: {ending}"
                            + (f" ({event.reason})" if event.reason else ""))
         self.tasks_changed = True
+
+    def _hint(self, event: TaskHint) -> None:
+        row = self.rows.get(event.task)
+        if row is not None:
+            row.hint = event.hint
+            self.tasks_changed = True
+        self._add_line(event.task, f"── hint: {event.hint}")
 
     def _output(self, event: TaskOutput) -> None:
         row = self.rows.get(event.task)
@@ -200,6 +212,10 @@ class Dashboard:
             self.step_history.append((t, self.global_step))
             self._sample(t)
             self.tasks_changed = True
+        elif isinstance(event, protocol.Initialized) and event.is_chief:
+            # Authoritative: after a cluster restart the step went back to a checkpoint's.
+            self.global_step = event.global_step
+            self.step_history.clear()
         elif isinstance(event, protocol.Placement):
             self.placement = event
             self.placement_changed = True
@@ -254,6 +270,11 @@ class Dashboard:
             return 0.0
         end = self.started + self.finished.wall_time if self.finished else (now or self.clock())
         return max(0.0, end - self.started)
+
+    @property
+    def hints(self) -> list[tuple[str, str]]:
+        """(task, hint) for every task whose current launch has a known-failure hint."""
+        return [(name, row.hint) for name, row in self.rows.items() if row.hint]
 
     @property
     def active_tasks(self) -> list[str]:

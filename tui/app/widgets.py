@@ -108,6 +108,22 @@ class TaskTable(DataTable[Text | str]):
         ]
 
 
+class HintBar(Static):
+    """Under the task table, one line per task with a known-failure hint: what probably went
+    wrong and what to do. Hidden while there is none."""
+
+    def show(self, dashboard: Dashboard) -> None:
+        hints = dashboard.hints
+        self.display = bool(hints)
+        text = Text()
+        for number, (name, hint) in enumerate(hints):
+            if number:
+                text.append("\n")
+            text.append(f"⚠ {name}: ", style="bold yellow")
+            text.append(hint)
+        self.update(text)
+
+
 class LogPane(Log):
     """A log that follows its tail unless the operator scrolled back; ``End`` resumes."""
 
