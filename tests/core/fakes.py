@@ -275,3 +275,24 @@ def make_config(tmp_path: Path, num_ps: int = 1, num_workers: int = 2,
                   for (job, i), port in zip(specs, chosen, strict=True))
     settings = TrainingSettings().replace(**training) if training else TrainingSettings()
     return ClusterConfig(path=tmp_path / "hosts.yaml", hosts={}, tasks=tasks, training=settings)
+
+
+async def start_all(launcher: FakeLauncher, names: list[str]) -> dict[str, FakeProcess]:
+    """Make every named task report ready, in start order."""
+    processes = {}
+    for name in names:
+        processes[name] = await launcher.started(name)
+        processes[name].ready()
+    return processes
+
+
+async def finish_cleanly(processes: dict[str, FakeProcess]) -> None:
+    for name, process in processes.items():
+        if name.startswith("worker"):
+            process.step(100, loss=0.5, target=100)
+            process.done(global_step=100, loss=0.25 if name == "worker0" else 0.3,
+                         accuracy=0.9 if name == "worker0" else None)
+            process.exit(0)
+    for name, process in processes.items():
+        if name.startswith("ps"):
+            process.exit(0)

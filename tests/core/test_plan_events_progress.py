@@ -13,6 +13,8 @@ from trainer.settings import TrainingSettings
 from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.describe import describe_event, describe_exit
 from tui.events import (
+    Incident,
+    IncidentKind,
     Level,
     Notice,
     RunFinished,
@@ -68,6 +70,24 @@ def test_host_env_gpus_and_an_explicit_local_python(tmp_path: Path) -> None:
     assert json.loads(ps0.env["TF_CONFIG"])["task"] == {"type": "ps", "index": 0}
     assert worker0.argv[worker0.argv.index("--gpus") + 1] == "2"
     assert ps0.argv[ps0.argv.index("--gpus") + 1] == "1"
+
+
+def checkpoint_flag(argv: tuple[str, ...]) -> str | None:
+    return argv[argv.index("--checkpoint-dir") + 1] if "--checkpoint-dir" in argv else None
+
+
+def test_checkpoints_go_into_the_run_directory_unless_settings_say_where(tmp_path: Path) -> None:
+    tasks = (TaskSpec(Job.PS, 0, "gpu1", 1), TaskSpec(Job.WORKER, 0, "localhost", 2))
+    hosts = {"gpu1": HostSpec(name="gpu1", address="10.0.0.1")}
+    config = ClusterConfig(path=tmp_path / "h.yaml", hosts=hosts, tasks=tasks, training=TrainingSettings())
+    ports = {"ps0": 1, "worker0": 2}
+    remote, local = plan_run(config, config.training, ports, "r7", run_dir=Path("runs/r7"))
+    assert checkpoint_flag(local.argv) == str(Path("runs/r7").resolve() / "checkpoints")
+    assert checkpoint_flag(remote.argv) == "runs/r7/checkpoints"  # under the host's workdir
+    chosen = config.training.replace(checkpoint_dir="~/ckpt")
+    assert {checkpoint_flag(p.argv) for p in plan_run(config, chosen, ports, "r7", run_dir=Path("x"))} \
+        == {"~/ckpt"}
+    assert {checkpoint_flag(p.argv) for p in plan_run(config, config.training, ports, "r7")} == {None}
 
 
 def test_records_are_json_with_a_type_and_plain_values() -> None:
@@ -142,3 +162,27 @@ def test_descriptions() -> None:
     step = protocol.Step(role="worker", index=0, global_step=5, local_step=5, loss=None,
                          examples_per_sec=10.0, step_time=0.1, target=10)
     assert describe_event(step) == "step 5/10 loss n/a 10.0 ex/s"
+
+
+def test_progress_takes_the_chiefs_initialized_step_even_when_lower() -> None:
+    tracker = ProgressTracker(target=100)
+    tracker.update("worker1", protocol.Step(role="worker", index=1, global_step=90, local_step=90,
+                                            loss=1.0, examples_per_sec=1.0, step_time=0.1))
+    # After a cluster restart the chief restored an older checkpoint.
+    tracker.update("worker0", protocol.Initialized(role="worker", index=0, global_step=60, seconds=1.0,
+                                                   is_chief=True))
+    assert tracker.snapshot().global_step == 60
+    tracker.update("worker1", protocol.Initialized(role="worker", index=1, global_step=50, seconds=1.0))
+    assert tracker.snapshot().global_step == 60
+
+
+def test_incident_lines() -> None:
+    cluster = Incident(kind=IncidentKind.CLUSTER_RESTART, task="ps1", reason="exited with code 1",
+                       global_step=1234, resumed_step=1000, t=0.0)
+    assert cluster.steps_lost == 234
+    assert cluster.describe() == ("ps1 exited with code 1 at step 1234: cluster restarted, resumed "
+                                  "from step 1000 (234 steps lost)")
+    worker = Incident(kind=IncidentKind.TASK_RESTART, task="worker2", reason="was killed by SIGKILL",
+                      global_step=50, t=0.0)
+    assert worker.steps_lost is None
+    assert worker.describe() == "worker2 was killed by SIGKILL at step 50: restarted, did not rejoin"

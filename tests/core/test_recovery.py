@@ -14,8 +14,7 @@ from tui.config import Job, RestartMode, RestartPolicy
 from tui.events import Incident, IncidentKind, Notice, RunOutcome, TaskState, TrainerEvent
 from tui.supervisor import PEER_LOSS_SETTLE, Supervisor
 
-from .fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, make_config
-from .test_supervisor import finish_cleanly, start_all
+from .fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, finish_cleanly, make_config
 
 S = TaskState
 NAMES = ["ps0", "worker0", "worker1"]

@@ -27,7 +27,7 @@ from tui.events import (
 from tui.launch.base import PortProblem
 from tui.supervisor import PreflightError, Supervisor
 
-from .fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, make_config
+from .fakes import FakeClock, FakeLauncher, Recorder, finish_cleanly, make_config, start_all
 
 S = TaskState
 
@@ -40,27 +40,6 @@ def make(tmp_path: Path, **kwargs: object) -> tuple[Supervisor, FakeLauncher, Fa
                             **kwargs)  # type: ignore[arg-type]
     supervisor.subscribe(recorder)
     return supervisor, launcher, clock, recorder
-
-
-async def start_all(launcher: FakeLauncher, names: list[str]) -> dict[str, FakeProcess]:
-    """Make every named task report ready, in start order."""
-    processes = {}
-    for name in names:
-        processes[name] = await launcher.started(name)
-        processes[name].ready()
-    return processes
-
-
-async def finish_cleanly(processes: dict[str, FakeProcess]) -> None:
-    for name, process in processes.items():
-        if name.startswith("worker"):
-            process.step(100, loss=0.5, target=100)
-            process.done(global_step=100, loss=0.25 if name == "worker0" else 0.3,
-                         accuracy=0.9 if name == "worker0" else None)
-            process.exit(0)
-    for name, process in processes.items():
-        if name.startswith("ps"):
-            process.exit(0)
 
 
 @pytest.mark.asyncio

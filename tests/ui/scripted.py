@@ -10,11 +10,13 @@ from typing import Any
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui import hints
 from tui.config import Job
 from tui.events import (
     ControllerEvent,
     RunStarted,
     Stream,
+    TaskHint,
     TaskInfo,
     TaskOutput,
     TaskState,
@@ -102,6 +104,7 @@ def failed_history(settings: TrainingSettings) -> list[ControllerEvent]:
     events = running_history(settings)
     events.append(TaskOutput(task="worker1", stream=Stream.STDERR,
                              text="trainer: worker1: UnavailableError: Socket closed", t=T0 + 36))
+    events.append(TaskHint(task="worker1", hint=hints.UNAVAILABLE, t=T0 + 36))
     events.append(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.FAILED, pid=1003,
                                    exit_code=1, reason="exited with code 1", t=T0 + 36))
     return events

@@ -7,6 +7,7 @@ from pathlib import Path
 from tests.ui.scripted import T0, TASKS, failed_history, running_history
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui import hints
 from tui.app.state import LOG_LINES_PER_TASK, MAX_LINE_CHARS, MERGED_LOG_LINES, Dashboard
 from tui.events import RunStarted, Stream, TaskOutput, TaskState, TaskStateChanged, TrainerEvent
 
@@ -37,8 +38,30 @@ def test_failure_is_in_the_row_and_the_log() -> None:
     row = d.rows["worker1"]
     assert row.state is TaskState.FAILED and row.exit_code == 1 and row.state_text == "failed (1)"
     assert "worker1" not in d.worker_rates
-    assert list(d.logs["worker1"].lines)[-2:] == ["trainer: worker1: UnavailableError: Socket closed",
+    assert list(d.logs["worker1"].lines)[-3:] == ["trainer: worker1: UnavailableError: Socket closed",
+                                                   f"── hint: {hints.UNAVAILABLE}",
                                                    "── failed: exited with code 1 (exited with code 1)"]
+
+
+def test_a_hint_stays_beside_its_task_until_the_task_starts_again() -> None:
+    d = folded(failed_history(TrainingSettings()))
+    assert d.rows["worker1"].hint == hints.UNAVAILABLE
+    assert d.hints == [("worker1", hints.UNAVAILABLE)]
+    assert f"── hint: {hints.UNAVAILABLE}" in d.logs["worker1"].lines
+    d.apply(TaskStateChanged(task="worker1", old=TaskState.FAILED, new=TaskState.STARTING, pid=1010,
+                             t=T0 + 38))
+    assert d.hints == []
+
+
+def test_the_chiefs_initialized_step_is_authoritative_after_a_cluster_restart() -> None:
+    d = folded(running_history(TrainingSettings()))
+    assert d.global_step == 1200
+    d.apply(TrainerEvent(task="worker0", event=protocol.Initialized(
+        role="worker", index=0, global_step=1000, seconds=3.0, is_chief=True), t=T0 + 45))
+    assert d.global_step == 1000 and d.eta_seconds() is None
+    d.apply(TrainerEvent(task="worker1", event=protocol.Initialized(
+        role="worker", index=1, global_step=900, seconds=3.0), t=T0 + 45))
+    assert d.global_step == 1000  # another worker's view is not
 
 
 def test_buffers_are_bounded_and_lines_clipped() -> None:
