@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer import protocol
-from trainer.settings import TrainingSettings
+from trainer.settings import Mode, TrainingSettings
 from tui.clock import Clock, SystemClock, first_completed
 from tui.config import ClusterConfig, Job, RestartMode
 from tui.describe import describe_event, describe_exit
@@ -370,7 +370,17 @@ class Supervisor:
         run = self._require_run()
         task = self._task(run, name)
         task.stop_reason = "stopped on request"
+        if self._stalls_sync_rounds(run, task):
+            self._notify(run, Level.WARNING, "sync mode: every round needs a gradient from each "
+                         "worker, so training pauses until this worker is started again", task.name)
         await self._stop_one(run, task)
+
+    def _stalls_sync_rounds(self, run: _Run, task: _Task) -> bool:
+        """Whether stopping ``task`` (a running worker) leaves sync rounds short of gradients."""
+        workers = run.of_job(Job.WORKER)
+        running = sum(1 for t in workers if t.state.is_active and t is not task)
+        return (task.job is Job.WORKER and task.state.is_active and run.settings.mode is Mode.SYNC
+                and running > 0 and running < run.settings.effective_replicas(len(workers)))
 
     async def start_task(self, name: str) -> None:
         """Start one task that is not running, regardless of the start order (a person

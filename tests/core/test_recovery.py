@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from trainer import protocol
+from trainer.settings import Mode
 from tui.config import Job, RestartMode, RestartPolicy
 from tui.events import Incident, IncidentKind, Notice, RunOutcome, TaskState, TrainerEvent
 from tui.supervisor import PEER_LOSS_SETTLE, Supervisor
@@ -180,3 +181,22 @@ async def test_a_stop_during_the_backoff_ends_the_run_without_restarting(tmp_pat
     assert launcher.starts == NAMES
     assert [(i.task, i.resumed_step) for i in summary.incidents] == [("ps0", None)]
     assert summary.incidents[0].describe().endswith("cluster restarted, training did not resume")
+
+
+@pytest.mark.parametrize(("mode", "replicas", "warned"), [
+    (Mode.SYNC, None, True), (Mode.SYNC, 1, False), (Mode.ASYNC, None, False)])
+@pytest.mark.asyncio
+async def test_stopping_a_worker_by_hand_in_sync_mode_warns_that_training_pauses(
+        tmp_path: Path, mode: Mode, replicas: int | None, warned: bool) -> None:
+    config = make_config(tmp_path, mode=mode, replicas_to_aggregate=replicas)
+    launcher, recorder = FakeLauncher(), Recorder()
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=FakeClock())
+    supervisor.subscribe(recorder)
+    await supervisor.start()
+    await running(launcher, recorder)
+    await supervisor.stop_task("worker1")
+    warnings = [n.text for n in recorder.of(Notice) if n.task == "worker1"]
+    assert bool(warnings) is warned
+    if warned:
+        assert warnings[0].startswith("sync mode: every round needs a gradient from each worker")
+    await supervisor.stop_all()
