@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tui.config import ClusterConfig
 from tui.events import RunOutcome
-from tui.launch.connect import DEFAULT_CONNECT_TIMEOUT
+from tui.launch.base import DEFAULT_CONNECT_TIMEOUT
 from tui.launch.router import Router
 
 

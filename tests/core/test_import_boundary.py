@@ -10,8 +10,8 @@ import sys
 
 from .clirun import REPO
 
-CORE = ["tui.supervisor", "tui.launch.local", "tui.cli", "tui.headless", "tui.rundir",
-        "tui.events", "tui.plan", "tui.progress"]
+CORE = ["tui.supervisor", "tui.launch.local", "tui.launch.router", "tui.options", "tui.cli",
+        "tui.headless", "tui.leftovers", "tui.rundir", "tui.events", "tui.plan", "tui.progress"]
 
 
 def test_core_imports_neither_textual_nor_tensorflow() -> None:
@@ -26,4 +26,6 @@ def test_core_imports_neither_textual_nor_tensorflow() -> None:
     modules = set(json.loads(result.stdout))
     assert not {m for m in modules if m.split(".")[0] in ("textual", "tensorflow", "keras")}
     assert not {m for m in modules if m.startswith("tui.app")}
+    # asyncssh takes half a second to import: only a cluster with remote hosts pays for it.
+    assert not {m for m in modules if m.split(".")[0] == "asyncssh"}
     assert {m for m in modules if m.startswith("trainer.")} <= {"trainer.protocol", "trainer.settings"}

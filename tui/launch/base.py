@@ -83,6 +83,10 @@ class RunningTask(Protocol):
         ...
 
 
+#: Seconds to wait for an SSH connection (TCP and handshake) before the host is unreachable.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
 @dataclass(frozen=True)
 class HostInfo:
     """A prepared host: what the probe found and where the trainer was deployed."""

@@ -19,12 +19,12 @@ from typing import Any
 import asyncssh
 
 from tui.config import HostSpec
+from tui.launch.base import DEFAULT_CONNECT_TIMEOUT
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, SSH_DEFAULT_PORT, HostKeyChecker, HostKeyPolicy
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONNECT_TIMEOUT = 10.0
 #: Keepalives let the controller notice a connection that died silently (a cable pulled).
 KEEPALIVE_INTERVAL = 5.0
 KEEPALIVE_COUNT_MAX = 3

@@ -8,13 +8,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tui.config import ClusterConfig, HostSpec, TaskSpec
 from tui.launch import sweep
-from tui.launch.base import Launcher, LaunchError, PortProblem, PortReservation, RunningTask
-from tui.launch.connect import DEFAULT_CONNECT_TIMEOUT
+from tui.launch.base import (
+    DEFAULT_CONNECT_TIMEOUT,
+    ConnectReport,
+    Launcher,
+    LaunchError,
+    PortProblem,
+    PortReservation,
+    RunningTask,
+)
 from tui.launch.local import LocalLauncher
-from tui.launch.ssh import ConnectReport, SSHLauncher
+
+if TYPE_CHECKING:
+    from tui.launch.ssh import SSHLauncher
 
 
 @dataclass(frozen=True)
@@ -26,27 +36,42 @@ class SweepReport:
 
 
 class Router:
-    """Dispatches each call by ``host.is_local``."""
+    """Dispatches each call by ``host.is_local``. The SSH launcher is made when the first
+    remote host needs it: importing asyncssh takes half a second, which a cluster on this
+    machine alone should not wait for."""
 
-    def __init__(self, local: Launcher | None = None, remote: SSHLauncher | None = None) -> None:
+    def __init__(self, local: Launcher | None = None, remote: SSHLauncher | None = None,
+                 **ssh_options: Any) -> None:
         self.local: Launcher = local or LocalLauncher()
-        self.remote: SSHLauncher = remote or SSHLauncher()
+        self._remote = remote
+        self._ssh_options = ssh_options
 
     @classmethod
     def for_config(cls, config: ClusterConfig, *, accept_new_host_keys: bool = False,
                    insecure_no_host_key_check: bool = False,
                    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> Router:
         """A router whose SSH launcher knows ``config``'s hosts (for ``jump:`` names)."""
-        return cls(remote=SSHLauncher(config.hosts, accept_new_host_keys=accept_new_host_keys,
-                                      insecure_no_host_key_check=insecure_no_host_key_check,
-                                      connect_timeout=connect_timeout))
+        return cls(hosts=config.hosts, accept_new_host_keys=accept_new_host_keys,
+                   insecure_no_host_key_check=insecure_no_host_key_check,
+                   connect_timeout=connect_timeout)
+
+    @property
+    def remote(self) -> SSHLauncher:
+        if self._remote is None:
+            from tui.launch.ssh import SSHLauncher
+
+            self._remote = SSHLauncher(**self._ssh_options)
+        return self._remote
 
     def _for(self, host: HostSpec) -> Launcher:
         return self.local if host.is_local else self.remote
 
     async def connect_all(self, hosts: Iterable[HostSpec]) -> ConnectReport:
         """Prepare every remote host at once; see :meth:`SSHLauncher.connect_all`."""
-        return await self.remote.connect_all(h for h in hosts if not h.is_local)
+        remote = [h for h in hosts if not h.is_local]
+        if not remote:
+            return ConnectReport()
+        return await self.remote.connect_all(remote)
 
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
                     env: Mapping[str, str], cwd: str | None) -> RunningTask:
@@ -92,4 +117,6 @@ class Router:
         return await self.remote.stop_leftovers(host, tasks, grace)
 
     async def close(self) -> None:
-        await asyncio.gather(self.local.close(), self.remote.close())
+        await self.local.close()
+        if self._remote is not None:
+            await self._remote.close()

@@ -26,8 +26,15 @@ import asyncssh
 from tui.config import HostSpec, TaskSpec
 from tui.events import Stream
 from tui.launch import deploy, sweep
-from tui.launch.base import ConnectReport, HostInfo, LaunchError, PortProblem, PortReservation
-from tui.launch.connect import DEFAULT_CONNECT_TIMEOUT, ConnectOptions, jump_route, open_connection, where
+from tui.launch.base import (
+    DEFAULT_CONNECT_TIMEOUT,
+    ConnectReport,
+    HostInfo,
+    LaunchError,
+    PortProblem,
+    PortReservation,
+)
+from tui.launch.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine
