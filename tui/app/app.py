@@ -94,6 +94,8 @@ class TfdistApp(App[int]):
         self._router: Router | None = None
         self.start_failed = False
         self._last_table_refresh = 0.0
+        self._charted_revision = -1  # the progress revision the throughput pane shows
+        self._last_chart_refresh = 0.0
 
     # -- wiring ---------------------------------------------------------------------------
 
@@ -190,7 +192,21 @@ class TfdistApp(App[int]):
         if d.placement_changed:
             self._show_placement()
             d.placement_changed = False
-        self.query_one(ThroughputView).show(d)
+        # The charts are the costliest redraw: only while visible, and only when progress
+        # moved (or once a second, for the ETA).
+        if self.query_one(TabbedContent).active == "throughput" and (
+                d.progress_revision != self._charted_revision or now - self._last_chart_refresh >= 1.0):
+            self._show_throughput()
+
+    def _show_throughput(self) -> None:
+        self.query_one(ThroughputView).show(self.dashboard)
+        self._charted_revision = self.dashboard.progress_revision
+        self._last_chart_refresh = time.monotonic()
+
+    @on(TabbedContent.TabActivated, "#panes")
+    def _pane_shown(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "throughput":
+            self._show_throughput()  # now, not at the next tick
 
     def _announce(self, event: object) -> None:
         """Notifications for what an operator must not miss."""

@@ -112,6 +112,9 @@ class Dashboard:
     sampled_second: int = 0
     tasks_changed: bool = True
     placement_changed: bool = True
+    #: Bumped whenever progress (steps, rates, loss, accuracy) changes, so views that chart
+    #: it redraw only then.
+    progress_revision: int = 0
 
     # -- folding events -------------------------------------------------------------------
 
@@ -157,6 +160,7 @@ class Dashboard:
             self.rows[info.name] = row
             self.logs.setdefault(info.name, TaskLog())
         self.tasks_changed = self.placement_changed = True
+        self.progress_revision += 1
         self._log_all(f"── run {event.run_id} started ({event.run_dir})")
 
     def _state(self, event: TaskStateChanged) -> None:
@@ -198,6 +202,7 @@ class Dashboard:
 
     def _trainer_event(self, task: str, event: protocol.Event, t: float) -> None:
         row = self.rows.get(task)
+        self.progress_revision += 1
         if isinstance(event, protocol.Step):
             if row is not None:
                 row.local_step = event.local_step

@@ -41,6 +41,8 @@ def duration(seconds: float) -> str:
 class StatusBar(Static):
     """Run id, applied settings (pending changes marked), elapsed time."""
 
+    _shown: Text | None = None
+
     def show(self, dashboard: Dashboard, pending: TrainingSettings) -> None:
         applied = dashboard.settings
         text = Text()
@@ -58,7 +60,10 @@ class StatusBar(Static):
         text.append(f"│ {duration(dashboard.elapsed())} ")
         if dashboard.finished is not None:
             text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
-        self.update(text)
+        # Ten refreshes a second, a new text about once a second: skip the other nine.
+        if self._shown is None or text.plain != self._shown.plain or text.spans != self._shown.spans:
+            self._shown = text
+            self.update(text)
 
 
 class TaskTable(DataTable[Text | str]):
@@ -94,7 +99,8 @@ class TaskTable(DataTable[Text | str]):
             return
         for name in names:
             for (column, _), value in zip(self.COLUMNS, self._cells(dashboard, name, now), strict=True):
-                self.update_cell(name, column, value)
+                if self.get_cell(name, column) != value:
+                    self.update_cell(name, column, value)
 
     @staticmethod
     def _cells(dashboard: Dashboard, name: str, now: float) -> list[Text | str]:
@@ -112,8 +118,13 @@ class HintBar(Static):
     """Under the task table, one line per task with a known-failure hint: what probably went
     wrong and what to do. Hidden while there is none."""
 
+    _shown: list[tuple[str, str]] | None = None
+
     def show(self, dashboard: Dashboard) -> None:
         hints = dashboard.hints
+        if hints == self._shown:
+            return
+        self._shown = hints
         self.display = bool(hints)
         text = Text()
         for number, (name, hint) in enumerate(hints):
