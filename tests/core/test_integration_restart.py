@@ -19,7 +19,7 @@ import pytest
 from tests.support import assert_no_trainers_left
 from trainer import protocol
 from trainer.settings import Mode
-from tui.config import Job, RestartMode, RestartPolicy
+from tui.config import RestartMode, RestartPolicy
 from tui.events import ControllerEvent, RunOutcome, TaskState, TaskStateChanged, TrainerEvent
 from tui.headless import run_headless
 from tui.options import ExitCode, RunOptions
@@ -28,47 +28,6 @@ from tui.supervisor import Supervisor
 from .fakes import make_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-
-@pytest.mark.asyncio
-async def test_a_worker_killed_mid_run_is_restarted_and_the_run_reaches_its_target(tmp_path: Path) -> None:
-    config = make_config(tmp_path, mode=Mode.ASYNC, steps=3000, log_every=50)
-    policy = RestartPolicy(policy=RestartMode.ON_FAILURE, max_restarts=2, backoff=0.5)
-    config = dataclasses.replace(config, restart_overrides={Job.WORKER: policy})
-    supervisor = Supervisor(config, runs_root=tmp_path / "runs", grace=2.0)
-    killed: list[int] = []
-
-    def kill_worker1_once_it_trains(event: ControllerEvent) -> None:
-        # The first step event of worker1's first launch: it is mid-run. Kill it like the OOM
-        # killer would.
-        if killed or not isinstance(event, TrainerEvent) or event.task != "worker1":
-            return
-        if isinstance(event.event, protocol.Step):
-            pid = next(t.pid for t in supervisor.tasks() if t.name == "worker1")
-            assert pid is not None
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-
-    states: list[TaskStateChanged] = []
-    supervisor.subscribe(kill_worker1_once_it_trains)
-    supervisor.subscribe(lambda e: states.append(e) if isinstance(e, TaskStateChanged) else None)
-    out, err = io.StringIO(), io.StringIO()
-    code = await run_headless(RunOptions(config=config, runs_root=tmp_path / "runs"), supervisor=supervisor,
-                              out=out, err=err, handle_signals=False)
-    text = out.getvalue()
-    assert killed, text
-    assert code is ExitCode.OK, text[-4000:] + err.getvalue()
-    assert "worker1 | warning: was killed by SIGKILL; restart 1 of 2 in 0.5 s" in text
-    worker1 = [(s.new, s.exit_code) for s in states if s.task == "worker1"]
-    assert (TaskState.FAILED, -signal.SIGKILL) in worker1
-    assert [s for s, _ in worker1].count(TaskState.RUNNING) == 2  # it rejoined
-    assert worker1[-1] == (TaskState.SUCCEEDED, 0)
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["outcome"] == RunOutcome.SUCCEEDED.value
-    assert summary["global_step"] >= summary["target"] == 3000
-    assert {t["name"]: t["restarts"] for t in summary["tasks"]} == {"ps0": 0, "worker0": 0, "worker1": 1}
-    assert_no_trainers_left(tmp_path / "runs")
 
 
 def killer(supervisor: Supervisor, plan: list[tuple[str, Callable[[protocol.Event], bool]]]
@@ -95,17 +54,33 @@ def step_at_least(step: int) -> Callable[[protocol.Event], bool]:
     return lambda e: isinstance(e, protocol.Step) and e.global_step >= step
 
 
+def after_the_chief_rejoined(steps: int) -> Callable[[protocol.Event], bool]:
+    """Accepts a step event ``steps`` global steps after the chief's (next) `initialized`."""
+    rejoined: list[int] = []
+
+    def when(event: protocol.Event) -> bool:
+        if isinstance(event, protocol.Initialized) and event.is_chief:
+            rejoined.append(event.global_step)
+        return bool(rejoined) and isinstance(event, protocol.Step) and \
+            event.global_step >= rejoined[0] + steps
+
+    return when
+
+
 @pytest.mark.asyncio
-async def test_a_ps_killed_mid_run_restarts_the_cluster_which_resumes_from_the_checkpoint(
-        tmp_path: Path) -> None:
+async def test_async_a_ps_then_a_worker_killed_mid_run(tmp_path: Path) -> None:
+    """The ps: the whole cluster restarts and resumes from the latest checkpoint. Then a
+    worker: it alone restarts and rejoins."""
     every = 200
-    config = make_config(tmp_path, mode=Mode.ASYNC, steps=2000, log_every=50, checkpoint_every=every)
+    config = make_config(tmp_path, mode=Mode.ASYNC, steps=2500, log_every=50, checkpoint_every=every)
     config = dataclasses.replace(config, restart=RestartPolicy(policy=RestartMode.ON_FAILURE,
                                                                max_restarts=1, backoff=0.5))
     supervisor = Supervisor(config, runs_root=tmp_path / "runs", grace=2.0)
-    on_event, kills = killer(supervisor, [("ps0", step_at_least(500))])
+    on_event, kills = killer(supervisor, [("ps0", step_at_least(500)),
+                                          ("worker1", after_the_chief_rejoined(100))])
     saved: list[int] = []
     restored: list[int] = []
+    states: list[TaskStateChanged] = []
 
     def checkpoints(event: ControllerEvent) -> None:
         if isinstance(event, TrainerEvent) and isinstance(event.event, protocol.Checkpoint):
@@ -117,29 +92,36 @@ async def test_a_ps_killed_mid_run_restarts_the_cluster_which_resumes_from_the_c
 
     supervisor.subscribe(on_event)
     supervisor.subscribe(checkpoints)
+    supervisor.subscribe(lambda e: states.append(e) if isinstance(e, TaskStateChanged) else None)
     out, err = io.StringIO(), io.StringIO()
     code = await run_headless(RunOptions(config=config, runs_root=tmp_path / "runs"), supervisor=supervisor,
                               out=out, err=err, handle_signals=False)
     text = out.getvalue()
-    assert kills == [("ps0", kills[0][1])], text[-4000:]
+    assert [name for name, _ in kills] == ["ps0", "worker1"], text[-4000:]
     assert code is ExitCode.OK, text[-4000:] + err.getvalue()
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["outcome"] == RunOutcome.SUCCEEDED.value
-    assert summary["global_step"] >= summary["target"] == 2000
-    (incident,) = summary["incidents"]
-    assert (incident["kind"], incident["task"], incident["reason"]) == (
+    assert summary["global_step"] >= summary["target"] == 2500
+    cluster, worker = summary["incidents"]
+    assert (cluster["kind"], cluster["task"], cluster["reason"]) == (
         "cluster_restart", "ps0", "was killed by SIGKILL")
     # The chief restored the newest checkpoint written before the kill (into the run
     # directory: no checkpoint_dir was set), so at most one interval of steps was lost.
     assert saved and restored and restored[0] >= saved[-1]
     assert str(run_dir / "checkpoints") in text
-    assert incident["resumed_step"] == restored[0]
-    lost = incident["global_step"] - incident["resumed_step"]
-    assert 0 <= lost <= every, incident
-    assert (f"ps0 was killed by SIGKILL at step {incident['global_step']}: cluster restarted, resumed "
+    assert cluster["resumed_step"] == restored[0]
+    lost = cluster["global_step"] - cluster["resumed_step"]
+    assert 0 <= lost <= every, cluster
+    assert (f"ps0 was killed by SIGKILL at step {cluster['global_step']}: cluster restarted, resumed "
             f"from step {restored[0]} ({lost} steps lost)") in text
-    assert {t["name"]: t["restarts"] for t in summary["tasks"]} == {"ps0": 1, "worker0": 0, "worker1": 0}
+    # worker1 alone: restarted, rejoined the live cluster where it was.
+    assert (worker["kind"], worker["task"]) == ("task_restart", "worker1")
+    assert worker["resumed_step"] >= worker["global_step"] >= restored[0] + 100
+    assert "worker1 | warning: was killed by SIGKILL; restart 1 of 1 in 0.5 s" in text
+    worker1 = [(s.new, s.exit_code) for s in states if s.task == "worker1"]
+    assert (TaskState.FAILED, -signal.SIGKILL) in worker1 and worker1[-1] == (TaskState.SUCCEEDED, 0)
+    assert {t["name"]: t["restarts"] for t in summary["tasks"]} == {"ps0": 1, "worker0": 0, "worker1": 1}
     assert_no_trainers_left(tmp_path / "runs")
 
 
@@ -149,15 +131,8 @@ async def test_sync_mode_survives_the_chief_then_a_worker_being_killed(tmp_path:
     config = dataclasses.replace(config, restart=RestartPolicy(policy=RestartMode.ON_FAILURE,
                                                                max_restarts=1, backoff=0.5))
     supervisor = Supervisor(config, runs_root=tmp_path / "runs", grace=2.0)
-    rejoined: list[int] = []
-
-    def after_the_chief_rejoined(event: protocol.Event) -> bool:
-        if isinstance(event, protocol.Initialized) and event.is_chief:
-            rejoined.append(event.global_step)
-        return bool(rejoined) and isinstance(event, protocol.Step) and event.global_step >= rejoined[0] + 100
-
     on_event, kills = killer(supervisor, [("worker0", step_at_least(300)),
-                                          ("worker1", after_the_chief_rejoined)])
+                                          ("worker1", after_the_chief_rejoined(100))])
     supervisor.subscribe(on_event)
     out, err = io.StringIO(), io.StringIO()
     code = await run_headless(RunOptions(config=config, runs_root=tmp_path / "runs"), supervisor=supervisor,
