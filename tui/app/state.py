@@ -216,7 +216,8 @@ class Dashboard:
                 self.loss_history.append(event.loss)
             self.step_history.append((t, self.global_step))
             self._sample(t)
-            self.tasks_changed = True
+            # Not tasks_changed: a table redraw re-renders every row, and steps arrive many
+            # times a second; the table's once-a-second refresh shows them.
         elif isinstance(event, protocol.Initialized) and event.is_chief:
             # Authoritative: after a cluster restart the step went back to a checkpoint's.
             self.global_step = event.global_step
