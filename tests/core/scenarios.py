@@ -78,8 +78,12 @@ async def default_run_succeeds(tmp_path: Path, fake: bool) -> None:
     assert "  final loss   " in result.out and "  accuracy     " in result.out
     (run_dir,) = runs.iterdir()
     assert f"  run dir      {run_dir}" in result.out
-    assert sorted(p.name for p in run_dir.iterdir()) == [
-        "config.yaml", "events.jsonl", "logs", "summary.json", "tasks"]
+    # The real trainer's chief checkpoints into the run directory (no checkpoint_dir set).
+    checkpoints = [] if fake else ["checkpoints"]
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted([
+        "config.yaml", "events.jsonl", "logs", "summary.json", "tasks", *checkpoints])
+    if not fake:
+        assert list((run_dir / "checkpoints").glob("model.ckpt-*.index"))
     names = ("ps0", "worker0", "worker1")
     assert sorted(p.name for p in (run_dir / "logs").iterdir()) == [f"{n}.log" for n in names]
     assert sorted(p.name for p in (run_dir / "tasks").iterdir()) == [f"{n}.json" for n in names]
