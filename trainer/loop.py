@@ -118,6 +118,12 @@ class Worker:
             # A restarted chief rejoining a live cluster: the ps tasks hold the current
             # model, which initialising (or restoring an older checkpoint) would throw away.
             log("worker0: the model is already initialized on the ps tasks; rejoining")
+            if g.release_tokens is not None:
+                # Sync: the old chief may have died between applying a round and handing
+                # out its tokens, leaving every other worker waiting for a token while our
+                # next round waits for their gradients. A token each unblocks them; at
+                # worst a worker runs one step ahead, whose extra gradient joins a round.
+                self.sess.run(g.release_tokens)
         else:
             while self.sess.run(g.ready_op).size:
                 time.sleep(READY_POLL_SECS)

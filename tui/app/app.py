@@ -215,7 +215,8 @@ class TfdistApp(App[int]):
                                        else "failed")
             if event.reason and event.reason not in text:
                 text += f": {event.reason}"
-            self.notify(text, title="task failed", severity="error", timeout=10)
+            # Long enough to outlast the rest of the run stopping after a fail-fast.
+            self.notify(text, title="task failed", severity="error", timeout=30)
         elif isinstance(event, TaskHint):
             self.notify(event.hint, title=f"{event.task}: hint", severity="warning", timeout=10)
         elif isinstance(event, Notice) and event.level is not Level.INFO:
@@ -302,6 +303,7 @@ class TfdistApp(App[int]):
     def _set_pending(self, pending: TrainingSettings, preview: bool) -> None:
         self.pending = pending
         self.post_message(PendingSettingsChanged(pending))
+        self.query_one(StatusBar).show(self.dashboard, pending)  # now, not at the next tick
         if preview:
             self.preview = self._previews.get(pending)
             self.preview_note = "" if self.preview else "computing the placement preview…"
