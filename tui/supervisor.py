@@ -180,8 +180,7 @@ class _Run:
         self.background: set[asyncio.Task[None]] = set()
         self.write_failed = False
         self.up = False  # the staged start finished: from now on a ps failure is recoverable
-        self.recovering = False  # a cluster restart is in progress
-        self.recovery = asyncio.Event()  # set while recovering, for whoever waits for one
+        self.recovery = asyncio.Event()  # set while a cluster restart is in progress
         self.incidents: list[Incident] = []
         # task name -> index in `incidents` of the incident that task's `initialized` closes
         self.awaiting_resume: dict[str, int] = {}
@@ -195,6 +194,11 @@ class _Run:
 
     def of_job(self, job: Job) -> list[_Task]:
         return [t for t in self.tasks.values() if t.job is job]
+
+    @property
+    def recovering(self) -> bool:
+        """A cluster restart is in progress."""
+        return self.recovery.is_set()
 
     @property
     def chief(self) -> _Task:
@@ -764,7 +768,6 @@ class Supervisor:
         session with it, so restarting the ps alone cannot help: restart every task, in
         order, and let the chief restore the latest checkpoint."""
         cause.restarts += 1
-        run.recovering = True
         run.recovery.set()
         self._record_incident(run, cause, IncidentKind.CLUSTER_RESTART, resumes=run.chief)
         policy = self._config.restart_policy(cause.job)
@@ -788,7 +791,6 @@ class Supervisor:
             if failure:
                 self._request_stop(run, RunOutcome.FAILED, f"cluster restart failed: {failure}")
         finally:
-            run.recovering = False
             run.recovery.clear()
             self._check_workers_done(run)
 

@@ -22,7 +22,7 @@ from tui.hints import HINTS, hint_for, hint_for_exit
 from tui.options import ExitCode, RunOptions
 from tui.supervisor import Supervisor
 
-from .fakes import FakeClock, FakeLauncher, Recorder, make_config
+from .fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
 
 S = TaskState
 
@@ -138,14 +138,9 @@ async def test_the_first_hint_of_a_task_is_noticed_once_and_kept_in_its_result(t
 async def test_a_task_killed_by_sigkill_gets_the_exit_hint(tmp_path: Path) -> None:
     supervisor, launcher, recorder, _clock = make(tmp_path)
     await supervisor.start()
-    ps0 = await launcher.started("ps0")
-    ps0.ready()
-    chief = await launcher.started("worker0")
-    chief.ready()
-    worker1 = await launcher.started("worker1")
-    worker1.ready()
+    processes = await start_all(launcher, ["ps0", "worker0", "worker1"])
     await recorder.state("worker1", S.RUNNING)
-    worker1.exit(-signal.SIGKILL)
+    processes["worker1"].exit(-signal.SIGKILL)
     summary = await supervisor.wait()
     assert summary.outcome is RunOutcome.FAILED
     assert hint_notices(recorder) == [("worker1", hints.SIGKILL_HINT)]
@@ -182,10 +177,7 @@ async def test_a_restarted_task_starts_its_launch_without_a_hint(tmp_path: Path)
     policy = RestartPolicy(policy=RestartMode.ON_FAILURE, max_restarts=1, backoff=2.0)
     supervisor._config = dataclasses.replace(config, restart=policy)
     await supervisor.start()
-    processes = {}
-    for name in ("ps0", "worker0", "worker1"):
-        processes[name] = await launcher.started(name)
-        processes[name].ready()
+    processes = await start_all(launcher, ["ps0", "worker0", "worker1"])
     await recorder.state("worker1", S.RUNNING)
     processes["worker1"].say("MemoryError")
     processes["worker1"].exit(1)
