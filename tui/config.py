@@ -612,9 +612,10 @@ class _Loader:
         placed: list[tuple[TaskSpec, Node]] = []
         for job in Job:
             if job in _PROGRAM_JOBS and job.value in items and not user_program:
-                raise self.error(items[job.value].key, f"cluster.{job.value}: a {job.value} job needs a "
-                                                       f"program: section (the built-in trainer's chief "
-                                                       f"is worker 0)")
+                article = "an" if job.value[0] in "aeiou" else "a"
+                raise self.error(items[job.value].key,
+                                 f"cluster.{job.value}: {article} {job.value} job needs a program: "
+                                 f"section (the built-in trainer's chief is worker 0)")
             optional = job is Job.EVALUATOR or (job is Job.CHIEF and user_program) or \
                 (job is Job.WORKER and "chief" in items)
             entries = self.job_entries(job, items, item, optional or job in _PROGRAM_JOBS)

@@ -64,10 +64,12 @@ class Router:
     def for_config(cls, config: ClusterConfig, *, accept_new_host_keys: bool = False,
                    insecure_no_host_key_check: bool = False,
                    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> Router:
-        """A router whose SSH launcher knows ``config``'s hosts (for ``jump:`` names)."""
+        """A router whose SSH launcher knows ``config``'s hosts (for ``jump:`` names) and
+        the program's ``upload:`` folder (the run directory is never part of it)."""
+        upload = config.program.upload if config.program is not None else None
         return cls(hosts=config.hosts, accept_new_host_keys=accept_new_host_keys,
                    insecure_no_host_key_check=insecure_no_host_key_check,
-                   connect_timeout=connect_timeout)
+                   connect_timeout=connect_timeout, upload=upload, upload_exclude=(config.run_dir,))
 
     def launcher(self, kind: HostKind) -> Launcher:
         """The launcher of ``kind``'s hosts, made on first use."""
