@@ -32,7 +32,7 @@ _STDERR_NOISE = re.compile(
     r"[EW]0000 00:00:\S+\s+\d+ \S*(cuda|gpu)\S*\.cc")
 _stderr_forwarder: threading.Thread | None = None
 _go = threading.Event()
-GO_LINE = protocol.GO_LINE.encode()
+GO_LINE = b"go"
 
 
 def emit(event: protocol.Event) -> None:
