@@ -45,7 +45,8 @@ def test_flags_style_command_per_task(tmp_path: Path) -> None:
     assert ps0.argv[5:7] == ("--worker_hosts=localhost:2001,localhost:2002", "--job_name=ps")
     assert worker1.cwd == str(tmp_path)
     assert worker1.env[SHIM_ENV] == "1" and worker1.env[RUN_ID_ENV] == "r1"
-    assert worker1.env["PYTHONPATH"].split(":")[0] == str(trainer_root())
+    assert worker1.env["PYTHONPATH"].split(":")[:2] == [str(trainer_root()),
+                                                        str(trainer_root() / "trainer" / "shim" / "userlib")]
     assert json.loads(worker0.env["TF_CONFIG"]) == {
         "cluster": {"ps": ["localhost:2000"], "worker": ["localhost:2001", "localhost:2002"]},
         "task": {"type": "worker", "index": 0}}

@@ -83,6 +83,9 @@ class TaskCommand:
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    #: Folders (relative to the trainer's root, ``/``-separated) to put on PYTHONPATH after
+    #: the trainer's, where the plan sets it (the host's kind says whether it does).
+    python_path: tuple[str, ...] = ()
 
 
 class OutputReader(ABC):

@@ -32,6 +32,9 @@ from tui.program.spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramS
 SHIM_MODULE = "trainer.shim"
 #: Set for a task under the shim.
 SHIM_ENV = "TFDIST_SHIM"
+#: Where ``tfdist_report`` lives, relative to the trainer's root (the shim's ``REPORT_DIR``);
+#: on a remote host the shim puts it on ``sys.path`` itself.
+REPORT_PATH = "trainer/shim/userlib"
 #: ``... Started server with target: grpc://localhost:2222``
 _STARTED = re.compile(re.escape(protocol.SERVER_STARTED) + r":?\s*(?:grpc://)?(?P<address>\S+)")
 
@@ -62,6 +65,7 @@ class UserProgram(TaskProgram):
         values = placeholder_values(ctx, from_subfolder=folder is not None and not ctx.kind.local_files)
         argv = [arg.format_map(values) for arg in self.spec.command]
         env: dict[str, str] = {}
+        python_path: tuple[str, ...] = ()
         if is_python(argv[0]):
             argv[0] = ctx.python
             if self.uses_shim:
@@ -69,8 +73,9 @@ class UserProgram(TaskProgram):
                 assert index is not None  # uses_shim found it
                 argv[index:index] = ["-m", SHIM_MODULE]
                 env[SHIM_ENV] = "1"
+                python_path = (REPORT_PATH,)
         cwd = str(self.spec.base_dir) if ctx.kind.local_files else ctx.kind.cwd(ctx.host, folder)
-        return TaskCommand(argv=tuple(argv), env=env, cwd=cwd)
+        return TaskCommand(argv=tuple(argv), env=env, cwd=cwd, python_path=python_path)
 
     def _folder(self, ctx: TaskContext) -> str | None:
         """The uploaded folder's name on a remote host (None: no upload)."""
