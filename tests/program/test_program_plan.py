@@ -56,6 +56,7 @@ def test_flags_style_command_per_task(tmp_path: Path) -> None:
     assert (program.holds, program.readiness, program.ps_ending) == \
         (False, Readiness.SERVER, PsEnding.END_LINE)
     assert program.honours(Setting.MODE) and not program.honours(Setting.PARTITIONS)
+    assert program.ignores(Setting.MODE) is None
 
 
 def test_tf_config_with_chief_and_evaluator_and_no_shim(tmp_path: Path) -> None:
@@ -73,6 +74,10 @@ def test_tf_config_with_chief_and_evaluator_and_no_shim(tmp_path: Path) -> None:
     program = program_for(config)
     assert program.ps_ending is PsEnding.STOP
     assert not program.honours(Setting.MODE) and not program.honours(Setting.PARTITIONS)
+    assert program.ignores(Setting.MODE) == \
+        "the program's command uses neither {mode} nor {sync}, so changing mode changes nothing"
+    assert program.ignores(Setting.PARTITIONS) == \
+        "the program's command uses no {partitions}, so changing partitions changes nothing"
 
 
 def test_remote_hosts_run_in_the_uploaded_folder_with_their_python(tmp_path: Path) -> None:

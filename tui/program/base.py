@@ -129,3 +129,8 @@ class TaskProgram(ABC):
     @abstractmethod
     def honours(self, setting: Setting) -> bool:
         """Whether changing ``setting`` changes what the program does."""
+
+    def ignores(self, setting: Setting) -> str | None:
+        """Why changing ``setting`` would change nothing (for the key or flag that changes
+        it to say so instead of pretending), or None when the program honours it."""
+        return None

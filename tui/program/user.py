@@ -36,6 +36,7 @@ SHIM_ENV = "TFDIST_SHIM"
 #: on a remote host the shim puts it on ``sys.path`` itself.
 REPORT_PATH = "trainer/shim/userlib"
 #: ``... Started server with target: grpc://localhost:2222``
+_PLACEHOLDERS_OF = {Setting.MODE: MODE_PLACEHOLDERS, Setting.PARTITIONS: PARTITION_PLACEHOLDERS}
 _STARTED = re.compile(re.escape(protocol.SERVER_STARTED) + r":?\s*(?:grpc://)?(?P<address>\S+)")
 
 
@@ -88,8 +89,14 @@ class UserProgram(TaskProgram):
                                               batch_size=self.spec.batch_size))
 
     def honours(self, setting: Setting) -> bool:
-        names = MODE_PLACEHOLDERS if setting is Setting.MODE else PARTITION_PLACEHOLDERS
-        return self.spec.uses_any(names)
+        return self.spec.uses_any(_PLACEHOLDERS_OF[setting])
+
+    def ignores(self, setting: Setting) -> str | None:
+        if self.honours(setting):
+            return None
+        names = sorted(f"{{{name}}}" for name in _PLACEHOLDERS_OF[setting])
+        used = f"neither {' nor '.join(names)}" if len(names) > 1 else f"no {names[0]}"
+        return f"the program's command uses {used}, so changing {setting.value} changes nothing"
 
 
 class ProgramReader(OutputReader):
