@@ -112,6 +112,13 @@ class TaskProgram(ABC):
     holds: bool = False
     readiness: Readiness = Readiness.EVENT
     ps_ending: PsEnding = PsEnding.EXITS
+    #: Its output on stderr means something too (TensorFlow's own log lines).
+    reads_stderr: bool = False
+
+    def target(self, settings: TrainingSettings) -> int:
+        """The step the program trains to, when the controller knows it and the program may
+        hang after reaching it (then a worker stuck there is ended); 0 otherwise."""
+        return 0
 
     @property
     @abstractmethod

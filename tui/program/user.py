@@ -12,6 +12,7 @@ import posixpath
 import re
 
 from trainer import protocol
+from trainer.settings import TrainingSettings
 from tui.config import Job, TaskSpec
 from tui.launch.kinds import CHECKPOINTS, SUMMARIES
 from tui.launch.package import upload_package
@@ -45,6 +46,7 @@ class UserProgram(TaskProgram):
 
     holds = False
     readiness = Readiness.SERVER
+    reads_stderr = True
 
     def __init__(self, spec: ProgramSpec) -> None:
         self.spec = spec
@@ -83,6 +85,9 @@ class UserProgram(TaskProgram):
         if self.spec.upload is None or ctx.kind.local_files:
             return None
         return upload_package(self.spec.upload, exclude=(ctx.config.run_dir,)).dirname
+
+    def target(self, settings: TrainingSettings) -> int:
+        return settings.steps if "steps" in self.spec.placeholders else 0
 
     def reader(self, spec: TaskSpec) -> OutputReader:
         return ProgramReader(spec, LogMetrics(spec.job.value, spec.index, patterns=self.spec.metrics,
