@@ -89,7 +89,7 @@ def program_for(config: ClusterConfig, *, trainer_argv: Sequence[str] = TRAINER_
     """What ``config``'s tasks run: its ``program:``, else the built-in trainer (launched
     with ``--hold`` when ``hold``)."""
     if config.program is not None:
-        return UserProgram(config.program)
+        return UserProgram(config.program, workers=len(config.of_job(Job.WORKER) + config.of_job(Job.CHIEF)))
     return BuiltinTrainer(trainer_argv=trainer_argv, hold=hold)
 
 

@@ -117,8 +117,10 @@ class TaskView:
 class _Task:
     """Mutable bookkeeping of one task within a run (the supervisor's private state)."""
 
-    def __init__(self, plan: TaskPlan, reservation: PortReservation | None, program: TaskProgram) -> None:
+    def __init__(self, plan: TaskPlan, reservation: PortReservation | None, program: TaskProgram,
+                 settings: TrainingSettings) -> None:
         self.plan = plan
+        self.settings = settings
         self.reservation = reservation
         self.program = program
         self.state = TaskState.PENDING
@@ -156,7 +158,7 @@ class _Task:
         self.hint = ""  # the first known-failure hint of this launch (tui.hints)
         self.continuing.clear()
         # What the output means, for this launch of the program.
-        self.reader: OutputReader = self.program.reader(self.plan.spec)
+        self.reader: OutputReader = self.program.reader(self.plan.spec, self.settings)
         # Set when the controller ended a task whose work was done (a ps after the workers,
         # a worker hung after the target): its exit then counts as a success, for this reason.
         self.ended = ""
@@ -325,7 +327,8 @@ class Supervisor:
             for reservation in reservations.values():
                 reservation.release()
             raise PreflightError([f"run directory under {self._runs_root}: {exc}"]) from exc
-        tasks = {plan.name: _Task(plan, reservations.get(plan.name), self._program) for plan in plans}
+        tasks = {plan.name: _Task(plan, reservations.get(plan.name), self._program, self._settings)
+                 for plan in plans}
         run = _Run(run_id, directory, self._settings, tasks, self._clock.monotonic(), started_wall,
                    chief=self._config.chief.name)
         self._run = run

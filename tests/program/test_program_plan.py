@@ -9,6 +9,7 @@ from pathlib import Path
 from textwrap import dedent
 
 from trainer import protocol
+from trainer.settings import Mode
 from tui.config import ClusterConfig, HostKind, HostSpec, Job, TaskSpec, load_config
 from tui.launch.base import ConnectReport
 from tui.launch.package import FolderPackage, upload_package
@@ -128,7 +129,7 @@ def test_the_builtin_trainer_behind_the_interface(tmp_path: Path) -> None:
 def test_user_program_reader_turns_tf_server_lines_into_ready(tmp_path: Path) -> None:
     config = load(tmp_path, """\
         program: {command: python train.py, batch_size: 10}
-        cluster: {ps: [localhost:auto], worker: [localhost:auto]}
+        cluster: {ps: [localhost:auto], worker: [localhost:auto, localhost:auto]}
         """)
     reader = program_for(config).reader(config.tasks[0])
     line = "2026-01-01 I tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc:475] Started server " \
@@ -137,6 +138,14 @@ def test_user_program_reader_turns_tf_server_lines_into_ready(tmp_path: Path) ->
     assert isinstance(ready, protocol.Ready) and (ready.task, ready.address) == ("ps0", "localhost:2000")
     (step,) = reader.read("INFO:tensorflow:loss = 0.5, step = 7 (0.1 sec)", 6.0)
     assert isinstance(step, protocol.Step) and (step.task, step.global_step, step.loss) == ("ps0", 7, 0.5)
+    # The shim's steps measure the global step's pace: the batch size makes it examples/sec,
+    # all of the batch per step in sync mode, a worker's share (of 2) in async mode.
+    shim_step = protocol.Step(role="worker", index=0, global_step=9, local_step=9, loss=None,
+                              examples_per_sec=0.0, step_time=0.5)
+    for mode, expected in (("sync", 20.0), ("async", 10.0)):
+        settings = config.training.replace(mode=Mode(mode))
+        (converted,) = program_for(config).reader(config.tasks[1], settings).read(shim_step.to_json(), 7.0)
+        assert isinstance(converted, protocol.Step) and converted.examples_per_sec == expected
 
 
 class _Recorder:

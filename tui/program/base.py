@@ -130,8 +130,8 @@ class TaskProgram(ABC):
         """The command line, environment and working folder of ``ctx.spec``."""
 
     @abstractmethod
-    def reader(self, spec: TaskSpec) -> OutputReader:
-        """A fresh reader for one process of task ``spec``."""
+    def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
+        """A fresh reader for one process of task ``spec`` in a run with ``settings``."""
 
     @abstractmethod
     def honours(self, setting: Setting) -> bool:

@@ -8,11 +8,12 @@ and ``tfdist_report``'s), else metrics read from the log text."""
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 
 from trainer import protocol
-from trainer.settings import TrainingSettings
+from trainer.settings import Mode, TrainingSettings
 from tui.config import Job, TaskSpec
 from tui.launch.kinds import CHECKPOINTS, SUMMARIES
 from tui.launch.package import upload_package
@@ -48,8 +49,9 @@ class UserProgram(TaskProgram):
     readiness = Readiness.SERVER
     reads_stderr = True
 
-    def __init__(self, spec: ProgramSpec) -> None:
+    def __init__(self, spec: ProgramSpec, workers: int = 1) -> None:
         self.spec = spec
+        self.workers = workers  # tasks that train: workers and the chief
         self.ps_ending = PsEnding.END_LINE if self.uses_shim else PsEnding.STOP
 
     @property
@@ -89,9 +91,20 @@ class UserProgram(TaskProgram):
     def target(self, settings: TrainingSettings) -> int:
         return settings.steps if "steps" in self.spec.placeholders else 0
 
-    def reader(self, spec: TaskSpec) -> OutputReader:
+    def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
+        share = self.examples_per_step(settings or TrainingSettings())
         return ProgramReader(spec, LogMetrics(spec.job.value, spec.index, patterns=self.spec.metrics,
-                                              batch_size=self.spec.batch_size))
+                                              examples_per_step=share), share)
+
+    def examples_per_step(self, settings: TrainingSettings) -> float | None:
+        """Examples one task contributes per global step, to turn the global step's rate
+        (all that the shim and most logs show) into this task's examples/sec: a sync step
+        takes a batch from every worker, an async step one worker's batch."""
+        if not self.spec.batch_size:
+            return None
+        if settings.mode is Mode.SYNC:
+            return float(self.spec.batch_size)
+        return self.spec.batch_size / max(1, self.workers)
 
     def honours(self, setting: Setting) -> bool:
         return self.spec.uses_any(_PLACEHOLDERS_OF[setting])
@@ -108,12 +121,17 @@ class ProgramReader(OutputReader):
     """Protocol events (the shim's, ``tfdist_report``'s) as they are; TensorFlow's "Started
     server" line as ``ready``; anything else through :class:`LogMetrics`."""
 
-    def __init__(self, spec: TaskSpec, metrics: LogMetrics) -> None:
+    def __init__(self, spec: TaskSpec, metrics: LogMetrics, examples_per_step: float | None = None) -> None:
         self._spec = spec
         self._metrics = metrics
+        self._share = examples_per_step
 
     def read(self, line: str, now: float) -> list[protocol.Event]:
         event = protocol.parse_event(line)
+        if isinstance(event, protocol.Step) and not event.examples_per_sec and event.step_time > 0 \
+                and self._share:
+            # The shim measures the global step's pace; the batch size makes it examples.
+            event = dataclasses.replace(event, examples_per_sec=self._share / event.step_time)
         if event is not None:
             return [event]
         if protocol.SERVER_STARTED in line:
