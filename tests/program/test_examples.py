@@ -6,6 +6,8 @@ themselves once told, the last task within 10 s of the last step, nothing left b
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from trainer import protocol
@@ -18,9 +20,11 @@ from .helpers import REPO, processes_of_runs, run_program
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
-@pytest.mark.parametrize(("example", "mode"), [("flags_supervisor", "async"), ("tf_config_monitored", "sync")])
-async def test_an_example_program_runs_to_a_clean_end(tmp_path, example: str, mode: str) -> None:  # type: ignore[no-untyped-def]
-    config = apply_overrides(load_config(REPO / "examples" / example / "hosts.yaml"), steps="30", mode=mode)
+@pytest.mark.parametrize(("example", "mode"), [("flags_supervisor", "async"),
+                                               ("tf_config_monitored", "sync")])
+async def test_an_example_program_runs_to_a_clean_end(tmp_path: Path, example: str, mode: str) -> None:
+    config = apply_overrides(load_config(REPO / "examples" / example / "hosts.yaml"), steps="30",
+                             mode=mode)
     runs = tmp_path / "runs"
     run = await run_program(config, runs)
     assert run.code is ExitCode.OK, run.out[-4000:]
@@ -33,9 +37,9 @@ async def test_an_example_program_runs_to_a_clean_end(tmp_path, example: str, mo
     trainer_events = [e for e in run.events if isinstance(e, TrainerEvent)]
     placements = [e.event for e in trainer_events if isinstance(e.event, protocol.Placement)]
     assert placements and placements[0].variables, "the chief reported no placement"
-    steps = [e for e in trainer_events if isinstance(e.event, protocol.Step)]
-    last = max(s.event.global_step for s in steps)  # type: ignore[attr-defined]
-    last_step_at = min(s.t for s in steps if s.event.global_step == last)  # type: ignore[attr-defined]
+    steps = [(e.t, e.event.global_step) for e in trainer_events if isinstance(e.event, protocol.Step)]
+    last = max(step for _, step in steps)
+    last_step_at = min(t for t, step in steps if step == last)
     last_exit_at = max(e.t for e in run.events if isinstance(e, TaskStateChanged) and e.new.is_finished)
     assert last_exit_at - last_step_at < 10.0, run.out[-4000:]
     assert not processes_of_runs(runs)
