@@ -28,6 +28,8 @@ class TaskState(Enum):
     PENDING = "pending"        # not started (yet)
     STARTING = "starting"      # process launched, `ready` not seen yet
     RUNNING = "running"        # reported `ready`
+    STOPPING = "stopping"      # the controller is stopping it (SIGTERM sent, exit not seen yet)
+    BACKOFF = "backoff"        # failed or stopped, and a restart is coming (tui.task_state)
     SUCCEEDED = "succeeded"    # exited 0 by itself
     FAILED = "failed"          # exited non-zero by itself, or never got ready, or never exited
     STOPPED = "stopped"        # exited because the controller stopped it
@@ -35,10 +37,12 @@ class TaskState(Enum):
     @property
     def is_active(self) -> bool:
         """A process exists (or is being launched) for the task."""
-        return self in (TaskState.STARTING, TaskState.RUNNING)
+        return self in (TaskState.STARTING, TaskState.RUNNING, TaskState.STOPPING)
 
     @property
     def is_finished(self) -> bool:
+        """The task exited and nothing will start it again by itself (BACKOFF is neither
+        active nor finished: its restart is coming)."""
         return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED)
 
 

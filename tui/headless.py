@@ -149,6 +149,8 @@ class Printer:
         self._line(CONTROLLER, f"run dir {event.run_dir}")
 
     def _state(self, event: TaskStateChanged) -> None:
+        if event.new is TaskState.STOPPING:
+            return  # the STOPPED (or FAILED) line follows with the reason
         if event.new is TaskState.STARTING:
             text = f"starting (pid {event.pid})"
         elif event.new.is_finished and event.exit_code is not None:

@@ -27,7 +27,7 @@ from tui.events import (
 )
 from tui.headless import JsonPrinter, Printer, clean_text, run_headless
 from tui.options import ExitCode, RunOptions
-from tui.supervisor import Supervisor
+from tui.supervisor import Supervisor, SupervisorOptions
 
 from .clirun import FAKE_TRAINER
 from .fakes import make_config
@@ -163,7 +163,7 @@ def test_clean_text() -> None:
 
 def fake_supervisor(config: object, tmp_path: Path) -> Supervisor:
     return Supervisor(config, runs_root=tmp_path / "runs",  # type: ignore[arg-type]
-                      trainer_argv=[str(FAKE_TRAINER)], grace=1.0)
+                      options=SupervisorOptions(trainer_argv=[str(FAKE_TRAINER)], grace=1.0))
 
 
 async def headless(tmp_path: Path, *, timeout: float | None = None, json_output: bool = False,

@@ -20,7 +20,7 @@ from tui.events import RunOutcome, RunSummary, Stream, TaskHint, TaskResult, Tas
 from tui.headless import Printer, run_headless
 from tui.hints import HINTS, hint_for, hint_for_exit
 from tui.options import ExitCode, RunOptions
-from tui.supervisor import Supervisor
+from tui.supervisor import Supervisor, SupervisorOptions
 
 from .fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
 
@@ -107,7 +107,7 @@ def test_the_module_stays_free_of_ui_and_tensorflow() -> None:
 def make(tmp_path: Path, **kwargs: object) -> tuple[Supervisor, FakeLauncher, Recorder, FakeClock]:
     launcher, recorder, clock = FakeLauncher(), Recorder(), FakeClock()
     supervisor = Supervisor(make_config(tmp_path), runs_root=tmp_path / "runs", launcher=launcher,
-                            clock=clock, **kwargs)  # type: ignore[arg-type]
+                            clock=clock, options=SupervisorOptions(**kwargs))  # type: ignore[arg-type]
     supervisor.subscribe(recorder)
     return supervisor, launcher, recorder, clock
 
@@ -222,7 +222,7 @@ async def test_real_trainer_with_a_missing_dataset_shows_the_hint(tmp_path: Path
                          steps=100)
     out, err = io.StringIO(), io.StringIO()
     options = RunOptions(config=config, runs_root=tmp_path / "runs")
-    supervisor = Supervisor(config, runs_root=tmp_path / "runs", grace=2.0)
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", options=SupervisorOptions(grace=2.0))
     code = await run_headless(options, supervisor=supervisor, out=out, err=err, handle_signals=False)
     text = out.getvalue()
     assert code is ExitCode.TASK_FAILED, text + err.getvalue()

@@ -25,7 +25,7 @@ from tui.events import (
     TrainerEvent,
 )
 from tui.launch.base import PortProblem
-from tui.supervisor import PreflightError, Supervisor
+from tui.supervisor import PreflightError, Supervisor, SupervisorOptions
 
 from .fakes import FakeClock, FakeLauncher, Recorder, finish_cleanly, make_config, start_all
 
@@ -36,8 +36,9 @@ def make(tmp_path: Path, **kwargs: object) -> tuple[Supervisor, FakeLauncher, Fa
     config_kwargs = {k: kwargs.pop(k) for k in ("num_ps", "num_workers", "ports") if k in kwargs}
     config = make_config(tmp_path, **config_kwargs)  # type: ignore[arg-type]
     launcher, clock, recorder = FakeLauncher(), FakeClock(), Recorder()
+    options = SupervisorOptions(**kwargs)  # type: ignore[arg-type]
     supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=clock,
-                            **kwargs)  # type: ignore[arg-type]
+                            options=options)
     supervisor.subscribe(recorder)
     return supervisor, launcher, clock, recorder
 
@@ -279,13 +280,15 @@ async def test_restart_one_task(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path)
     await supervisor.start()
     processes = await start_all(launcher, ["ps0", "worker0", "worker1"])
+    await recorder.state("worker1", S.RUNNING)
     await supervisor.restart_task("worker1")
     second = await launcher.started("worker1", launch=2)
     assert processes["worker1"].terminated == 1
     assert second.argv == processes["worker1"].argv and second.env == processes["worker1"].env
     second.ready()
     await recorder.state("worker1", S.RUNNING, nth=2)
-    assert recorder.states("worker1") == [S.STARTING, S.RUNNING, S.STOPPED, S.STARTING, S.RUNNING]
+    assert recorder.states("worker1") == [S.STARTING, S.RUNNING, S.STOPPING, S.STOPPED, S.BACKOFF,
+                                          S.STARTING, S.RUNNING]
     assert supervisor.is_running
     view = {t.name: t for t in supervisor.tasks()}["worker1"]
     assert (view.state, view.launches, view.pid) == (S.RUNNING, 2, second.pid)
@@ -299,6 +302,7 @@ async def test_stop_and_start_one_task(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path)
     await supervisor.start()
     await start_all(launcher, ["ps0", "worker0", "worker1"])
+    await recorder.state("worker1", S.RUNNING)
     await supervisor.stop_task("worker1")
     assert {t.name: t.state for t in supervisor.tasks()}["worker1"] is S.STOPPED
     assert supervisor.is_running  # worker0 still runs
