@@ -20,6 +20,7 @@ from typing import Any, Union
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import Job
+from tui.progress import ProgressSnapshot
 
 
 class TaskState(Enum):
@@ -102,13 +103,14 @@ class TaskOutput:
 
     ``is_event`` marks lines that were protocol events (also published as
     :class:`TrainerEvent`); ``partial`` marks a piece of an over-long line whose rest follows
-    in the next TaskOutput of the same stream."""
+    in the next TaskOutput of the same stream, ``continued`` a piece that continues one."""
 
     task: str
     stream: Stream
     text: str
     is_event: bool = False
     partial: bool = False
+    continued: bool = False
     t: float = field(default_factory=time.time)
 
 
@@ -118,6 +120,15 @@ class TrainerEvent:
 
     task: str
     event: protocol.Event
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgressUpdate:
+    """The run's progress changed (a step, an eval, the chief's restored step, a worker's
+    exit): the snapshot to show. Derived from trainer events, so not kept in events.jsonl."""
+
+    progress: ProgressSnapshot
     t: float = field(default_factory=time.time)
 
 
@@ -239,14 +250,15 @@ class RunFinished:
     t: float = field(default_factory=time.time)
 
 
-ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, Notice, TaskHint,
-                        RunFinished]
+ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, ProgressUpdate,
+                        Notice, TaskHint, RunFinished]
 
 _RECORD_TYPES: dict[type[Any], str] = {
     RunStarted: "run_started",
     TaskStateChanged: "task_state",
     TaskOutput: "task_output",
     TrainerEvent: "trainer_event",
+    ProgressUpdate: "progress",
     Notice: "notice",
     TaskHint: "task_hint",
     RunFinished: "run_finished",

@@ -67,7 +67,6 @@ def after_the_chief_rejoined(steps: int) -> Callable[[protocol.Event], bool]:
     return when
 
 
-@pytest.mark.asyncio
 async def test_async_a_ps_then_the_chief_killed_mid_run(tmp_path: Path) -> None:
     """The ps: the whole cluster restarts and resumes from the latest checkpoint. Then the
     chief: it alone restarts and rejoins the live cluster, without re-initialising or
@@ -128,7 +127,6 @@ async def test_async_a_ps_then_the_chief_killed_mid_run(tmp_path: Path) -> None:
     assert_no_trainers_left(tmp_path / "runs")
 
 
-@pytest.mark.asyncio
 async def test_sync_mode_survives_the_chief_then_a_worker_being_killed(tmp_path: Path) -> None:
     config = make_config(tmp_path, mode=Mode.SYNC, steps=1200, log_every=50)
     config = dataclasses.replace(config, restart=RestartPolicy(policy=RestartMode.ON_FAILURE,

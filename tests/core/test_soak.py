@@ -53,7 +53,6 @@ def bindable(port: int) -> bool:
     return True
 
 
-@pytest.mark.asyncio
 async def test_twenty_start_stop_cycles_leave_nothing_behind(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_DIR", str(tmp_path))

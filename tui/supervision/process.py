@@ -86,14 +86,11 @@ def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
     task.last_activity = run.clock.monotonic()
     event: protocol.Event | None = None
     # Events come on stdout as whole lines; a piece of an over-long line never counts.
-    if line.stream is Stream.STDOUT and not line.partial and line.stream not in task.continuing:
+    if line.stream is Stream.STDOUT and not line.partial and not line.continued:
         event = protocol.parse_event(line.text)
-    if line.partial:
-        task.continuing.add(line.stream)
-    else:
-        task.continuing.discard(line.stream)
     run.publish(TaskOutput(task=task.name, stream=line.stream, text=line.text,
-                           is_event=event is not None, partial=line.partial, t=now))
+                           is_event=event is not None, partial=line.partial,
+                           continued=line.continued, t=now))
     text = describe_event(event) if event is not None else line.text
     if len(text) > TAIL_LINE_CHARS:
         text = text[:TAIL_LINE_CHARS] + f"... ({len(text) - TAIL_LINE_CHARS} more characters)"
@@ -102,8 +99,10 @@ def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
         offer_hint(run, task, hint_for(line.text))
     if event is None:
         return
-    run.progress.update(task.name, event)
+    progressed = run.progress.update(task.name, event, now)
     run.publish(TrainerEvent(task=task.name, event=event, t=now))
+    if progressed:
+        run.publish_progress()
     if isinstance(event, protocol.Initialized) and task.name in run.awaiting_resume:
         index = run.awaiting_resume.pop(task.name)
         run.incidents[index] = dataclasses.replace(run.incidents[index],
@@ -136,8 +135,8 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int) -> None:
     task.exited.set()
     task.settled.set()
     task.loaded.set()
-    if task.job is Job.WORKER:
-        run.progress.worker_exited(task.name)
+    if task.job is Job.WORKER and run.progress.worker_exited(task.name):
+        run.publish_progress()
     if verdict is not None and verdict.then_restart:
         run.set_state(task, TaskState.BACKOFF, reason="restarting")
     elif state is TaskState.FAILED and not run.recovering and not run.stop_requested:

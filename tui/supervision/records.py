@@ -23,9 +23,9 @@ from tui.events import (
     Incident,
     Level,
     Notice,
+    ProgressUpdate,
     RunOutcome,
     RunSummary,
-    Stream,
     TaskState,
     TaskStateChanged,
 )
@@ -102,7 +102,6 @@ class TaskRecord:
         self.launches = 0
         self.restarts = 0  # automatic restarts by the restart policy
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
-        self.continuing: set[Stream] = set()  # streams in the middle of an over-long line
         #: Monotonic time of the task's last sign of life (launch, output): a stall
         #: watchdog compares it with the clock.
         self.last_activity = 0.0
@@ -128,7 +127,6 @@ class TaskRecord:
         self.verdict: Verdict | None = None
         self.exit_code: int | None = None
         self.hint = ""  # the first known-failure hint of this launch (tui.hints)
-        self.continuing.clear()
 
     def judge(self, verdict: Verdict) -> None:
         """Record the controller's verdict on this launch: a failure overrides a stop, and
@@ -268,9 +266,14 @@ class RunRecord:
     def notify(self, level: Level, text: str, task: str | None = None) -> None:
         self.publish(Notice(level=level, text=text, task=task, t=self.clock.time()))
 
+    def publish_progress(self) -> None:
+        """Tell the front ends the run's progress changed."""
+        self.publish(ProgressUpdate(progress=self.progress.snapshot(), t=self.clock.time()))
+
     def publish(self, event: ControllerEvent) -> None:
         try:
-            self.directory.record(event)
+            if not isinstance(event, ProgressUpdate):  # derived from events kept there
+                self.directory.record(event)
         except OSError as exc:
             if not self.write_failed:  # say it once, then keep the run going without the files
                 self.write_failed = True
