@@ -59,7 +59,6 @@ class RunDirectory:
         self._events: IO[str] | None = None
         self._closed = False
         # Which streams of which task are in the middle of an over-long line.
-        self._partial: dict[str, set[Stream]] = {}
 
     @classmethod
     def create(cls, root: Path, run_id: str) -> RunDirectory:
@@ -105,15 +104,8 @@ class RunDirectory:
         if self._closed:
             return
         if isinstance(event, TaskOutput):
-            mark = "out" if event.stream is Stream.STDOUT else "err"
-            partial = self._partial.setdefault(event.task, set())
-            if event.stream in partial:
-                mark += "+"
+            mark = ("out" if event.stream is Stream.STDOUT else "err") + ("+" if event.continued else "")
             self._log(event.task).write(f"{_clock(event.t)} {mark} | {event.text}\n")
-            if event.partial:
-                partial.add(event.stream)
-            else:
-                partial.discard(event.stream)
             return
         if isinstance(event, TaskStateChanged):
             self._log(event.task).write(f"{_clock(event.t)} ctl | {_describe_state(event)}\n")
