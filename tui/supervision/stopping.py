@@ -92,13 +92,14 @@ async def let_ps_exit(run: RunRecord) -> None:
         return  # a ps exits by itself only after every worker's clean shutdown
     ending = run.program.ps_ending
     for task in waiting:
-        if ending is not PsEnding.EXITS or task.job is Job.EVALUATOR:
-            task.judge(Verdict(TaskState.SUCCEEDED, ENDED_AFTER_WORKERS))
-    if ending is PsEnding.STOP:
+        if ending is PsEnding.STOP or task.job is Job.EVALUATOR:
+            task.judge(Verdict(TaskState.SUCCEEDED, ENDED_AFTER_WORKERS))  # the lifecycle stops it
+    waiting = [t for t in waiting if t.verdict is None]
+    if not waiting:
         return
     if ending is PsEnding.END_LINE:
         for task in waiting:
-            if task.process is not None and task.job is Job.PS:
+            if task.process is not None:
                 try:
                     await task.process.send(protocol.END_LINE)
                 except OSError:
@@ -112,5 +113,8 @@ async def let_ps_exit(run: RunRecord) -> None:
                            Wake.TIMEOUT: run.clock.sleep(timeout)})
     for task in waiting:
         if task.state.is_active and not run.stop_requested:
-            task.judge(Verdict(TaskState.FAILED,
-                               f"did not exit within {timeout:g} s after the last worker finished"))
+            if ending is PsEnding.END_LINE:  # told, but the program's join() did not return
+                task.judge(Verdict(TaskState.SUCCEEDED, ENDED_AFTER_WORKERS))
+            else:
+                task.judge(Verdict(TaskState.FAILED,
+                                   f"did not exit within {timeout:g} s after the last worker finished"))
