@@ -58,6 +58,9 @@ def test_flags_style_command_per_task(tmp_path: Path) -> None:
         (False, Readiness.SERVER, PsEnding.END_LINE)
     assert program.honours(Setting.MODE) and not program.honours(Setting.PARTITIONS)
     assert program.ignores(Setting.MODE) is None
+    assert program.ignores(Setting.PLACEMENT) == \
+        "placement is the built-in trainer's setting; your program decides its own"
+    assert not program.previews_placement and program_for(config, hold=False) is not program
 
 
 def test_tf_config_with_chief_and_evaluator_and_no_shim(tmp_path: Path) -> None:

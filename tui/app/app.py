@@ -36,7 +36,9 @@ from tui.describe import describe_exit
 from tui.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskState, TaskStateChanged
 from tui.launch.router import Router
 from tui.options import ExitCode, RunOptions
+from tui.plan import program_for
 from tui.preview import PreviewError, preview_placement
+from tui.program.base import Setting, TaskProgram
 from tui.supervisor import Supervisor
 
 REFRESH_SECONDS = 0.1
@@ -98,6 +100,11 @@ class TfdistApp(App[int]):
         self._last_chart_refresh = 0.0
 
     # -- wiring ---------------------------------------------------------------------------
+
+    @property
+    def _program(self) -> TaskProgram:
+        """What the tasks run: it says which toggles mean something."""
+        return program_for(self.options.config)
 
     def _default_core(self, app: TfdistApp) -> Core:
         options = self.options
@@ -311,18 +318,32 @@ class TfdistApp(App[int]):
             if self.preview is None:
                 self._compute_preview(pending)
 
+    def _ignored(self, setting: Setting) -> bool:
+        """Say so (instead of pretending) when the run's program ignores ``setting``."""
+        why = self._program.ignores(setting)
+        if why:
+            self.notify(why, severity="warning")
+        return why is not None
+
     def action_toggle_mode(self) -> None:
+        if self._ignored(Setting.MODE):
+            return
         mode = Mode.ASYNC if self.pending.mode is Mode.SYNC else Mode.SYNC
         self._set_pending(self.pending.replace(mode=mode), preview=False)
 
     def action_partitions(self, delta: int) -> None:
+        if self._ignored(Setting.PARTITIONS):
+            return
         partitions = self.pending.partitions + delta
         if partitions < 1:
             self.notify("partitions must be at least 1", severity="warning")
             return
-        self._set_pending(self.pending.replace(partitions=partitions), preview=True)
+        self._set_pending(self.pending.replace(partitions=partitions),
+                          preview=self._program.previews_placement)
 
     def action_toggle_placement(self) -> None:
+        if self._ignored(Setting.PLACEMENT):
+            return
         placement = (PlacementStrategy.ROUND_ROBIN if self.pending.placement is PlacementStrategy.GREEDY
                      else PlacementStrategy.GREEDY)
         self._set_pending(self.pending.replace(placement=placement), preview=True)

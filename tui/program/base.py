@@ -45,6 +45,7 @@ class Setting(Enum):
 
     MODE = "mode"
     PARTITIONS = "partitions"
+    PLACEMENT = "placement"
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ class TaskProgram(ABC):
     ps_ending: PsEnding = PsEnding.EXITS
     #: Its output on stderr means something too (TensorFlow's own log lines).
     reads_stderr: bool = False
+    #: Its placement can be computed without running it (``python -m trainer plan``).
+    previews_placement: bool = False
 
     def target(self, settings: TrainingSettings) -> int:
         """The step the program trains to, when the controller knows it and the program may

@@ -20,6 +20,8 @@ TRAINER_ARGV: tuple[str, ...] = ("-m", "trainer")
 class BuiltinTrainer(TaskProgram):
     """``python -m trainer [--hold] <settings as flags>`` on every task."""
 
+    previews_placement = True
+
     def __init__(self, *, trainer_argv: Sequence[str] = TRAINER_ARGV, hold: bool = True) -> None:
         self._argv = tuple(trainer_argv)
         self.holds = hold

@@ -107,11 +107,13 @@ class UserProgram(TaskProgram):
         return self.spec.batch_size / max(1, self.workers)
 
     def honours(self, setting: Setting) -> bool:
-        return self.spec.uses_any(_PLACEHOLDERS_OF[setting])
+        return setting in _PLACEHOLDERS_OF and self.spec.uses_any(_PLACEHOLDERS_OF[setting])
 
     def ignores(self, setting: Setting) -> str | None:
         if self.honours(setting):
             return None
+        if setting not in _PLACEHOLDERS_OF:
+            return f"{setting.value} is the built-in trainer's setting; your program decides its own"
         names = sorted(f"{{{name}}}" for name in _PLACEHOLDERS_OF[setting])
         used = f"neither {' nor '.join(names)}" if len(names) > 1 else f"no {names[0]}"
         return f"the program's command uses {used}, so changing {setting.value} changes nothing"
