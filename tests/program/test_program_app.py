@@ -37,7 +37,8 @@ async def test_keys_a_program_ignores_say_so(tmp_path: Path) -> None:
         messages = [n.message for n in app._notifications]
         assert "the program's command uses neither {mode} nor {sync}, so changing mode changes nothing" \
             in messages
-        assert "the program's command uses no {partitions}, so changing partitions changes nothing" in messages
+        assert "the program's command uses no {partitions}, so changing partitions changes nothing" \
+            in messages
         assert any(m.startswith("placement is the built-in trainer's setting") for m in messages)
         await pilot.press("q")
         await async_wait_until(lambda: not app.is_running, 30, what="the app to exit", pause=pilot.pause)
