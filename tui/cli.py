@@ -17,6 +17,8 @@ from pathlib import Path
 from trainer import settings as training_settings
 from tui.config import ConfigError, RestartMode, apply_overrides, load_config, with_restart_mode
 from tui.options import ExitCode, RunOptions
+from tui.plan import program_for
+from tui.program.base import Setting
 
 #: Training settings the TUI can toggle, and therefore the command line can override.
 OVERRIDES = ("mode", "partitions", "placement", "steps")
@@ -97,6 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
+    program = program_for(config)
+    for setting in Setting:
+        why = program.ignores(setting)
+        if why and getattr(args, setting.value, None) is not None:
+            # Said, not refused: the flag is harmless, and scripts may pass it to every run.
+            print(f"warning: --{setting.value}: {why}", file=sys.stderr)
 
     options = RunOptions(config=config, runs_root=args.run_dir or config.run_dir, timeout=args.timeout,
                          json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -106,4 +107,23 @@ def test_bad_program_values_exit_2_with_a_location_and_nothing_started(
     assert cli.main([str(hosts), "--no-ui"]) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert where in err and message in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_overrides_a_program_ignores_are_warned_about(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "train.py").write_text("raise SystemExit('must not run')\n")
+    hosts = tmp_path / "hosts.yaml"
+    with socket.socket() as taken:  # the preflight refuses the run: nothing starts
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        hosts.write_text(f"program: {{command: 'python train.py --steps={{steps}}'}}\n"
+                         f"cluster: {{ps: ['localhost:{port}'], worker: [localhost:auto]}}\n")
+        assert cli.main([str(hosts), "--no-ui", "--mode", "sync", "--partitions", "2", "--steps", "5"]) \
+            == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "warning: --mode: the program's command uses neither {mode} nor {sync}" in err
+    assert "warning: --partitions: the program's command uses no {partitions}" in err
+    assert "--steps" not in err
     assert not (tmp_path / "runs").exists()
