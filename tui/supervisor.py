@@ -6,15 +6,20 @@ One run at a time. A run:
 1. *Preflight* (:meth:`Supervisor.start`, :mod:`tui.preflight`): every fixed port is
    checked on its host and ``auto`` ports are reserved. A problem raises
    :class:`PreflightError` before anything starts and before a run directory exists.
-2. *Staged start*: every ps, then the chief (worker 0), then the other workers; each stage
-   starts once every task of the previous stage reported ``ready``. A task that exits or
-   stays silent for ``ready_timeout`` seconds fails the start. With ``hold`` (the default)
-   every task is launched at once with the trainer's ``--hold``: it imports TensorFlow and
-   builds its graph, reports ``loaded`` and waits; its stage's turn sends it ``go`` on
-   stdin, and only then does it start its server. Start order, same; start time, shorter.
-3. *Running* until every worker has exited. If all workers succeeded, each ps has
-   ``ps_exit_timeout`` seconds to exit by itself (the trainer's ps exit after the workers'
-   shutdown handshake); a ps still running then failed ("did not exit") and is stopped.
+2. *Staged start*: every ps, then the chief (the ``chief`` task, else worker 0), then the
+   others; each stage starts once every task of the previous stage is ready (its ``ready``
+   event; for a user's program also TensorFlow's "Started server" line or its port). A task
+   that exits or stays silent for ``ready_timeout`` seconds fails the start. With ``hold``
+   (the built-in trainer's default) every task is launched at once with ``--hold``: it
+   imports TensorFlow and builds its graph, reports ``loaded`` and waits; its stage's turn
+   sends it ``go`` on stdin, and only then does it start its server. What a task runs and
+   what its output means come from the run's :class:`~tui.program.base.TaskProgram`.
+3. *Running* until every worker (and the chief) has exited; a user's worker that makes no
+   progress after the target step is ended and counted as succeeded
+   (:mod:`tui.supervision.ending`). If all workers succeeded, each ps ends as the program
+   says: the trainer's ps have ``ps_exit_timeout`` seconds to exit by themselves (a ps
+   still running then failed, "did not exit", and is stopped); a ps under the shim is sent
+   ``end``; any other program's ps is stopped and counted as succeeded.
    With ``fail_fast`` (the default) the first task that fails stops the rest, unless the
    restart policy (hosts.yaml ``restart:``) restarts it: a failed worker is restarted on
    its own and rejoins; a failed ps takes the model's variables with it, so the whole

@@ -130,6 +130,8 @@ def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
 
 def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float) -> None:
     """Act on one event of the task's (from the protocol, or read from its log)."""
+    if isinstance(event, protocol.Ready) and not event.pid and task.pid:
+        event = dataclasses.replace(event, pid=task.pid)  # read from TensorFlow's log line
     progressed = run.progress.update(task.name, event, now)
     run.publish(TrainerEvent(task=task.name, event=event, t=now))
     if progressed:
