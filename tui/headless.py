@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import TextIO
 
 from trainer import protocol
-from tui import leftovers
 from tui.config import Job
 from tui.describe import describe_event, describe_exit, format_number
 from tui.events import (
@@ -37,6 +36,7 @@ from tui.events import (
 )
 from tui.options import ExitCode, RunOptions, exit_code_for
 from tui.progress import ProgressSnapshot
+from tui.session import Session
 from tui.supervisor import PreflightError, Supervisor
 
 PROGRESS_INTERVAL = 5.0
@@ -276,13 +276,11 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
                        handle_signals: bool = True,
                        progress_interval: float = PROGRESS_INTERVAL) -> ExitCode:
     """Run the cluster to the end and return the exit code. ``supervisor`` may be given
-    (tests use a fake trainer); by default one is built from ``options``."""
+    (tests use a fake trainer); by default the session is built from ``options``."""
     out = out or sys.stdout
     err = err or sys.stderr
-    router = None
-    if supervisor is None:
-        router = options.launcher()
-        supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router)
+    session = Session(supervisor) if supervisor is not None else Session.from_options(options)
+    supervisor = session.supervisor
     printer: Printer | JsonPrinter
     if options.json_output:
         printer = JsonPrinter(out)
@@ -298,12 +296,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     timer: asyncio.TimerHandle | None = None
     progress: asyncio.Task[None] | None = None
     try:
-        if router is not None:
-            for line in await leftovers.sweep(router, options.config, options.stop_leftovers):
-                err.write(f"{CONTROLLER}: {line}\n")
-            err.flush()
         try:
-            await supervisor.start()
+            await session.start()
         except PreflightError as exc:
             for problem in exc.problems:
                 err.write(f"error: {problem}\n")
@@ -323,7 +317,7 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
             progress.cancel()
         for signum in handled:
             loop.remove_signal_handler(signum)
-        await supervisor.close()
+        await session.close()
 
 
 async def _every(interval: float, action: Callable[[], None]) -> None:

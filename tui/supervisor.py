@@ -49,7 +49,7 @@ from pathlib import Path
 from trainer.settings import Mode, TrainingSettings
 from tui.clock import Clock, SystemClock, Wake, first_completed
 from tui.config import ClusterConfig, Job
-from tui.events import ControllerEvent, Level, RunFinished, RunOutcome, RunStarted, RunSummary
+from tui.events import ControllerEvent, Level, Notice, RunFinished, RunOutcome, RunStarted, RunSummary
 from tui.launch.base import Launcher
 from tui.launch.local import LocalLauncher
 from tui.plan import plan_run, program_for
@@ -145,6 +145,19 @@ class Supervisor:
 
     def progress(self) -> ProgressSnapshot | None:
         return self._run.progress.snapshot() if self._run else None
+
+    def notify(self, level: Level, text: str, task: str | None = None) -> None:
+        """Tell the subscribers something (a :class:`~tui.events.Notice`), also between runs;
+        during a run it is recorded in the run directory too."""
+        if self._run is not None and not self._run.finished.done():
+            self._run.notify(level, text, task)
+            return
+        notice = Notice(level=level, text=text, task=task, t=self._clock.time())
+        for sink in list(self._sinks):
+            try:
+                sink(notice)
+            except Exception:  # one broken front end must not take the others down
+                log.exception("event subscriber %r failed", sink)
 
     # -- whole runs ---------------------------------------------------------------------
 

@@ -3,15 +3,15 @@ history of controller events and records what the app asked for."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 
 from tests.support import with_progress
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui import hints
+from tui.commands import Command
 from tui.config import Job
 from tui.events import (
     ControllerEvent,
@@ -31,11 +31,11 @@ T0 = 1_800_000_000.0  # a fixed wall clock: snapshots must not depend on today
 class ScriptedCore:
     def __init__(self, events: Sequence[ControllerEvent]) -> None:
         self.pending = list(events)
-        self.calls: list[Callable[[Any], Awaitable[Any]]] = []
+        self.commands: list[Command] = []
 
-    def call(self, action: Callable[[Any], Awaitable[Any]]) -> Future[Any]:
-        self.calls.append(action)
-        future: Future[Any] = Future()
+    def send(self, command: Command) -> Future[None]:
+        self.commands.append(command)
+        future: Future[None] = Future()
         future.set_result(None)
         return future
 
