@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -73,3 +74,11 @@ def assert_no_trainers_left(runs_root: Path, within: float = 5.0) -> None:
             break
         time.sleep(0.1)
     assert not alive, [" ".join(p.cmdline()) for p in alive]
+
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str = "") -> None:
+    """Poll ``condition`` every 50 ms until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what or condition}"
+        time.sleep(0.05)
