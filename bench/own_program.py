@@ -6,14 +6,16 @@
   process; the ps is killed as soon as both workers have exited (a person at once, which
   flatters this side); a sync chief is left to end by itself, as it does by hand;
 - **shim**: each task ``python -m trainer.shim train.py ...``; the ps is sent ``end`` when
-  both workers have exited, and, as the controller does (issue 12), a worker that has
-  printed its last step but is still running ``--stall`` seconds later (the sync chief's
-  end-of-run hang) is ended with SIGTERM and counted as succeeded.
+  both workers have exited, and, as the controller does (issue 12), a worker stuck after
+  its last step (the sync chief's end-of-run hang) is ended with SIGTERM and counted as
+  succeeded: once the target step is reached, a worker whose last ``step`` event is
+  ``--stall`` seconds old is ended.
 
 Reported per run: wall time (first process start to last exit), the non-chief's first step
 (seconds from its process start to its first progress line: ``session ready`` for the flags
 program, TensorFlow's first ``loss = ..., step = ...`` for the other; the same marker on both
-sides), and the seconds from the last worker's ``training finished`` line to the last exit.
+sides), and the seconds from the last worker's last progress line (``training finished``;
+TensorFlow's ``loss = ..., step = N``, logged every step here) to the last exit.
 
     python -m bench.own_program [--steps 300] [--stall 5] [--modes async,sync]
         [--examples flags_supervisor,tf_config_monitored]
@@ -26,7 +28,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,12 +35,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainer import protocol
+from tui.launch.local_ports import reserve_free_ports
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
-FINISHED = re.compile(r"training finished")
+#: A worker's last progress line: the flags program prints one after its loop; the other's
+#: LoggingTensorHook (run with ``--log_every=1``) logs every step, so its last one counts.
+LAST_STEP = {"flags_supervisor": re.compile(r"training finished"),
+             "tf_config_monitored": re.compile(r"loss = [-0-9.e]+, step = \d+")}
 FIRST_STEP = {"flags_supervisor": re.compile(r"Worker 1: session ready"),
               "tf_config_monitored": re.compile(r"loss = [-0-9.e]+, step = \d+")}
-CAP_SECONDS = 300.0
+CAP_SECONDS = 240.0
 
 
 @dataclass
@@ -56,6 +63,14 @@ class Task:
     def first(self, pattern: re.Pattern[str]) -> float | None:
         return next((t for t, text in self.lines if pattern.search(text)), None)
 
+    def last(self, pattern: re.Pattern[str]) -> float | None:
+        return next((t for t, text in reversed(self.lines) if pattern.search(text)), None)
+
+    def steps(self) -> list[protocol.Step]:
+        """The shim's ``step`` events (what the controller reads)."""
+        parsed = (protocol.parse_event(text) for _, text in list(self.lines))
+        return [e for e in parsed if isinstance(e, protocol.Step)]
+
 
 @dataclass(frozen=True)
 class Result:
@@ -68,24 +83,13 @@ class Result:
     note: str
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def _args(example: str, job: str, index: int, spec: dict[str, list[str]], steps: int,
           sync: bool) -> list[str]:
     if example == "flags_supervisor":
         return [f"--ps_hosts={','.join(spec['ps'])}", f"--worker_hosts={','.join(spec['worker'])}",
                 f"--job_name={job}", f"--task_index={index}", f"--train_steps={steps}",
                 f"--sync_replicas={str(sync).lower()}"]
-    return [f"--steps={steps}", f"--sync={str(sync).lower()}"]
+    return [f"--steps={steps}", f"--sync={str(sync).lower()}", "--log_every=1"]
 
 
 def _start(example: str, job: str, index: int, spec: dict[str, list[str]], steps: int,
@@ -114,8 +118,11 @@ def _start(example: str, job: str, index: int, spec: dict[str, list[str]], steps
 
 def run(example: str, mode: str, shim: bool, steps: int, stall: float) -> Result:
     """One 1 ps + 2 worker run; see the module docstring for what each side does."""
-    ports = _free_ports(3)
+    reservations = reserve_free_ports(3)
+    ports = [r.port for r in reservations]
     spec = {"ps": [f"localhost:{ports[0]}"], "worker": [f"localhost:{p}" for p in ports[1:]]}
+    for reservation in reservations:
+        reservation.release()  # at the last moment, as the controller does
     sync = mode == "sync"
     tasks = [_start(example, job, i, spec, steps, sync, shim)
              for job, i in (("ps", 0), ("worker", 0), ("worker", 1))]
@@ -123,6 +130,7 @@ def run(example: str, mode: str, shim: bool, steps: int, stall: float) -> Result
     start = min(t.started for t in tasks)
     deadline = time.monotonic() + CAP_SECONDS
     ps_ended = False
+    ticks = 0
     try:
         while any(t.exited is None for t in tasks) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -137,13 +145,9 @@ def run(example: str, mode: str, shim: bool, steps: int, stall: float) -> Result
                     ps.proc.stdin.flush()
                 else:
                     os.killpg(ps.proc.pid, signal.SIGKILL)
-            if shim:
-                for worker in workers:
-                    finished = worker.first(FINISHED)
-                    if (worker.exited is None and not worker.ended_by_rule and finished
-                            and time.time() - finished > stall):
-                        worker.ended_by_rule = True
-                        os.killpg(worker.proc.pid, signal.SIGTERM)
+            ticks += 1
+            if shim and ticks % 10 == 0:
+                _end_stalled(workers, steps, stall)
     finally:
         for task in tasks:
             if task.proc.poll() is None:
@@ -151,7 +155,7 @@ def run(example: str, mode: str, shim: bool, steps: int, stall: float) -> Result
                 task.proc.wait()
                 task.exited = task.exited or time.time()
     last_exit = max(t.exited or time.time() for t in tasks)
-    finished_at = [w.first(FINISHED) for w in workers]
+    finished_at = [w.last(LAST_STEP[example]) for w in workers]
     last_step = max((t for t in finished_at if t is not None), default=None)
     marker = workers[1].first(FIRST_STEP[example])
     notes = [f"{w.name} ended {stall:g} s after its last step" for w in workers if w.ended_by_rule]
@@ -163,6 +167,20 @@ def run(example: str, mode: str, shim: bool, steps: int, stall: float) -> Result
     return Result(example, mode, "shim" if shim else "by hand", last_exit - start,
                   None if marker is None else marker - workers[1].started,
                   None if last_step is None else last_exit - last_step, "; ".join(notes))
+
+
+def _end_stalled(workers: list[Task], steps: int, stall: float) -> None:
+    """The controller's rule (issue 12): once the target step is reached, a worker whose
+    last ``step`` event is ``stall`` seconds old and that is still running is ended."""
+    progress = {w.name: w.steps() for w in workers}
+    if not any(e.global_step >= steps for events in progress.values() for e in events):
+        return
+    for worker in workers:
+        events = progress[worker.name]
+        if (worker.exited is None and not worker.ended_by_rule and events
+                and time.time() - events[-1].t > stall):
+            worker.ended_by_rule = True
+            os.killpg(worker.proc.pid, signal.SIGTERM)
 
 
 def _fmt(value: float | None) -> str:
