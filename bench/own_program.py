@@ -14,7 +14,9 @@
 Reported per run: wall time (first process start to last exit), the non-chief's first step
 (seconds from its process start to its first progress line: ``session ready`` for the flags
 program, TensorFlow's first ``loss = ..., step = ...`` for the other; the same marker on both
-sides), and the seconds from the last worker's last progress line (``training finished``;
+sides) and how long after the chief's first step that came (the readiness poll shows
+here; from process start, TensorFlow's import time on a loaded machine can hide it), and
+the seconds from the last worker's last progress line (``training finished``;
 TensorFlow's ``loss = ..., step = N``, logged every step here) to the last exit.
 
     python -m bench.own_program [--steps 300] [--stall 5] [--modes async,sync]
@@ -44,7 +46,7 @@ EXAMPLES = REPO / "examples"
 #: LoggingTensorHook (run with ``--log_every=1``) logs every step, so its last one counts.
 LAST_STEP = {"flags_supervisor": re.compile(r"training finished"),
              "tf_config_monitored": re.compile(r"loss = [-0-9.e]+, step = \d+")}
-FIRST_STEP = {"flags_supervisor": re.compile(r"Worker 1: session ready"),
+FIRST_STEP = {"flags_supervisor": re.compile(r"Worker \d: session ready"),
               "tf_config_monitored": re.compile(r"loss = [-0-9.e]+, step = \d+")}
 CAP_SECONDS = 240.0
 
@@ -79,6 +81,7 @@ class Result:
     side: str
     wall: float
     first_step: float | None
+    after_chief: float | None
     end_delay: float | None
     note: str
 
@@ -158,6 +161,7 @@ def run(example: str, mode: str, shim: bool, steps: int, stall: float) -> Result
     finished_at = [w.last(LAST_STEP[example]) for w in workers]
     last_step = max((t for t in finished_at if t is not None), default=None)
     marker = workers[1].first(FIRST_STEP[example])
+    chief_marker = workers[0].first(FIRST_STEP[example])
     notes = [f"{w.name} ended {stall:g} s after its last step" for w in workers if w.ended_by_rule]
     if time.monotonic() >= deadline:
         notes.append(f"cut at {CAP_SECONDS:g} s")
@@ -166,6 +170,7 @@ def run(example: str, mode: str, shim: bool, steps: int, stall: float) -> Result
         notes.append(f"ps exit {codes['ps0']}")
     return Result(example, mode, "shim" if shim else "by hand", last_exit - start,
                   None if marker is None else marker - workers[1].started,
+                  None if marker is None or chief_marker is None else marker - chief_marker,
                   None if last_step is None else last_exit - last_step, "; ".join(notes))
 
 
@@ -196,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--examples", default="flags_supervisor,tf_config_monitored")
     ns = parser.parse_args(argv)
     header = (f"{'program':<20} {'mode':<5} {'side':<8} {'wall s':>7} {'ratio':>6} "
-              f"{'non-chief 1st step s':>21} {'last step->exit s':>18}  note")
+              f"{'non-chief 1st step s':>21} {'after chief s':>14} {'last step->exit s':>18}  note")
     print(header, flush=True)
     for example in ns.examples.split(","):
         for mode in ns.modes.split(","):
@@ -205,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
             for result in (hand, shim):
                 ratio = "" if result is hand else f"{shim.wall / hand.wall:.2f}"
                 print(f"{example:<20} {mode:<5} {result.side:<8} {result.wall:>7.1f} {ratio:>6} "
-                      f"{_fmt(result.first_step):>21} {_fmt(result.end_delay):>18}  {result.note}",
+                      f"{_fmt(result.first_step):>21} {_fmt(result.after_chief):>14} "
+                      f"{_fmt(result.end_delay):>18}  {result.note}",
                       flush=True)
 
 
