@@ -18,6 +18,8 @@ from trainer import settings as training_settings
 from tui.config import ConfigError, RestartMode, apply_overrides, load_config, with_restart_mode
 from tui.options import ExitCode, RunOptions
 
+#: ``tfdist-tui export ...`` and ``tfdist-tui import ...``: their modules, each with a ``main(argv)``.
+SUBCOMMANDS = {"export": "tui.export", "import": "tui.importer"}
 #: Training settings the TUI can toggle, and therefore the command line can override.
 OVERRIDES = ("mode", "partitions", "placement", "steps")
 
@@ -83,9 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The ``tfdist-tui`` entry point; returns the exit code."""
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list and args_list[0] in SUBCOMMANDS:
+        return int(importlib.import_module(SUBCOMMANDS[args_list[0]]).main(args_list[1:]))
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_list)
     except SystemExit as exc:  # argparse printed usage or help already
         return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
 
