@@ -16,15 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
 
 import yaml
 
+from tui import textcommand
 from tui.config import LOCALHOST, ClusterConfig, ConfigError, HostSpec, load_config
-from tui.options import ExitCode
 from tui.plan import RUN_ID_ENV, TaskPlan, plan_run
 from tui.tfjob import ExportError, TFJobOptions, job_name_from, tfjob_manifest
 
@@ -145,35 +144,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", help="tfjob: the job's name (default: from the file's name)")
     parser.add_argument("--namespace", default=TFJobOptions.namespace,
                         help="tfjob: the Kubernetes namespace (default: default)")
-    parser.add_argument("-o", "--output", type=Path, help="write here instead of to stdout")
+    textcommand.add_output_arguments(parser, "the export")
     return parser
+
+
+def _make(args: argparse.Namespace) -> str:
+    config = load_config(args.hosts)
+    fmt = ExportFormat(args.format)
+    if fmt is ExportFormat.TFJOB:
+        name = args.name or job_name_from(args.hosts.stem)
+        return tfjob_yaml(config, TFJobOptions(name, args.namespace, args.image))
+    if fmt is ExportFormat.TF_CONFIG:
+        return "\n".join(tf_config_lines(config)) + "\n"
+    return shell_script(config)
 
 
 def main(argv: list[str]) -> int:
     """``tfdist-tui export``; returns the exit code."""
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
-    try:
-        config = load_config(args.hosts)
-        fmt = ExportFormat(args.format)
-        if fmt is ExportFormat.TFJOB:
-            name = args.name or job_name_from(args.hosts.stem)
-            text = tfjob_yaml(config, TFJobOptions(name, args.namespace, args.image))
-        elif fmt is ExportFormat.TF_CONFIG:
-            text = "\n".join(tf_config_lines(config)) + "\n"
-        else:
-            text = shell_script(config)
-    except (ConfigError, ExportError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    if args.output is None:
-        sys.stdout.write(text)
-        return ExitCode.OK
-    try:
-        args.output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        print(f"error: {args.output}: cannot be written: {exc.strerror or exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    return ExitCode.OK
+    return textcommand.run(build_parser(), argv, _make, (ConfigError, ExportError))

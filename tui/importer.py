@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import json
 import shlex
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -24,6 +23,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from trainer import settings as settings_mod
+from tui import textcommand
 from tui.config import (
     ClusterConfig,
     ConfigError,
@@ -37,7 +37,6 @@ from tui.config import (
     _split_host_port,
     _valid_host,
 )
-from tui.options import ExitCode
 from tui.tfjob import KIND, REPLICA_TYPES, RESTART_POLICIES
 
 #: TFJob replica types (and the old ``Master``) as our job names.
@@ -356,31 +355,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write a hosts.yaml for a cluster given as a TF_CONFIG (JSON) or a Kubeflow "
                     "TFJob manifest (YAML).")
     parser.add_argument("source", metavar="FILE", type=Path)
-    parser.add_argument("-o", "--output", type=Path, help="write the hosts.yaml here (default: stdout)")
-    parser.add_argument("--force", action="store_true", help="overwrite --output if it exists")
+    textcommand.add_output_arguments(parser, "the hosts.yaml")
     return parser
 
 
 def main(argv: list[str]) -> int:
     """``tfdist-tui import``; returns the exit code."""
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
-    try:
-        text = hosts_yaml(read_input(args.source), args.source)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    if args.output is None:
-        sys.stdout.write(text)
-        return ExitCode.OK
-    if args.output.exists() and not args.force:
-        print(f"error: {args.output} exists; pass --force to overwrite it", file=sys.stderr)
-        return ExitCode.USAGE
-    try:
-        args.output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        print(f"error: {args.output}: cannot be written: {exc.strerror or exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    return ExitCode.OK
+    return textcommand.run(build_parser(), argv,
+                           lambda args: hosts_yaml(read_input(args.source), args.source), (ConfigError,))
