@@ -130,6 +130,11 @@ def _container(plans: Sequence[TaskPlan], options: TFJobOptions) -> dict[str, An
     if all(c == commands[0] for c in commands):
         container["command"] = commands[0]
     else:
+        # Kubernetes cuts a pod's host name at 63 characters, which would cut off the index.
+        longest = f"{options.name}-{plans[-1].spec.job.value}-{plans[-1].spec.index}"
+        if len(longest) > 63:
+            raise ExportError(f"job name {options.name!r} is too long for the {plans[-1].spec.job.value} "
+                              f"replicas, whose commands differ: {longest!r} is over 63 characters")
         cases = " ".join(f"{i}) exec {shlex.join(c)} ;;" for i, c in enumerate(commands))
         container["command"] = ["sh", "-c", f'case "${{HOSTNAME##*-}}" in {cases} '
                                             f'*) echo "unknown replica $HOSTNAME" >&2; exit 2 ;; esac']

@@ -226,5 +226,7 @@ def test_import_and_export_refuse_without_writing(config: ClusterConfig, tmp_pat
     assert [t.name for t in load_config(existing).tasks] == ["ps0", "worker0"]
     code, out, err = run_cli(["export", str(config.path), "--name", "Not_A_Name"], capsys)
     assert code == ExitCode.USAGE and out == "" and "not a valid Kubernetes name" in err
+    code, out, err = run_cli(["export", str(config.path), "--name", "a" * 55], capsys)
+    assert code == ExitCode.USAGE and out == "" and "over 63 characters" in err
     code, out, err = run_cli(["export", str(tmp_path / "missing.yaml")], capsys)
     assert code == ExitCode.USAGE and "missing.yaml: file does not exist" in err
