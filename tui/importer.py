@@ -114,8 +114,8 @@ class _Reader(_Loader):
     def tfjob(self, root: MappingNode) -> Imported:
         top = self.mapping(root, "the manifest")
         spec = self.mapping(self.need(top, "spec", root, "the manifest").value, "spec")
-        replicas = self.mapping(self.need(spec, "tfReplicaSpecs", root, "spec").value,
-                                "spec.tfReplicaSpecs", "a mapping of replica types")
+        replicas_node = self.need(spec, "tfReplicaSpecs", root, "spec").value
+        replicas = self.mapping(replicas_node, "spec.tfReplicaSpecs", "a mapping of replica types")
         imported = Imported("a TFJob manifest")
         commands: dict[str, list[list[str]]] = {}
         gpus: dict[str, int] = {}
@@ -132,9 +132,16 @@ class _Reader(_Loader):
                 imported.restart[job] = self.restart_policy(replica["restartPolicy"].value, where, imported)
             container, container_where = self.container(replica, where, item.value)
             argvs = self.commands(container, container_where, count)
-            commands[job] = argvs
+            if argvs:
+                commands[job] = argvs
+            else:
+                imported.notes.append(f"{replica_type} has no command (its image's entry point): "
+                                      "it runs the same command as the others")
             gpus[job] = self.gpus(container, container_where)
             imported.jobs[job] = ["localhost:auto"] * count
+        if not commands:
+            raise self.error(replicas_node, "spec.tfReplicaSpecs: no replica has a "
+                             "command (only the images' entry points, which cannot be imported)")
         imported.notes.append("every replica is placed on localhost:auto: TFJob runs them in pods; "
                               "write your machines instead")
         self.program_or_training(commands, gpus, imported)
@@ -192,8 +199,7 @@ class _Reader(_Loader):
                 nodes = self.sequence(container[key].value, f"{where}.{key}", "a list of strings")
                 argv += [self.text(n, f"{where}.{key}[{i}]") for i, n in enumerate(nodes)]
         if not argv:
-            raise self.error(next(iter(container.values())).key,
-                             f"{where}: no command; the image's own entry point cannot be imported")
+            return []  # the image's own entry point: unknown here
         if argv[:2] == ["sh", "-c"] and len(argv) == 3 and argv[2].startswith('case "${HOSTNAME##*-}"'):
             per_index = []
             for part in argv[2].split(";;")[:count]:
@@ -235,7 +241,7 @@ class _Reader(_Loader):
         if "gpus" in defaults:
             imported.training["gpus"] = base_gpus
         for job, argvs in commands.items():
-            for index, task_argv in enumerate(argvs):
+            for index, task_argv in enumerate(argvs):  # jobs without a command keep the defaults
                 flags = parse_trainer_flags(task_argv[3:]) if tuple(task_argv[1:3]) == _TRAINER else {}
                 task_gpus = flags.get("gpus", base_gpus)
                 if task_gpus != base_gpus:
@@ -246,8 +252,9 @@ class _Reader(_Loader):
         if not restarting or backoff is None:
             return
         tasks = sum(len(imported.jobs[job]) for job in restarting)
-        # Export writes backoffLimit as max_restarts times the number of restartable tasks.
-        per_task = backoff // tasks if tasks else 0
+        # Export writes backoffLimit as max_restarts times the number of restartable tasks;
+        # a limit written by hand is shared out, rounding up so every task may restart.
+        per_task = -(-backoff // tasks) if tasks else 0
         for job in restarting:
             imported.restart[job] = (RestartMode.ON_FAILURE, per_task)
         imported.notes.append(f"max_restarts {per_task} per task is backoffLimit {backoff} spread over "

@@ -186,6 +186,23 @@ def test_tf_config_round_trips_to_the_same_cluster(config: ClusterConfig, tmp_pa
     assert "10.1.2.3: reached over SSH" in back.read_text()
 
 
+def test_a_handwritten_tfjob_imports_with_its_guesses_said(tmp_path: Path) -> None:
+    """Shaped like Kubeflow's dist-mnist example: a PS with only its image's entry point, a
+    Chief with ExitCode, command plus args, a GPU limit and an Evaluator."""
+    back = tmp_path / "hosts.yaml"
+    assert cli.main(["import", str(Path(__file__).with_name("tfjob_dist_mnist.yaml")),
+                     "-o", str(back)]) == ExitCode.OK
+    text = back.read_text()
+    assert "PS has no command" in text and "Chief.restartPolicy ExitCode is taken as on-failure" in text
+    assert "max_restarts 1 per task is backoffLimit 4 spread over 5" in text
+    assert "python, /var/tf_dist_mnist/dist_mnist.py, --train_steps=100" in text
+    imported = load_config(back)
+    assert len(imported.ps_tasks) == 2 and imported.restart_policy(Job.PS).policy is RestartMode.NEVER
+    trainers = [t for t in imported.tasks if t.job.value in ("chief", "worker")]
+    assert len(trainers) == 5 and trainers[0].gpus == 1
+    assert imported.restart_policy(Job.WORKER).max_restarts == 1
+
+
 def _manifest(replicas: dict[str, Any]) -> str:
     return yaml.safe_dump({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "x"},
                            "spec": {"tfReplicaSpecs": replicas}}, sort_keys=False)
