@@ -24,6 +24,14 @@ from tui.tfjob import TFJobOptions, kubernetes_plans, tfjob_manifest
 # TFJob v1 (kubeflow.org/v1): the replica types and restart policies the operator accepts.
 TFJOB_REPLICA_TYPES = {"PS", "Worker", "Chief", "Master", "Evaluator"}
 TFJOB_RESTART_POLICIES = {"Always", "OnFailure", "Never", "ExitCode"}
+# The fields of the TFJob v1 CRD (kubeflow/training-operator) at each level we write.
+TFJOB_SPEC_FIELDS = {"enableDynamicWorker", "runPolicy", "successPolicy", "tfReplicaSpecs"}
+TFJOB_RUN_POLICY_FIELDS = {"activeDeadlineSeconds", "backoffLimit", "cleanPodPolicy", "schedulingPolicy",
+                           "suspend", "ttlSecondsAfterFinished"}
+TFJOB_CLEAN_POD_POLICIES = {"All", "Running", "None"}
+TFJOB_REPLICA_FIELDS = {"replicas", "restartPolicy", "template"}
+# Of Kubernetes' core/v1 Container, the fields a TFJob's container uses.
+CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "ports", "resources", "workingDir"}
 
 HOSTS = """\
 hosts:
@@ -59,7 +67,11 @@ def test_tfjob_manifest_has_tfjob_v1_fields(config: ClusterConfig, tmp_path: Pat
     manifest = tfjob_manifest(config, TFJobOptions("my-job", "team", "registry/tf:1"))
     assert (manifest["apiVersion"], manifest["kind"]) == ("kubeflow.org/v1", "TFJob")
     assert manifest["metadata"] == {"name": "my-job", "namespace": "team"}
+    assert set(manifest["spec"]) <= TFJOB_SPEC_FIELDS
+    assert set(manifest["spec"]["runPolicy"]) <= TFJOB_RUN_POLICY_FIELDS
+    assert manifest["spec"]["runPolicy"]["cleanPodPolicy"] in TFJOB_CLEAN_POD_POLICIES
     specs = manifest["spec"]["tfReplicaSpecs"]
+    assert all(set(spec) <= TFJOB_REPLICA_FIELDS for spec in specs.values())
     assert set(specs) <= TFJOB_REPLICA_TYPES and set(specs) == {"PS", "Worker"}
     assert {t: s["replicas"] for t, s in specs.items()} == {"PS": 2, "Worker": 3}
     assert {t: s["restartPolicy"] for t, s in specs.items()} == {"PS": "Never", "Worker": "OnFailure"}
@@ -68,6 +80,7 @@ def test_tfjob_manifest_has_tfjob_v1_fields(config: ClusterConfig, tmp_path: Pat
     assert manifest["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 6}
     for spec in specs.values():
         (container,) = spec["template"]["spec"]["containers"]
+        assert set(container) <= CONTAINER_FIELDS
         assert container["name"] == "tensorflow" and container["image"] == "registry/tf:1"
         assert container["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
         assert all(isinstance(word, str) for word in container["command"])
