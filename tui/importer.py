@@ -46,13 +46,16 @@ _JOB_ORDER = ("ps", "chief", "worker", "evaluator")
 _TRAINER = ("-m", "trainer")
 
 
-def supported_jobs() -> frozenset[str]:
-    """The jobs hosts.yaml accepts (``chief`` and ``evaluator`` come with ``program:``)."""
-    return frozenset(job.value for job in Job)
-
-
 def supports_program() -> bool:
+    """Whether hosts.yaml has ``program:`` (the user's own program) in this version."""
     return "program" in {f.name for f in dataclasses.fields(ClusterConfig)}
+
+
+def supported_jobs(with_program: bool) -> frozenset[str]:
+    """The jobs hosts.yaml accepts: ``chief`` and ``evaluator`` only with a ``program:``
+    (the built-in trainer's chief is worker 0)."""
+    jobs = frozenset(job.value for job in Job)
+    return jobs if with_program and supports_program() else jobs & {"ps", "worker"}
 
 
 @dataclass
@@ -229,7 +232,11 @@ class _Reader(_Loader):
         lead = commands.get("chief") or commands.get("worker") or next(iter(commands.values()))
         argv = lead[0]
         if tuple(argv[1:3]) != _TRAINER:
-            imported.program = argv
+            # program.command reads {name} as a placeholder; a literal brace is doubled.
+            imported.program = [arg.replace("{", "{{").replace("}", "}}") for arg in argv]
+            if len(commands) > 1 and any(c != lead for c in commands.values()):
+                imported.notes.append("the replicas' commands differ: the chief's (else a worker's) "
+                                      "is the program's command")
             for job, count in gpus.items():
                 if count:
                     imported.jobs[job] = [{"host": "localhost", "port": "auto", "gpus": count}
@@ -315,14 +322,15 @@ def hosts_yaml(imported: Imported, source: Path) -> str:
              "# Guessed or left out:"]
     lines += [f"#   - {note}" for note in imported.notes]
     jobs = dict(imported.jobs)
-    supported = supported_jobs()
+    supported = supported_jobs(imported.program is not None)
     if "chief" in jobs and "chief" not in supported:
         # Without a chief job the first worker is the chief: put the chief first among workers.
         jobs["worker"] = jobs.pop("chief") + jobs.get("worker", [])
-        lines.append("#   - the chief is worker 0 (worker 0 is the chief when there is no chief job)")
+        lines.append("#   - the chief is worker 0, the built-in trainer's chief (a program: keeps a "
+                     "chief job)")
     if "evaluator" in jobs and "evaluator" not in supported:
         jobs.pop("evaluator")
-        lines.append("#   - the evaluator is left out: this version runs no evaluator job")
+        lines.append("#   - the evaluator is left out: only a program: can have an evaluator job")
     lines.append("")
     lines.append("cluster:")
     for job in _JOB_ORDER:
