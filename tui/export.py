@@ -96,7 +96,7 @@ def shell_script(config: ClusterConfig) -> str:
         lines.append("")
         lines.append(f"# terminal {n}: {plan.name} on {plan.spec.host}")
         if plan.host.is_local:
-            lines.append(f"cd {shlex.quote(str(base))} && {line}")
+            lines.append(f"cd {shlex.quote(plan.cwd or str(base))} && {line}")
             continue
         lines.append("# (needs this project's trainer/ folder, or your program, in the workdir)")
         lines.append(f"{_ssh(plan.host, config.hosts)} {shlex.quote(f'cd {plan.cwd} && {line}')}")
