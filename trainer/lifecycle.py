@@ -14,11 +14,11 @@ import time
 
 from trainer import protocol
 
-#: Exit codes of the trainer.
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_ORPHANED = 143  # as if SIGTERM: the controller went away
+#: Exit codes of the trainer: the task contract in :mod:`trainer.protocol`.
+EXIT_OK = protocol.EXIT_OK
+EXIT_FAILED = protocol.EXIT_FAILED
+EXIT_USAGE = protocol.EXIT_USAGE
+EXIT_ORPHANED = protocol.EXIT_ORPHANED
 
 _emit_lock = threading.Lock()
 PROCESS_START = time.time()
