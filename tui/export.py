@@ -25,7 +25,7 @@ import yaml
 from tui import textcommand
 from tui.config import LOCALHOST, ClusterConfig, ConfigError, HostSpec, load_config
 from tui.plan import RUN_ID_ENV, TaskPlan, plan_run
-from tui.tfjob import ExportError, TFJobOptions, job_name_from, tfjob_manifest
+from tui.tfjob import ExportError, TFJobOptions, job_name_from, standalone_program, tfjob_manifest
 
 #: Where ``auto`` ports start (TensorFlow's customary first port).
 FIRST_PORT = 2222
@@ -68,7 +68,8 @@ def export_ports(config: ClusterConfig) -> dict[str, int]:
 def export_plans(config: ClusterConfig) -> tuple[TaskPlan, ...]:
     """The plans of a run of ``config`` on :func:`export_ports`, started without the controller
     (no hold for its "go"); checkpoints only where ``checkpoint_dir`` says."""
-    return plan_run(config, config.training, export_ports(config), EXPORT_RUN_ID, hold=False)
+    return plan_run(config, config.training, export_ports(config), EXPORT_RUN_ID,
+                    program=standalone_program(config))
 
 
 def _task_env(plan: TaskPlan) -> dict[str, str]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.config import ClusterConfig, HostSpec, RestartMode, TaskSpec
-from tui.plan import RUN_ID_ENV, TaskPlan, plan_run
+from tui.plan import RUN_ID_ENV, TaskPlan, plan_run, program_for
+from tui.program.base import TaskProgram
 
 API_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
@@ -75,6 +76,17 @@ def service_host(options: TFJobOptions, task: TaskSpec) -> str:
     return f"{options.name}-{task.job.value}-{task.index}.{options.namespace}.svc"
 
 
+def standalone_program(config: ClusterConfig) -> TaskProgram:
+    """What ``config``'s tasks run when no controller of ours is there: the built-in trainer
+    without its hold for our "go"; a user's program as written, without the shim (it
+    expects our controller on its stdin) and without an upload (the program is where the
+    task runs: in the image, in the host's workdir)."""
+    if config.program is None:
+        return program_for(config, hold=False)
+    return program_for(dataclasses.replace(
+        config, program=dataclasses.replace(config.program, shim=False, upload=None)))
+
+
 def kubernetes_plans(config: ClusterConfig, options: TFJobOptions) -> tuple[TaskPlan, ...]:
     """Every task's plan as it will run in its pod: its address is its service's, its Python
     the image's, and nothing waits for our controller."""
@@ -85,7 +97,8 @@ def kubernetes_plans(config: ClusterConfig, options: TFJobOptions) -> tuple[Task
         hosts[host] = HostSpec(name=host, address=host, python=CONTAINER_PYTHON, workdir=".")
         tasks.append(dataclasses.replace(task, host=host, port=PORT))
     pods = dataclasses.replace(config, hosts=hosts, tasks=tuple(tasks))
-    return plan_run(pods, pods.training, {t.name: PORT for t in tasks}, options.name, hold=False)
+    return plan_run(pods, pods.training, {t.name: PORT for t in tasks}, options.name,
+                    program=standalone_program(config))
 
 
 def tfjob_manifest(config: ClusterConfig, options: TFJobOptions) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from tui.config import ClusterConfig, Job, RestartMode, load_config
 from tui.export import export_plans, export_ports, shell_script, tf_config_lines
 from tui.options import ExitCode
 from tui.plan import TaskPlan, plan_run
-from tui.tfjob import TFJobOptions, kubernetes_plans, tfjob_manifest
+from tui.tfjob import REPLICA_TYPES, TFJobOptions, kubernetes_plans, tfjob_manifest
 
 # TFJob v1 (kubeflow.org/v1): the replica types and restart policies the operator accepts.
 TFJOB_REPLICA_TYPES = {"PS", "Worker", "Chief", "Master", "Evaluator"}
@@ -55,6 +55,15 @@ def config(tmp_path: Path) -> ClusterConfig:
     path = tmp_path / "my_cluster.yaml"
     path.write_text(HOSTS)
     return load_config(path)
+
+
+def fake_python(tmp_path: Path) -> Path:
+    """A folder with a ``python`` that prints its arguments, one per line."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "python").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (folder / "python").chmod(0o755)
+    return folder
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -104,10 +113,7 @@ def test_replicas_with_different_commands_pick_theirs_by_host_name(config: Clust
     worker = tfjob_manifest(config, options)["spec"]["tfReplicaSpecs"]["Worker"]
     command = worker["template"]["spec"]["containers"][0]["command"]
     assert command[:2] == ["sh", "-c"]
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "python").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
-    (fake / "python").chmod(0o755)
+    fake = fake_python(tmp_path)
     plans = [p for p in kubernetes_plans(config, options) if p.spec.job is Job.WORKER]
     for plan in plans:
         env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}",
@@ -260,3 +266,83 @@ def test_import_and_export_refuse_without_writing(config: ClusterConfig, tmp_pat
     assert code == ExitCode.USAGE and out == "" and "over 63 characters" in err
     code, out, err = run_cli(["export", str(tmp_path / "missing.yaml")], capsys)
     assert code == ExitCode.USAGE and "missing.yaml: file does not exist" in err
+
+
+PROGRAM_HOSTS = """\
+program:
+  command: python train.py --job_name={job} --task_index={index} --ps_hosts={ps_hosts} --me={address}
+  upload: .
+cluster:
+  ps: [localhost:auto]
+  chief: [localhost:auto]
+  worker: [localhost:auto, localhost:auto]
+  evaluator: [localhost:auto]
+training: {steps: 20}
+"""
+
+
+@pytest.fixture
+def program_config(tmp_path: Path) -> ClusterConfig:
+    (tmp_path / "train.py").write_text("print('hello')\n")
+    path = tmp_path / "hosts.yaml"
+    path.write_text(PROGRAM_HOSTS)
+    return load_config(path)
+
+
+def test_a_programs_tfjob_resolves_placeholders_per_replica(program_config: ClusterConfig,
+                                                            tmp_path: Path) -> None:
+    options = TFJobOptions("tf2", "ml")
+    specs = tfjob_manifest(program_config, options)["spec"]["tfReplicaSpecs"]
+    assert {t: s["replicas"] for t, s in specs.items()} == {"PS": 1, "Worker": 2, "Chief": 1, "Evaluator": 1}
+    # The operator leaves the evaluator out of TF_CONFIG's cluster; so do our plans.
+    plans = kubernetes_plans(program_config, options)
+    assert json.loads(plans[0].tf_config)["cluster"] == {
+        "chief": ["tf2-chief-0.ml.svc:2222"], "ps": ["tf2-ps-0.ml.svc:2222"],
+        "worker": ["tf2-worker-0.ml.svc:2222", "tf2-worker-1.ml.svc:2222"]}
+    fake = fake_python(tmp_path)
+    for plan in plans:
+        # Run as written: no shim (no controller in a pod) and no uploaded folder.
+        assert plan.argv[:2] == ("python", "train.py")
+        command = specs[REPLICA_TYPES[plan.spec.job.value]]["template"]["spec"]["containers"][0]["command"]
+        env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}",
+               "HOSTNAME": f"tf2-{plan.spec.job.value}-{plan.spec.index}"}
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=10, check=True)
+        assert result.stdout.splitlines() == [
+            "train.py", f"--job_name={plan.spec.job.value}", f"--task_index={plan.spec.index}",
+            "--ps_hosts=tf2-ps-0.ml.svc:2222", f"--me={plan.spec.host}:2222"]
+        assert plan.spec.host == f"tf2-{plan.spec.job.value}-{plan.spec.index}.ml.svc"
+
+
+def test_a_programs_exports_run_it_as_written(program_config: ClusterConfig) -> None:
+    lines = [json.loads(line) for line in tf_config_lines(program_config)]
+    controller = plan_run(program_config, program_config.training, export_ports(program_config), "r")
+    for line, plan in zip(lines, controller, strict=True):
+        assert line["tf_config"] == json.loads(plan.tf_config)
+        # The controller runs the script under the shim; by hand it runs as written.
+        assert [a for a in plan.argv if a not in ("-m", "trainer.shim")] == line["argv"]
+        assert line["cwd"] == str(program_config.path.parent)
+
+
+def test_a_programs_tfjob_round_trips(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "tf2_ps_strategy"
+    manifest, back = tmp_path / "job.yaml", tmp_path / "hosts.yaml"
+    (tmp_path / "train.py").write_text((example / "train.py").read_text())
+    assert cli.main(["export", str(example / "hosts.yaml"), "-o", str(manifest)]) == ExitCode.OK
+    assert cli.main(["import", str(manifest), "-o", str(back)]) == ExitCode.OK
+    original, imported = load_config(example / "hosts.yaml"), load_config(back)
+    assert imported.program is not None and [t.job for t in imported.tasks] == [t.job for t in original.tasks]
+    ports = {t.name: 3000 + i for i, t in enumerate(original.tasks)}
+    # Placeholders come back resolved: the same commands, the same TF_CONFIGs.
+    assert [p.argv for p in plan_run(original, original.training, ports, "r")] == \
+        [p.argv for p in plan_run(imported, imported.training, ports, "r")]
+
+
+def test_a_tf_config_with_a_chief_imports_for_the_built_in_trainer(tmp_path: Path) -> None:
+    source, back = tmp_path / "tf.json", tmp_path / "hosts.yaml"
+    source.write_text(json.dumps({"cluster": {"chief": ["h0:1"], "worker": ["h1:1", "h2:1"], "ps": ["h3:1"],
+                                              "evaluator": ["h4:1"]}, "task": {"type": "chief", "index": 0}}))
+    assert cli.main(["import", str(source), "-o", str(back)]) == ExitCode.OK
+    imported = load_config(back)
+    assert [(t.name, t.host) for t in imported.tasks] == [
+        ("ps0", "h3"), ("worker0", "h0"), ("worker1", "h1"), ("worker2", "h2")]
+    assert "the chief is worker 0" in back.read_text() and "evaluator is left out" in back.read_text()
