@@ -67,6 +67,8 @@ SERVER_STARTED = "Started server with target"
 REASON_TARGET_REACHED = "target_reached"
 REASON_ALREADY_COMPLETE = "already_complete"
 REASON_CLUSTER_DONE = "cluster_done"
+#: A user's program run by ``trainer.shim`` returned from its main normally.
+REASON_PROGRAM_ENDED = "program_ended"
 
 #: Actions carried by :class:`Checkpoint`.
 CHECKPOINT_SAVED = "saved"
@@ -153,6 +155,9 @@ class Placement(Event):
     num_ps: int
     variables: tuple[VariableShard, ...]
     ps_bytes: tuple[int, ...]
+    #: What is on a ps but cannot be counted in bytes (a user program's SyncReplicas
+    #: accumulators and token queues), or a variable on no ps, said plainly, one per item.
+    unattributed: tuple[str, ...] = ()
 
     @property
     def max_mean_ratio(self) -> float:
@@ -174,6 +179,8 @@ class Step(Event):
     examples_per_sec: float
     step_time: float
     target: int = 0
+    #: Reported by a user program through ``tfdist_report.step(accuracy=...)``.
+    accuracy: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
