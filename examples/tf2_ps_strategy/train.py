@@ -11,7 +11,9 @@ Roles come from ``TF_CONFIG``, as TensorFlow defines it:
   stop them yourself.
 
 Progress is printed as TensorFlow's standard ``loss = X, step = N (T sec)`` lines, and the
-variables' placement as ``placement: NAME SHAPE DEVICE`` lines.
+variables' placement as ``placement: NAME SHAPE DEVICE`` lines. Under tfdist-tui the same
+figures also go to its panes through ``tfdist_report`` (on the path of every task the
+controller starts; without it, reporting does nothing).
 
     python train.py --steps 200 --batch-size 64 --learning-rate 0.1
 """
@@ -29,6 +31,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import tensorflow as tf
+
+try:
+    import tfdist_report as report
+except ImportError:  # not under tfdist-tui: the printed lines are the only report
+    report = None
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -82,6 +89,8 @@ def describe_placement(model: Model) -> None:
         shards = getattr(variable, "variables", [variable])  # a ShardedVariable's pieces
         for shard in shards:
             print(f"placement: {shard.name} {shard.shape.as_list()} {shard.device}", flush=True)
+    if report is not None:
+        report.placement(model.variables, model="mlp", strategy="ParameterServerStrategy")
 
 
 def coordinate(resolver: tf.distribute.cluster_resolver.ClusterResolver, args: argparse.Namespace) -> None:
@@ -123,10 +132,13 @@ def coordinate(resolver: tf.distribute.cluster_resolver.ClusterResolver, args: a
         if step % args.log_every == 0 or step == args.steps:
             coordinator.join()  # every scheduled step has run: the losses are final
             loss = float(np.mean([value.fetch() for value in pending]))
+            steps_done = len(pending)
             pending.clear()
             now = time.monotonic()
-            print(f"loss = {loss:.4f}, step = {int(model.step.numpy())} ({now - last_time:.3f} sec)",
-                  flush=True)
+            global_step = int(model.step.numpy())
+            print(f"loss = {loss:.4f}, step = {global_step} ({now - last_time:.3f} sec)", flush=True)
+            if report is not None:
+                report.step(global_step, loss=loss, examples=args.batch_size * steps_done)
             last_time = now
     print(f"done: {int(model.step.numpy())} steps in {time.monotonic() - start:.1f} s", flush=True)
 
