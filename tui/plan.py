@@ -89,7 +89,7 @@ def program_for(config: ClusterConfig, *, trainer_argv: Sequence[str] = TRAINER_
     """What ``config``'s tasks run: its ``program:``, else the built-in trainer (launched
     with ``--hold`` when ``hold``)."""
     if config.program is not None:
-        return UserProgram(config.program)
+        return UserProgram(config.program, workers=len(config.of_job(Job.WORKER) + config.of_job(Job.CHIEF)))
     return BuiltinTrainer(trainer_argv=trainer_argv, hold=hold)
 
 
@@ -134,7 +134,9 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
         }
         if kind.sets_pythonpath:
             inherited = host.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(trainer_root()), inherited) if p)
+            root = trainer_root()
+            ours = (str(root), *(str(root.joinpath(*p.split("/"))) for p in command.python_path))
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (*ours, inherited) if p)
         plans.append(TaskPlan(spec=spec, host=host, port=ports[spec.name], tf_config=config_json,
                               argv=command.argv, env=env, cwd=command.cwd))
     return tuple(plans)

@@ -70,8 +70,10 @@ from tui.hints import UNAVAILABLE, hint_for, hint_for_exit
 from tui.launch.base import Launcher, LaunchError, PortReservation, RunningTask
 from tui.launch.lines import OutputLine
 from tui.launch.local import LocalLauncher
-from tui.plan import GO_LINE, TRAINER_ARGV, TaskPlan, plan_run
+from tui.plan import GO_LINE, TRAINER_ARGV, TaskPlan, plan_run, program_for
 from tui.preflight import PreflightError, resolve_ports
+from tui.program.base import OutputReader, PsEnding, Readiness, TaskProgram
+from tui.program.ending import PORT_PROBE_INTERVAL, HangWatch, port_open
 from tui.progress import ProgressSnapshot, ProgressTracker
 from tui.rundir import RunDirectory, new_run_id
 
@@ -115,9 +117,12 @@ class TaskView:
 class _Task:
     """Mutable bookkeeping of one task within a run (the supervisor's private state)."""
 
-    def __init__(self, plan: TaskPlan, reservation: PortReservation | None) -> None:
+    def __init__(self, plan: TaskPlan, reservation: PortReservation | None, program: TaskProgram,
+                 settings: TrainingSettings) -> None:
         self.plan = plan
+        self.settings = settings
         self.reservation = reservation
+        self.program = program
         self.state = TaskState.PENDING
         self.pid: int | None = None
         self.reason = ""
@@ -152,6 +157,11 @@ class _Task:
         self.exit_code: int | None = None
         self.hint = ""  # the first known-failure hint of this launch (tui.hints)
         self.continuing.clear()
+        # What the output means, for this launch of the program.
+        self.reader: OutputReader = self.program.reader(self.plan.spec, self.settings)
+        # Set when the controller ended a task whose work was done (a ps after the workers,
+        # a worker hung after the target): its exit then counts as a success, for this reason.
+        self.ended = ""
 
     def view(self) -> TaskView:
         spec = self.plan.spec
@@ -163,7 +173,8 @@ class _Run:
     """One run's state, owned by its lifecycle task."""
 
     def __init__(self, run_id: str, directory: RunDirectory, settings: TrainingSettings,
-                 tasks: dict[str, _Task], started_mono: float, started_wall: float) -> None:
+                 tasks: dict[str, _Task], started_mono: float, started_wall: float,
+                 chief: str = "") -> None:
         self.run_id = run_id
         self.directory = directory
         self.settings = settings
@@ -184,13 +195,23 @@ class _Run:
         self.incidents: list[Incident] = []
         # task name -> index in `incidents` of the incident that task's `initialized` closes
         self.awaiting_resume: dict[str, int] = {}
+        self.chief_name = chief or next(t.name for t in tasks.values() if t.plan.spec.is_chief)
+        self.hangs = HangWatch(next(iter(tasks.values())).program.target(settings))
+        self.hang_check = asyncio.Event()  # a step came in: look at the hang watch again
 
     def stages(self) -> list[list[_Task]]:
         ps = [t for t in self.tasks.values() if t.job is Job.PS]
-        workers = [t for t in self.tasks.values() if t.job is Job.WORKER]
-        chief = [t for t in workers if t.plan.spec.is_chief]
-        others = [t for t in workers if not t.plan.spec.is_chief]
+        chief = [self.chief]
+        others = [t for t in self.tasks.values() if t.job is not Job.PS and t is not self.chief]
         return [stage for stage in (ps, chief, others) if stage]
+
+    def workers(self) -> list[_Task]:
+        """The tasks that train (workers and the chief): the run is over when they are."""
+        return [t for t in self.tasks.values() if t.job in (Job.WORKER, Job.CHIEF)]
+
+    def servers(self) -> list[_Task]:
+        """The tasks that serve the workers (ps, evaluators): ended once the workers are done."""
+        return [t for t in self.tasks.values() if t.job in (Job.PS, Job.EVALUATOR)]
 
     def of_job(self, job: Job) -> list[_Task]:
         return [t for t in self.tasks.values() if t.job is job]
@@ -202,7 +223,7 @@ class _Run:
 
     @property
     def chief(self) -> _Task:
-        return next(t for t in self.tasks.values() if t.plan.spec.is_chief)
+        return self.tasks[self.chief_name]
 
 
 class Supervisor:
@@ -218,8 +239,11 @@ class Supervisor:
                  ready_timeout: float = DEFAULT_READY_TIMEOUT, grace: float = DEFAULT_GRACE,
                  ps_exit_timeout: float = DEFAULT_PS_EXIT_TIMEOUT, fail_fast: bool = True,
                  trainer_argv: Sequence[str] = TRAINER_ARGV,
-                 local_python: str = sys.executable, hold: bool = True) -> None:
+                 local_python: str = sys.executable, hold: bool = True,
+                 program: TaskProgram | None = None) -> None:
         self._config = config
+        self._program = program or program_for(config, trainer_argv=trainer_argv, hold=hold)
+        hold = self._program.holds
         self._settings = settings or config.training
         self._runs_root = runs_root
         self._launcher: Launcher = launcher or LocalLauncher()
@@ -292,9 +316,8 @@ class Supervisor:
         ports, reservations = await resolve_ports(self._config, self._launcher)
         started_wall = self._clock.time()
         run_id = new_run_id(started_wall)
-        plans = plan_run(self._config, self._settings, ports, run_id,
-                         trainer_argv=self._trainer_argv, local_python=self._local_python,
-                         hold=self._hold, run_dir=self._runs_root / run_id)
+        plans = plan_run(self._config, self._settings, ports, run_id, program=self._program,
+                         local_python=self._local_python, run_dir=self._runs_root / run_id)
         try:
             directory = RunDirectory.create(self._runs_root, run_id)
             directory.write_config(self._config, self._settings, plans)
@@ -304,8 +327,10 @@ class Supervisor:
             for reservation in reservations.values():
                 reservation.release()
             raise PreflightError([f"run directory under {self._runs_root}: {exc}"]) from exc
-        tasks = {plan.name: _Task(plan, reservations.get(plan.name)) for plan in plans}
-        run = _Run(run_id, directory, self._settings, tasks, self._clock.monotonic(), started_wall)
+        tasks = {plan.name: _Task(plan, reservations.get(plan.name), self._program, self._settings)
+                 for plan in plans}
+        run = _Run(run_id, directory, self._settings, tasks, self._clock.monotonic(), started_wall,
+                   chief=self._config.chief.name)
         self._run = run
         self._publish(run, RunStarted(run_id=run_id, run_dir=directory.path,
                                       tasks=tuple(p.info for p in plans), settings=self._settings,
@@ -421,7 +446,8 @@ class Supervisor:
                 if failure:
                     self._request_stop(run, RunOutcome.FAILED, failure)
                 if not run.stop_requested.is_set():
-                    await first_completed(run.workers_done.wait(), run.stop_requested.wait())
+                    await first_completed(run.workers_done.wait(), run.stop_requested.wait(),
+                                          self._end_hung_workers(run))
                 if not run.stop_requested.is_set():
                     await self._let_ps_exit(run)
             except Exception as exc:  # a controller bug must still end in every task stopped
@@ -532,12 +558,48 @@ class Supervisor:
             task.reservation.release()
             task.reservation = None
 
+    async def _end_hung_workers(self, run: _Run) -> None:
+        """Once the target step is reached, end each worker that makes no more progress
+        (a sync chief hangs after its last step: tensorflow#13779), counted as succeeded."""
+        while True:
+            wait = run.hangs.next_check(self._clock.monotonic())
+            run.hang_check.clear()
+            await first_completed(run.hang_check.wait(), *(
+                [self._clock.sleep(wait)] if wait is not None else []))
+            for name in run.hangs.hung(self._clock.monotonic()):
+                task = run.tasks[name]
+                run.hangs.exited(name)
+                if not task.state.is_active:
+                    continue
+                task.ended = (f"ended by the controller: no progress for {run.hangs.after:g} s after "
+                              f"the target step {run.hangs.target} was reached (counted as succeeded)")
+                self._notify(run, Level.WARNING, task.ended, task.name)
+                self._spawn(run, self._stop_one(run, task))
+
     async def _let_ps_exit(self, run: _Run) -> None:
-        """Every worker has exited: give each ps its chance to exit by itself."""
-        waiting = [t for t in run.of_job(Job.PS) if t.state.is_active]
-        workers_ok = all(t.state is TaskState.SUCCEEDED for t in run.of_job(Job.WORKER))
+        """Every worker has exited: give each ps its chance to exit by itself, or end it as
+        the program's ending says (evaluators are ended like a ps that cannot exit)."""
+        waiting = [t for t in run.servers() if t.state.is_active]
+        workers_ok = all(t.state is TaskState.SUCCEEDED for t in run.workers())
         if not waiting or not workers_ok:
             return  # a ps exits by itself only after every worker's clean shutdown
+        ending = self._program.ps_ending
+        why = "ended by the controller after every worker finished (counted as succeeded)"
+        if ending is PsEnding.STOP:
+            for task in waiting:
+                task.ended = why
+            await self._stop_tasks(run, waiting)
+            return
+        if ending is PsEnding.END_LINE:
+            for task in waiting:
+                task.ended = why if task.job is Job.EVALUATOR else ""
+                if task.job is Job.EVALUATOR:
+                    self._spawn(run, self._stop_one(run, task))
+                elif task.process is not None:
+                    try:
+                        await task.process.send(protocol.END_LINE)
+                    except OSError:
+                        pass  # it is exiting already
 
         async def all_exited() -> None:
             await asyncio.gather(*(t.exited.wait() for t in waiting))
@@ -546,8 +608,11 @@ class Supervisor:
                               self._clock.sleep(self._ps_exit_timeout))
         for task in waiting:
             if task.state.is_active and not run.stop_requested.is_set():
-                task.failure = (f"did not exit within {self._ps_exit_timeout:g} s after the "
-                                f"last worker finished")
+                if ending is PsEnding.END_LINE:
+                    task.ended = why  # it was told; the program may still not let join() return
+                else:
+                    task.failure = (f"did not exit within {self._ps_exit_timeout:g} s after the "
+                                    f"last worker finished")
 
     def _request_stop(self, run: _Run, outcome: RunOutcome, reason: str) -> None:
         """Ask the lifecycle to end the run. The first request's outcome and reason win."""
@@ -622,7 +687,26 @@ class Supervisor:
         task.launches += 1
         self._set_state(run, task, TaskState.STARTING)
         self._spawn(run, self._watch(run, task, process))
+        if task in run.workers():
+            run.hangs.started(task.name, self._clock.monotonic())
+        if self._program.readiness is Readiness.SERVER and plan.host.is_local:
+            self._spawn(run, self._probe_port(run, task))
         return None
+
+    async def _probe_port(self, run: _Run, task: _Task) -> None:
+        """A program that says nothing when its server is up is ready once its port accepts
+        connections (on this machine; a remote one's TensorFlow log line says it)."""
+        exited = task.exited
+        while task.state is TaskState.STARTING and not exited.is_set():
+            if await port_open(task.plan.host.address, task.plan.port, timeout=PORT_PROBE_INTERVAL):
+                self._became_ready(run, task)
+                return
+            await first_completed(exited.wait(), self._clock.sleep(PORT_PROBE_INTERVAL))
+
+    def _became_ready(self, run: _Run, task: _Task) -> None:
+        if task.state is TaskState.STARTING:
+            self._set_state(run, task, TaskState.RUNNING)
+            task.settled.set()
 
     async def _expect_ready(self, run: _Run, task: _Task) -> None:
         """For a task started on its own (by hand or by the restart policy): bring it up,
@@ -658,14 +742,17 @@ class Supervisor:
 
     def _on_line(self, run: _Run, task: _Task, line: OutputLine) -> None:
         now = self._clock.time()
-        event: protocol.Event | None = None
-        # Events come on stdout as whole lines; a piece of an over-long line never counts.
-        if line.stream is Stream.STDOUT and not line.partial and line.stream not in task.continuing:
-            event = protocol.parse_event(line.text)
+        events: list[protocol.Event] = []
+        # Events come as whole lines (on stdout, unless the program's log lines on stderr
+        # mean something too); a piece of an over-long line never counts.
+        if (line.stream is Stream.STDOUT or self._program.reads_stderr) and not line.partial \
+                and line.stream not in task.continuing:
+            events = task.reader.read(line.text, now)
         if line.partial:
             task.continuing.add(line.stream)
         else:
             task.continuing.discard(line.stream)
+        event = events[0] if len(events) == 1 and protocol.parse_event(line.text) else None
         self._publish(run, TaskOutput(task=task.name, stream=line.stream, text=line.text,
                                       is_event=event is not None, partial=line.partial, t=now))
         text = describe_event(event) if event is not None else line.text
@@ -674,9 +761,14 @@ class Supervisor:
         task.tail.append(text)
         if not task.hint:
             self._offer_hint(run, task, hint_for(line.text))
-        if event is None:
-            return
+        for each in events:
+            self._on_event(run, task, each, now)
+
+    def _on_event(self, run: _Run, task: _Task, event: protocol.Event, now: float) -> None:
         run.progress.update(task.name, event)
+        if isinstance(event, protocol.Step) and task in run.workers():
+            run.hangs.step(task.name, event.global_step, event.target, self._clock.monotonic())
+            run.hang_check.set()
         self._publish(run, TrainerEvent(task=task.name, event=event, t=now))
         if isinstance(event, protocol.Initialized) and task.name in run.awaiting_resume:
             index = run.awaiting_resume.pop(task.name)
@@ -684,15 +776,16 @@ class Supervisor:
                                                        resumed_step=event.global_step)
         if isinstance(event, protocol.Loaded):
             task.loaded.set()
-        elif isinstance(event, protocol.Ready) and task.state is TaskState.STARTING:
-            self._set_state(run, task, TaskState.RUNNING)
-            task.settled.set()
+        elif isinstance(event, protocol.Ready):
+            self._became_ready(run, task)
 
     def _on_exit(self, run: _Run, task: _Task, code: int) -> None:
         task.exit_code = code
         was_running = task.state is TaskState.RUNNING
         if task.failure:
             state, reason = TaskState.FAILED, task.failure
+        elif task.ended:
+            state, reason = TaskState.SUCCEEDED, task.ended
         elif task.stop_requested:
             state, reason = TaskState.STOPPED, task.stop_reason
         elif code == 0:
@@ -706,8 +799,9 @@ class Supervisor:
         task.exited.set()
         task.settled.set()
         task.loaded.set()
-        if task.job is Job.WORKER:
+        if task in run.workers():
             run.progress.worker_exited(task.name)
+            run.hangs.exited(task.name)
         if state is TaskState.FAILED and not task.restarting and not run.recovering:
             # (During a cluster restart every failure is a casualty of the one being
             # recovered from.)
@@ -827,7 +921,7 @@ class Supervisor:
             self._check_workers_done(run)
 
     def _check_workers_done(self, run: _Run) -> None:
-        workers = run.of_job(Job.WORKER)
+        workers = run.workers()
         if not run.recovering and all(t.state.is_finished and not t.restarting for t in workers):
             run.workers_done.set()
 

@@ -38,7 +38,7 @@ def test_other_lines_mean_nothing(line: str) -> None:
 
 
 def test_rates_come_from_step_counter_lines_or_from_time_and_batch_size() -> None:
-    metrics = LogMetrics("worker", 0, batch_size=32)
+    metrics = LogMetrics("worker", 0, examples_per_step=32)
     first = steps(metrics.read("loss = 1.0, step = 100", 10.0))[0]
     assert first.examples_per_sec == 0.0  # nothing to measure against yet
     second = steps(metrics.read("loss = 0.9, step = 200", 12.0))[0]
@@ -65,7 +65,7 @@ def test_keras_steps_count_through_epochs_and_accuracy_is_an_eval() -> None:
 def test_user_patterns_come_first() -> None:
     pattern = MetricPattern(re.compile(r"Step: (?P<step>\d+).*Cost: (?P<loss>[0-9.]+)"
                                        r"(?:.*ex/s: (?P<examples_per_sec>[0-9.]+))?"))
-    metrics = LogMetrics("worker", 0, patterns=[pattern], batch_size=8)
+    metrics = LogMetrics("worker", 0, patterns=[pattern], examples_per_step=8)
     (step,) = metrics.read("Step: 12, Cost: 0.25, ex/s: 640.5", 3.0)
     assert isinstance(step, protocol.Step)
     assert (step.global_step, step.loss, step.examples_per_sec) == (12, 0.25, 640.5)

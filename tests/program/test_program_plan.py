@@ -9,6 +9,7 @@ from pathlib import Path
 from textwrap import dedent
 
 from trainer import protocol
+from trainer.settings import Mode
 from tui.config import ClusterConfig, HostKind, HostSpec, Job, TaskSpec, load_config
 from tui.launch.base import ConnectReport
 from tui.launch.package import FolderPackage, upload_package
@@ -45,7 +46,8 @@ def test_flags_style_command_per_task(tmp_path: Path) -> None:
     assert ps0.argv[5:7] == ("--worker_hosts=localhost:2001,localhost:2002", "--job_name=ps")
     assert worker1.cwd == str(tmp_path)
     assert worker1.env[SHIM_ENV] == "1" and worker1.env[RUN_ID_ENV] == "r1"
-    assert worker1.env["PYTHONPATH"].split(":")[0] == str(trainer_root())
+    assert worker1.env["PYTHONPATH"].split(":")[:2] == [str(trainer_root()),
+                                                        str(trainer_root() / "trainer" / "shim" / "userlib")]
     assert json.loads(worker0.env["TF_CONFIG"]) == {
         "cluster": {"ps": ["localhost:2000"], "worker": ["localhost:2001", "localhost:2002"]},
         "task": {"type": "worker", "index": 0}}
@@ -55,6 +57,7 @@ def test_flags_style_command_per_task(tmp_path: Path) -> None:
     assert (program.holds, program.readiness, program.ps_ending) == \
         (False, Readiness.SERVER, PsEnding.END_LINE)
     assert program.honours(Setting.MODE) and not program.honours(Setting.PARTITIONS)
+    assert program.ignores(Setting.MODE) is None
 
 
 def test_tf_config_with_chief_and_evaluator_and_no_shim(tmp_path: Path) -> None:
@@ -72,6 +75,10 @@ def test_tf_config_with_chief_and_evaluator_and_no_shim(tmp_path: Path) -> None:
     program = program_for(config)
     assert program.ps_ending is PsEnding.STOP
     assert not program.honours(Setting.MODE) and not program.honours(Setting.PARTITIONS)
+    assert program.ignores(Setting.MODE) == \
+        "the program's command uses neither {mode} nor {sync}, so changing mode changes nothing"
+    assert program.ignores(Setting.PARTITIONS) == \
+        "the program's command uses no {partitions}, so changing partitions changes nothing"
 
 
 def test_remote_hosts_run_in_the_uploaded_folder_with_their_python(tmp_path: Path) -> None:
@@ -122,7 +129,7 @@ def test_the_builtin_trainer_behind_the_interface(tmp_path: Path) -> None:
 def test_user_program_reader_turns_tf_server_lines_into_ready(tmp_path: Path) -> None:
     config = load(tmp_path, """\
         program: {command: python train.py, batch_size: 10}
-        cluster: {ps: [localhost:auto], worker: [localhost:auto]}
+        cluster: {ps: [localhost:auto], worker: [localhost:auto, localhost:auto]}
         """)
     reader = program_for(config).reader(config.tasks[0])
     line = "2026-01-01 I tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc:475] Started server " \
@@ -131,6 +138,14 @@ def test_user_program_reader_turns_tf_server_lines_into_ready(tmp_path: Path) ->
     assert isinstance(ready, protocol.Ready) and (ready.task, ready.address) == ("ps0", "localhost:2000")
     (step,) = reader.read("INFO:tensorflow:loss = 0.5, step = 7 (0.1 sec)", 6.0)
     assert isinstance(step, protocol.Step) and (step.task, step.global_step, step.loss) == ("ps0", 7, 0.5)
+    # The shim's steps measure the global step's pace: the batch size makes it examples/sec,
+    # all of the batch per step in sync mode, a worker's share (of 2) in async mode.
+    shim_step = protocol.Step(role="worker", index=0, global_step=9, local_step=9, loss=None,
+                              examples_per_sec=0.0, step_time=0.5)
+    for mode, expected in (("sync", 20.0), ("async", 10.0)):
+        settings = config.training.replace(mode=Mode(mode))
+        (converted,) = program_for(config).reader(config.tasks[1], settings).read(shim_step.to_json(), 7.0)
+        assert isinstance(converted, protocol.Step) and converted.examples_per_sec == expected
 
 
 class _Recorder:

@@ -83,6 +83,9 @@ class TaskCommand:
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    #: Folders (relative to the trainer's root, ``/``-separated) to put on PYTHONPATH after
+    #: the trainer's, where the plan sets it (the host's kind says whether it does).
+    python_path: tuple[str, ...] = ()
 
 
 class OutputReader(ABC):
@@ -109,6 +112,13 @@ class TaskProgram(ABC):
     holds: bool = False
     readiness: Readiness = Readiness.EVENT
     ps_ending: PsEnding = PsEnding.EXITS
+    #: Its output on stderr means something too (TensorFlow's own log lines).
+    reads_stderr: bool = False
+
+    def target(self, settings: TrainingSettings) -> int:
+        """The step the program trains to, when the controller knows it and the program may
+        hang after reaching it (then a worker stuck there is ended); 0 otherwise."""
+        return 0
 
     @property
     @abstractmethod
@@ -120,9 +130,14 @@ class TaskProgram(ABC):
         """The command line, environment and working folder of ``ctx.spec``."""
 
     @abstractmethod
-    def reader(self, spec: TaskSpec) -> OutputReader:
-        """A fresh reader for one process of task ``spec``."""
+    def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
+        """A fresh reader for one process of task ``spec`` in a run with ``settings``."""
 
     @abstractmethod
     def honours(self, setting: Setting) -> bool:
         """Whether changing ``setting`` changes what the program does."""
+
+    def ignores(self, setting: Setting) -> str | None:
+        """Why changing ``setting`` would change nothing (for the key or flag that changes
+        it to say so instead of pretending), or None when the program honours it."""
+        return None

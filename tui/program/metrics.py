@@ -36,14 +36,15 @@ class _Keras:
 
 class LogMetrics:
     """Reads one task's log lines. A line may hold several ``\\r``-separated progress
-    updates (Keras redraws its bar); the last one counts."""
+    updates (Keras redraws its bar); the last one counts. ``examples_per_step``: what this
+    task contributes per step of the steps its lines count, for examples/sec."""
 
     def __init__(self, role: str, index: int, *, patterns: Sequence[MetricPattern] = (),
-                 batch_size: int | None = None, target: int = 0) -> None:
+                 examples_per_step: float | None = None, target: int = 0) -> None:
         self._role = role
         self._index = index
         self._patterns = tuple(patterns)
-        self._batch_size = batch_size
+        self._examples_per_step = examples_per_step
         self._target = target
         self._keras = _Keras()
         self._local_steps = 0
@@ -111,7 +112,8 @@ class LogMetrics:
             step_time = (now - self._last[1]) / (global_step - self._last[0])
         if examples_per_sec is None:
             rate = self._rate if self._rate is not None else (1 / step_time if step_time else None)
-            examples_per_sec = rate * self._batch_size if rate is not None and self._batch_size else 0.0
+            per_step = self._examples_per_step
+            examples_per_sec = rate * per_step if rate is not None and per_step else 0.0
         if self._last is None or global_step != self._last[0]:
             self._local_steps += 1
         self._last = (global_step, now)

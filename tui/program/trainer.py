@@ -8,6 +8,7 @@ import posixpath
 from collections.abc import Sequence
 
 from trainer import protocol
+from trainer.settings import TrainingSettings
 from tui.config import TaskSpec
 from tui.launch.kinds import CHECKPOINTS
 from tui.program.base import EventReader, OutputReader, Setting, TaskCommand, TaskContext, TaskProgram
@@ -35,7 +36,7 @@ class BuiltinTrainer(TaskProgram):
         return TaskCommand(argv=(ctx.python, *self._argv, *hold, *settings.to_argv()),
                            cwd=ctx.kind.cwd(ctx.host))
 
-    def reader(self, spec: TaskSpec) -> OutputReader:
+    def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
         return EventReader()
 
     def honours(self, setting: Setting) -> bool:
