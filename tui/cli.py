@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tfdist-tui",
         description="Start, watch and stop a distributed TensorFlow parameter-server cluster.",
         epilog="exit codes: 0 finished cleanly, 1 a task failed, 2 bad config or usage, "
-               "3 timeout, 130 interrupted",
+               "3 timeout, 130 interrupted. Also: 'tfdist-tui export HOSTS.yaml --format "
+               "tfjob|tf-config|shell' and 'tfdist-tui import FILE' (--help on each).",
     )
     parser.add_argument("hosts", metavar="HOSTS.yaml", type=Path, help="the cluster description")
     parser.add_argument("--no-ui", action="store_true",
