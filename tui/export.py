@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from tui import textcommand
-from tui.config import LOCALHOST, ClusterConfig, ConfigError, HostSpec, load_config
+from tui.config import LOCALHOST, ClusterConfig, ConfigError, HostSpec, Job, load_config
 from tui.plan import RUN_ID_ENV, TaskPlan, plan_run
 from tui.tfjob import ExportError, TFJobOptions, job_name_from, standalone_program, tfjob_manifest
 
@@ -87,11 +87,17 @@ def tf_config_lines(config: ClusterConfig) -> list[str]:
 
 def shell_script(config: ClusterConfig) -> str:
     """The ``shell`` format: a comment and a command per task, to paste into its terminal."""
-    lines = ["# One terminal per task, started in this order (ps first, then the chief). The",
-             "# built-in trainer's ps tasks exit by themselves; a program's ps that calls",
-             "# server.join() must be stopped (Ctrl-C) once its workers are done."]
+    lines = ["# One terminal per task, started in this order: the ps tasks, the chief, the others.",
+             "# The built-in trainer's tasks all exit by themselves; a program's servers that",
+             "# call server.join() (ps tasks, and TF2's workers) must be stopped with Ctrl-C",
+             "# once the training is done."]
     base = config.path.parent
-    for n, plan in enumerate(export_plans(config), start=1):
+    chief = config.chief
+
+    def stage(plan: TaskPlan) -> int:
+        return 0 if plan.spec.job is Job.PS else 1 if plan.spec == chief else 2
+
+    for n, plan in enumerate(sorted(export_plans(config), key=stage), start=1):
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in _task_env(plan).items())
         line = f"{env} {plan.command}"
         lines.append("")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -321,6 +322,9 @@ def test_a_programs_exports_run_it_as_written(program_config: ClusterConfig) -> 
         # The controller runs the script under the shim; by hand it runs as written.
         assert [a for a in plan.argv if a not in ("-m", "trainer.shim")] == line["argv"]
         assert line["cwd"] == str(program_config.path.parent)
+    # By hand, in the controller's start order: the ps tasks, the chief, the others.
+    terminals = re.findall(r"^# terminal \d+: (\w+) on", shell_script(program_config), re.M)
+    assert terminals == ["ps0", "chief0", "worker0", "worker1", "evaluator0"]
 
 
 def test_a_programs_tfjob_round_trips(tmp_path: Path) -> None:
