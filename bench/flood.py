@@ -27,7 +27,7 @@ from tui.app import TfdistApp
 from tui.app.bridge import CoreBridge
 from tui.config import load_config
 from tui.options import RunOptions
-from tui.supervisor import Supervisor
+from tui.supervisor import Supervisor, SupervisorOptions
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ async def measure(tasks: int, rate: float, seconds: float) -> FloodResult:
         argv = ("-m", "bench.flood_task", "--flood-rate", str(rate), "--flood-seconds", str(seconds))
         options = RunOptions(config=config, runs_root=runs)
         app = TfdistApp(options, autostart=False, core_factory=lambda _app: CoreBridge(
-            lambda: Supervisor(config, runs_root=runs, trainer_argv=argv)))
+            lambda: Supervisor(config, runs_root=runs, options=SupervisorOptions(trainer_argv=argv))))
         me = psutil.Process()
         async with app.run_test(size=(120, 40)) as pilot:
             idle = await _press_latencies(app, time.monotonic() + 3)

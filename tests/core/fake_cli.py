@@ -11,12 +11,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tui import cli, headless
-from tui.supervisor import Supervisor
+from tui.supervisor import Supervisor, SupervisorOptions
 
 FAKE_TRAINER = Path(__file__).resolve().parent / "fake_trainer.py"
 
 if __name__ == "__main__":
     # The one seam: the headless front end builds its Supervisor from this name.
     headless.Supervisor = functools.partial(  # type: ignore[assignment, misc]
-        Supervisor, trainer_argv=[str(FAKE_TRAINER)])
+        Supervisor, options=SupervisorOptions(trainer_argv=[str(FAKE_TRAINER)]))
     sys.exit(cli.main())

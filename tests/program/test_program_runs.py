@@ -14,7 +14,7 @@ from trainer import protocol
 from tui import cli
 from tui.events import ControllerEvent, RunFinished, TaskState, TrainerEvent
 from tui.options import ExitCode
-from tui.supervisor import Supervisor
+from tui.supervisor import Supervisor, SupervisorOptions
 
 from .helpers import load, processes_of_runs, program_folder, run_program
 
@@ -63,7 +63,7 @@ async def test_a_killed_ps_restarts_the_cluster_which_resumes_from_its_checkpoin
         restart: {{policy: on-failure, max_restarts: 1, backoff: 0.2}}
         """))
     runs = tmp_path / "runs"
-    supervisor = Supervisor(config, runs_root=runs, grace=1.0)
+    supervisor = Supervisor(config, runs_root=runs, options=SupervisorOptions(grace=1.0))
     kills: list[int] = []
     after_kill: list[int] = []
 

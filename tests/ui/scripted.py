@@ -8,6 +8,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from tests.support import with_progress
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui import hints
@@ -97,7 +98,7 @@ def running_history(settings: TrainingSettings) -> list[ControllerEvent]:
                 step_time=0.012, target=3000)))
             events.append(TaskOutput(task=w, stream=Stream.STDOUT, text=f"{w} step {40 * step}",
                                      t=T0 + 5 + step))
-    return events
+    return with_progress(events)
 
 
 def failed_history(settings: TrainingSettings) -> list[ControllerEvent]:
@@ -107,4 +108,4 @@ def failed_history(settings: TrainingSettings) -> list[ControllerEvent]:
     events.append(TaskHint(task="worker1", hint=hints.UNAVAILABLE, t=T0 + 36))
     events.append(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.FAILED, pid=1003,
                                    exit_code=1, reason="exited with code 1", t=T0 + 36))
-    return events
+    return with_progress(events)

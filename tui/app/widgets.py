@@ -19,6 +19,8 @@ STATE_STYLES: dict[TaskState, str] = {
     TaskState.PENDING: "dim",
     TaskState.STARTING: "yellow",
     TaskState.RUNNING: "green",
+    TaskState.STOPPING: "yellow",
+    TaskState.BACKOFF: "bold yellow",
     TaskState.SUCCEEDED: "cyan",
     TaskState.FAILED: "bold red",
     TaskState.STOPPED: "magenta",
