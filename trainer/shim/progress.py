@@ -151,9 +151,9 @@ class _Reader:
         step = int(session.run(global_step, options=options))
         with cls._emit_lock:
             now = time.monotonic()
+            STATE.global_step = step
             if step == cls._last_step or _reported_recently():
                 return
-            STATE.global_step = step
             moved = max(step - cls._last_step, 1)
             lifecycle.emit(protocol.Step(
                 role=STATE.role, index=STATE.index, global_step=step,

@@ -60,7 +60,10 @@ def from_tf_config(text: str | None) -> TaskState:
                          for job, addresses in cluster.items() if isinstance(addresses, list)}
         task = config.get("task") or {}
         if "type" in task:
-            state.learn(str(task["type"]), int(task.get("index", 0)))
+            # Not learn(): tfdist_report reads TF_CONFIG itself; the environment is set
+            # only for what the Server call tells.
+            state.role, state.index = str(task["type"]), int(task.get("index", 0))
+            state.role_known = True
     except (ValueError, TypeError, AttributeError):
         pass
     return state
