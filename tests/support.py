@@ -27,7 +27,7 @@ def _timed_out(what: What, timeout: float) -> AssertionError:
     return AssertionError(f"not within {timeout:g} s: {detail}")
 
 
-def wait_until(probe: Callable[[], T], timeout: float, *, what: What = "",
+def wait_until(probe: Callable[[], T], timeout: float, what: What = "", *,
                interval: float = 0.1) -> T:
     """Poll ``probe`` until it returns something truthy and return that; AssertionError
     (saying ``what``) after ``timeout`` seconds. For things that cannot be awaited (other

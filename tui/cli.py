@@ -21,6 +21,8 @@ from tui.options import ExitCode, RunOptions
 from tui.plan import program_for
 from tui.program.base import Setting
 
+#: ``tfdist-tui export ...`` and ``tfdist-tui import ...``: their modules, each with a ``main(argv)``.
+SUBCOMMANDS = {"export": "tui.export", "import": "tui.importer"}
 #: Training settings the command line can override: those the TUI can toggle, and steps.
 OVERRIDES = (*(t.setting for t in TOGGLES), "steps")
 
@@ -50,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tfdist-tui",
         description="Start, watch and stop a distributed TensorFlow parameter-server cluster.",
         epilog="exit codes: 0 finished cleanly, 1 a task failed, 2 bad config or usage, "
-               "3 timeout, 130 interrupted",
+               "3 timeout, 130 interrupted. Also: 'tfdist-tui export HOSTS.yaml --format "
+               "tfjob|tf-config|shell' and 'tfdist-tui import FILE' (--help on each).",
     )
     parser.add_argument("hosts", metavar="HOSTS.yaml", type=Path, help="the cluster description")
     parser.add_argument("--no-ui", action="store_true",
@@ -85,9 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The ``tfdist-tui`` entry point; returns the exit code."""
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list and args_list[0] in SUBCOMMANDS:
+        return int(importlib.import_module(SUBCOMMANDS[args_list[0]]).main(args_list[1:]))
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_list)
     except SystemExit as exc:  # argparse printed usage or help already
         return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
 

@@ -6,6 +6,7 @@
         _, loss_value, global_step = sess.run([train_op, loss, global_step_tensor])
         step(global_step, loss=loss_value, examples=len(batch))
     eval(global_step, accuracy=0.97, loss=0.1, examples=len(test_set))
+    placement(model.variables)   # TF2: where the strategy put them (the shim sees TF1 graphs)
 
 Under the controller (``TFDIST_RUN_ID`` or ``TFDIST_SHIM`` in the environment) each call
 prints one event line of the controller's protocol (version 1) on stdout, which fills the
@@ -24,11 +25,14 @@ import atexit
 import json
 import math
 import os
+import re
 import sys
 import threading
 import time
+from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["eval", "step"]
+__all__ = ["eval", "placement", "step"]
 
 #: Seconds between two printed ``step`` events.
 MIN_INTERVAL = 0.5
@@ -127,3 +131,50 @@ def _last() -> None:
     if active():
         with _lock:
             _flush(time.monotonic())
+
+
+_PS_TASK = re.compile(r"/job:ps/(?:replica:\d+/)?task:(\d+)")
+_PART = re.compile(r"(.+)/part_(\d+)")
+
+
+def placement(variables: Iterable[Any], model: str = "", strategy: str = "program") -> None:
+    """Where ``variables`` live, for the Placement pane: TF2 variables (``tf.Variable``, or a
+    ``ShardedVariable`` whose ``variables`` are its shards), e.g. a model's ``variables``
+    under ``ParameterServerStrategy``. A variable on no ps is named in ``unattributed``."""
+    if not active():
+        return
+    try:
+        num_ps = len(json.loads(os.environ.get("TF_CONFIG") or "{}")["cluster"].get("ps", []))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        num_ps = 0
+    # A ShardedVariable's pieces are its ``variables``; tf.Module lists them itself, named
+    # ``<variable>/part_<i>``, which is how they are told apart again here.
+    pieces = []
+    for shard in (piece for v in variables for piece in (getattr(v, "variables", None) or [v])):
+        name = str(shard.name).split(":")[0]
+        part = _PART.fullmatch(name)
+        pieces.append((shard, name, part, part.group(1) if part else name))
+    counts: dict[str, int] = {}
+    for *_, base in pieces:
+        counts[base] = counts.get(base, 0) + 1
+    entries: list[dict[str, Any]] = []
+    unattributed: list[str] = []
+    for shard, name, part, base in pieces:
+        device = str(getattr(shard, "device", "") or "")
+        match = _PS_TASK.search(device)
+        if match is None:
+            unattributed.append(f"{name}: on {device or 'no device'}, not on a ps")
+            continue
+        shape = [int(d) for d in shard.shape]
+        dtype = getattr(shard.dtype, "base_dtype", shard.dtype)
+        entries.append({"name": name, "variable": base, "shard": int(part.group(2)) if part else 0,
+                        "num_shards": counts[base], "shape": shape, "dtype": str(dtype.name),
+                        "ps": int(match.group(1)), "bytes": math.prod(shape) * int(dtype.size),
+                        "trainable": bool(getattr(shard, "trainable", True))})
+    ps_bytes = [0] * max([num_ps, *(e["ps"] + 1 for e in entries)])
+    for entry in entries:
+        ps_bytes[entry["ps"]] += entry["bytes"]
+    _emit("placement", {"model": model or os.path.basename(sys.argv[0] or "program"),
+                        "strategy": strategy, "num_ps": len(ps_bytes), "variables": entries,
+                        "partitions": max((e["num_shards"] for e in entries), default=1),
+                        "ps_bytes": ps_bytes, "unattributed": unattributed})
