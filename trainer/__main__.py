@@ -131,8 +131,7 @@ def run(argv: Sequence[str]) -> None:
     except data.DatasetMissing as exc:
         fail_usage(str(exc), role.job, role.index)
     except tf.errors.OpError as exc:
-        message = (exc.message or str(exc)).strip().splitlines()[0]
-        _fail(role, type(exc).__name__, message, show_traceback=False)
+        _fail(role, type(exc).__name__, lifecycle.root_cause(exc.message or str(exc)), show_traceback=False)
     except Exception as exc:  # a bug: keep the traceback for the log
         _fail(role, type(exc).__name__, str(exc), show_traceback=True)
     exit_now(EXIT_OK)

@@ -86,6 +86,32 @@ def exit_now(code: int) -> None:
         os._exit(code)
 
 
+#: Lines of a TensorFlow error message that wrap the status rather than say what went wrong.
+_TF_WRAPPING = re.compile(
+    r"Graph execution error:|Detected at node .* \(most recent call last\):|\s+File \"|"
+    r"Node: '|\s*\[\[\{\{node |Hint: |Original stack trace for ")
+
+
+def root_cause(message: str) -> str:
+    """The status message of a TensorFlow error, whole, on one line. TF wraps it in a header
+    ("Graph execution error:"), the Python stack that built the failing node and hints; the
+    first line alone never says "No space left on device"."""
+    kept: list[str] = []
+    in_stack = False
+    for line in message.splitlines():
+        if line.startswith("Original stack trace for "):
+            break  # str(error) appends the whole construction stack
+        if line.startswith("Detected at node "):
+            in_stack = True
+            continue
+        if in_stack and (line.startswith((" ", "\t")) or not line.strip()):
+            continue  # the indented stack of the "Detected at node" block
+        in_stack = False
+        if line.strip() and not _TF_WRAPPING.match(line):
+            kept.append(line.strip())
+    return "; ".join(kept) or message.strip().replace("\n", " ")
+
+
 def fail_usage(message: str, role: str = "", index: int = 0) -> None:
     """One line on stderr, an ``error`` event on stdout, exit 2."""
     emit(protocol.Error(role=role, index=index, type="usage", message=message))
@@ -124,7 +150,10 @@ def _set_parent_death_signal() -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+        # SIGKILL, not SIGTERM: a stopped task (SIGSTOP, a debugger) keeps a SIGTERM pending
+        # until it is continued, which after its controller's death is never; SIGKILL ends a
+        # stopped process too. Nothing is lost: SIGTERM's default action was to die as well.
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         return
     # The parent may have died between fork and prctl.

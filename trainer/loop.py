@@ -16,7 +16,7 @@ from trainer import data as datasets
 from trainer import lifecycle, protocol
 from trainer.cluster import Cluster, Role
 from trainer.graph import TrainGraph, build, done_queue
-from trainer.lifecycle import PROCESS_START, emit, log
+from trainer.lifecycle import PROCESS_START, emit, log, root_cause
 from trainer.settings import Mode, TrainingSettings
 
 #: How often a non-chief worker checks whether the chief has initialised the model. The
@@ -145,7 +145,7 @@ class Worker:
             g.saver.restore(self.sess, latest)
         except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, ValueError) as exc:
             self.sess.run(g.init_op)
-            reason = str(exc).strip().splitlines()[0][:300]
+            reason = root_cause(str(exc))[:300]
             emit(protocol.Checkpoint(role="worker", index=0, action=protocol.CHECKPOINT_FRESH,
                                      global_step=0, path=latest,
                                      reason=f"cannot restore ({type(exc).__name__}): {reason}"))

@@ -11,6 +11,7 @@ import pytest
 
 from tests.trainer.cluster_runner import REPO
 from trainer import protocol
+from trainer.lifecycle import root_cause
 
 CLUSTER = json.dumps({"cluster": {"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]},
                       "task": {"type": "worker", "index": 0}})
@@ -91,3 +92,24 @@ def test_plan_table_uses_tf_config_cluster() -> None:
     assert "fc1/weights" in result.stdout
     assert "max/mean" in result.stdout and "(round_robin, partitions 1, 3 ps)" in result.stdout
     assert "ps2" in result.stdout
+
+
+#: TensorFlow 2's message for a checkpoint written to a full disk (from a real run).
+FULL_DISK = """Graph execution error:
+
+Detected at node 'save/SaveV2' defined at (most recent call last):
+    File "<stdin>", line 4, in <module>
+Node: 'save/SaveV2'
+/tmp/disk/ckpt.data-00000-of-00001.tempstate139; No space left on device
+\t [[{{node save/SaveV2}}]]
+Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom.
+
+Original stack trace for 'save/SaveV2':
+  File "<stdin>", line 4, in <module>
+"""
+
+
+def test_a_tensorflow_error_is_reported_by_its_root_cause() -> None:
+    assert root_cause(FULL_DISK) == "/tmp/disk/ckpt.data-00000-of-00001.tempstate139; No space left on device"
+    assert root_cause("Connection reset\nby peer") == "Connection reset; by peer"
+    assert root_cause("Graph execution error:") == "Graph execution error:"
