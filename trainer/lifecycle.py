@@ -11,6 +11,7 @@ import stat
 import sys
 import threading
 import time
+from types import TracebackType
 
 from trainer import protocol
 
@@ -70,6 +71,16 @@ def filter_stderr() -> None:
 
     _stderr_forwarder = threading.Thread(target=forward, name="stderr-filter", daemon=True)
     _stderr_forwarder.start()
+    # An uncaught exception (e.g. a ModuleNotFoundError importing TensorFlow with the wrong
+    # python) is printed to fd 2 at exit, and a daemon forwarder would die before passing it
+    # on: the task would end with no stderr at all. Print it, then leave through exit_now,
+    # which waits for the forwarder.
+    sys.excepthook = _report_and_exit
+
+
+def _report_and_exit(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    sys.__excepthook__(kind, value, tb)
+    exit_now(EXIT_FAILED)
 
 
 def exit_now(code: int) -> None:

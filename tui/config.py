@@ -35,6 +35,7 @@ from tui.yamlload import (
 __all__ = ["ConfigError"]  # re-exported: callers catch it from here
 
 LOCALHOST = "localhost"
+DEFAULT_PYTHON = "python3"
 
 
 class Job(str, Enum):
@@ -53,13 +54,22 @@ class HostSpec:
     identity: str | None = None
     known_hosts: str | None = None
     jump: str | None = None
-    python: str = "python3"
+    #: The interpreter that runs the trainer; None when hosts.yaml names none (see
+    #: :attr:`interpreter`).
+    python: str | None = None
     workdir: str = "~/tfdist"
     env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_local(self) -> bool:
         return self.name == LOCALHOST
+
+    @property
+    def interpreter(self) -> str:
+        """The Python to run on a remote host: ``python:`` as written, else ``python3`` from
+        PATH. (Local tasks default to the controller's own interpreter instead; see
+        :func:`tui.plan.plan_run`.)"""
+        return self.python or DEFAULT_PYTHON
 
 
 @dataclass(frozen=True)

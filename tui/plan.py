@@ -108,9 +108,9 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
             task_settings = task_settings.replace(
                 checkpoint_dir=default_checkpoint_dir(host, run_dir, run_id))
         # Locally, default to the controller's own interpreter (which can import the
-        # trainer) unless hosts.yaml names an interpreter for localhost explicitly.
-        explicit_host = spec.host in config.hosts
-        python = local_python if host.is_local and not explicit_host else host.python
+        # trainer) unless hosts.yaml names one for localhost: a localhost entry that only
+        # sets env: must not switch to whatever python3 is on PATH.
+        python = (host.python or local_python) if host.is_local else host.interpreter
         config_json = json.dumps(tf_config(config, ports, spec), separators=(",", ":"))
         env = {
             **host.env,

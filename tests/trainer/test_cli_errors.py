@@ -113,3 +113,18 @@ def test_a_tensorflow_error_is_reported_by_its_root_cause() -> None:
     assert root_cause(FULL_DISK) == "/tmp/disk/ckpt.data-00000-of-00001.tempstate139; No space left on device"
     assert root_cause("Connection reset\nby peer") == "Connection reset; by peer"
     assert root_cause("Graph execution error:") == "Graph execution error:"
+
+
+def test_a_missing_tensorflow_shows_on_stderr(tmp_path) -> None:
+    """The wrong python (one without TensorFlow): the traceback must pass the trainer's
+    stderr filter before it exits, or the controller shows "its last 0 lines"."""
+    package = tmp_path / "tensorflow"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'tensorflow'\")\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}:{REPO}",
+           "TF_CONFIG": json.dumps({"cluster": {"ps": ["localhost:1"], "worker": ["localhost:2"]},
+                                    "task": {"type": "ps", "index": 0}})}
+    result = subprocess.run([sys.executable, "-m", "trainer", "--watch-stdin", "no"], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1
+    assert "ModuleNotFoundError: No module named 'tensorflow'" in result.stderr
