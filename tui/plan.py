@@ -19,6 +19,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.events import TaskInfo
+from tui.owner import CONTROLLER_ENV, ControllerId, this_controller
 
 #: How the trainer is invoked after the interpreter: ``python -m trainer <flags>``.
 TRAINER_ARGV: tuple[str, ...] = ("-m", "trainer")
@@ -96,7 +97,8 @@ def default_checkpoint_dir(host: HostSpec, run_dir: Path, run_id: str) -> str:
 def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[str, int],
              run_id: str, *, trainer_argv: Sequence[str] = TRAINER_ARGV,
              local_python: str = sys.executable, hold: bool = True,
-             run_dir: Path | None = None) -> tuple[TaskPlan, ...]:
+             run_dir: Path | None = None,
+             controller: ControllerId | None = None) -> tuple[TaskPlan, ...]:
     """One plan per task, in the config's order. ``ports`` maps task names to resolved
     ports (``auto`` already chosen); ``hold`` adds :data:`HOLD_FLAG`; ``run_dir`` (the
     run's directory) gives the default checkpoint directory (:func:`default_checkpoint_dir`)."""
@@ -118,6 +120,8 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
             # Events must reach us line by line, not in 8 KB blocks.
             "PYTHONUNBUFFERED": "1",
             RUN_ID_ENV: run_id,
+            # Whose task this is: the sweep leaves tasks of a live controller alone.
+            CONTROLLER_ENV: str(controller or this_controller()),
         }
         if host.is_local:
             inherited = host.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))

@@ -3,6 +3,7 @@
 Layout of ``<root>/<run-id>/``::
 
     config.yaml          the resolved config (auto ports chosen, overrides applied)
+    controller.lock      locked by the run's controller while it runs (see tui.owner)
     tasks/<task>.json    each task's TF_CONFIG, argv and shell-quoted command line
     logs/<task>.log      every output line of the task, stdout and stderr interleaved
     events.jsonl         every controller event except raw output lines, one JSON a line
@@ -49,6 +50,7 @@ from tui.events import (
     summary_record,
     to_json,
 )
+from tui.owner import lock_run
 from tui.plan import TaskPlan
 
 FLUSH_INTERVAL = 1.0
@@ -92,6 +94,7 @@ class RunDirectory:
         self.failure: WriteFailure | None = None
         #: Called once, with the first failure.
         self.on_failure: Callable[[WriteFailure], None] | None = None
+        self._lock: IO[bytes] | None = None
 
     @classmethod
     def create(cls, root: Path, run_id: str) -> RunDirectory:
@@ -101,6 +104,9 @@ class RunDirectory:
         (path / "logs").mkdir()
         (path / "tasks").mkdir()
         directory = cls(path)
+        # Held until close() (the kernel drops it if we die): the sweep of another
+        # controller sees that this run is controlled.
+        directory._lock = lock_run(path)
         # Held open for the whole run (buffered appends are cheap); closed by close().
         directory._events = open(directory._events_path, "w", encoding="utf-8")  # noqa: SIM115
         return directory
@@ -188,6 +194,8 @@ class RunDirectory:
         for path, handle in self._handles():
             # A failed flush still closes the file (io closes the descriptor, then raises).
             self._guarded(path, handle.close)
+        if self._lock is not None:
+            self._lock.close()  # releases the lock; nothing was buffered
 
     def _log_path(self, task: str) -> Path:
         return self.path / "logs" / f"{task}.log"

@@ -81,7 +81,7 @@ async def default_run_succeeds(tmp_path: Path, fake: bool) -> None:
     # The real trainer's chief checkpoints into the run directory (no checkpoint_dir set).
     checkpoints = [] if fake else ["checkpoints"]
     assert sorted(p.name for p in run_dir.iterdir()) == sorted([
-        "config.yaml", "events.jsonl", "logs", "summary.json", "tasks", *checkpoints])
+        "config.yaml", "controller.lock", "events.jsonl", "logs", "summary.json", "tasks", *checkpoints])
     if not fake:
         assert list((run_dir / "checkpoints").glob("model.ckpt-*.index"))
     names = ("ps0", "worker0", "worker1")

@@ -76,7 +76,7 @@ async def test_a_run_leaves_a_complete_directory(tmp_path: Path) -> None:
     run_dir = summary.run_dir
     assert run_dir.parent == tmp_path / "runs" and run_dir.name == supervisor.run_id
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "config.yaml", "events.jsonl", "logs", "summary.json", "tasks"]
+        "config.yaml", "controller.lock", "events.jsonl", "logs", "summary.json", "tasks"]
 
     resolved = yaml.safe_load((run_dir / "config.yaml").read_text())
     worker_port = resolved["cluster"]["worker"][0].rsplit(":", 1)[1]
