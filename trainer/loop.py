@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from trainer import data as datasets
-from trainer import lifecycle, protocol
+from trainer import lifecycle, portclaim, protocol
 from trainer.cluster import Cluster, Role
 from trainer.graph import TrainGraph, build, done_queue
 from trainer.lifecycle import PROCESS_START, emit, log, root_cause
@@ -37,6 +37,7 @@ def server_config(tf: Any, role: Role, devices: int = 1) -> Any:
 
 
 def start_server(tf: Any, cluster: Cluster, role: Role, devices: int = 1) -> Any:
+    portclaim.release()  # held since the process started; see trainer.portclaim
     server = tf.train.Server(tf.train.ClusterSpec(cluster.spec()), job_name=role.job,
                              task_index=role.index, config=server_config(tf, role, devices),
                              start=True)

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -128,3 +130,37 @@ def test_a_missing_tensorflow_shows_on_stderr(tmp_path) -> None:
                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert result.returncode == 1
     assert "ModuleNotFoundError: No module named 'tensorflow'" in result.stderr
+
+
+def test_two_tasks_started_at_once_on_one_port_the_loser_names_the_port(tmp_path) -> None:
+    """Two controllers on the same fixed ports launch their ps at the same moment: one must
+    fail at once (before importing TensorFlow), saying the port is in use, not with
+    TensorFlow's "Could not start gRPC server" seconds later."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO),
+           "TF_CONFIG": json.dumps({"cluster": {"ps": [f"localhost:{port}"], "worker": ["localhost:1"]},
+                                    "task": {"type": "ps", "index": 0}})}
+    start = time.monotonic()
+    tasks = [subprocess.Popen([sys.executable, "-m", "trainer", "--watch-stdin", "no"], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        loser = None
+        while loser is None and time.monotonic() - start < 20:
+            loser = next((t for t in tasks if t.poll() is not None), None)
+            time.sleep(0.05)
+        assert loser is not None, "neither task failed"
+        elapsed = time.monotonic() - start
+    finally:
+        for task in tasks:
+            task.kill()
+    out, err = loser.communicate(timeout=10)
+    assert loser.returncode == 1
+    assert f"port {port} of localhost:{port} cannot be used: address already in use" in err
+    (event,) = [protocol.parse_event(line) for line in out.splitlines()]
+    assert isinstance(event, protocol.Error) and event.type == "port_in_use"
+    assert elapsed < 10  # TensorFlow's import alone takes longer on a loaded machine
+    winner = next(t for t in tasks if t is not loser)
+    winner.communicate(timeout=10)
