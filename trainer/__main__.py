@@ -116,7 +116,7 @@ def run(argv: Sequence[str]) -> None:
     if ns.hold and ns.watch_stdin == "no":
         fail_usage("--hold reads 'go' from stdin; it cannot be combined with --watch-stdin no")
     lifecycle.watch_parent("yes" if ns.hold else ns.watch_stdin)
-    if not (ns.hold and os.environ.get(portclaim.HELD_ENV)):
+    if not (ns.hold and os.environ.get(protocol.PORT_HELD_ENV)):
         try:
             portclaim.claim((cluster.ps if role.job == "ps" else cluster.worker)[role.index])
         except portclaim.PortInUse as exc:

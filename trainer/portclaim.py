@@ -9,17 +9,14 @@ or without SO_REUSEADDR) and the second fails at once, saying the port is in use
 is dropped right before the real server binds (:func:`release`).
 
 An ``auto`` port is different: the controller itself holds it until it sends ``go`` to a
-held task (``--hold``), and says so with :data:`HELD_ENV`; such a task does not claim it."""
+held task (``--hold``), and says so with :data:`trainer.protocol.PORT_HELD_ENV`; such a task
+does not claim it."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import socket
-
-#: Set (to "1") by the controller in a task's environment when it holds the task's port
-#: itself until the task's ``go``.
-HELD_ENV = "TFDIST_PORT_HELD"
 
 _held: list[socket.socket] = []
 

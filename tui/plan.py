@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer import portclaim, protocol
+from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.events import TaskInfo
@@ -124,7 +124,7 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
             CONTROLLER_ENV: str(controller or this_controller()),
         }
         if spec.port is None and hold:
-            env[portclaim.HELD_ENV] = "1"  # we hold the auto port until `go`; see trainer.portclaim
+            env[protocol.PORT_HELD_ENV] = "1"  # we hold the auto port until `go`; see trainer.portclaim
         if host.is_local:
             inherited = host.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(trainer_root()), inherited) if p)
