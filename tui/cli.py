@@ -16,10 +16,11 @@ from pathlib import Path
 
 from trainer import settings as training_settings
 from tui.config import ConfigError, RestartMode, apply_overrides, load_config, with_restart_mode
+from tui.controls import TOGGLES
 from tui.options import ExitCode, RunOptions
 
-#: Training settings the TUI can toggle, and therefore the command line can override.
-OVERRIDES = ("mode", "partitions", "placement", "steps")
+#: Training settings the command line can override: those the TUI can toggle, and steps.
+OVERRIDES = (*(t.setting for t in TOGGLES), "steps")
 
 
 def _positive_int(text: str) -> int:
@@ -56,13 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print events as JSON lines (implies --no-ui)")
     parser.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
                         help="stop every task and exit 3 after this long")
-    parser.add_argument("--mode", choices=training_settings.choices("mode"),
-                        help="override training.mode")
-    parser.add_argument("--partitions", type=_positive_int, metavar="N",
-                        help="override training.partitions")
-    parser.add_argument("--placement", choices=training_settings.choices("placement"),
-                        help="override training.placement")
-    parser.add_argument("--steps", type=_positive_int, metavar="N", help="override training.steps")
+    for name in OVERRIDES:
+        if choices := training_settings.choices(name):
+            parser.add_argument(f"--{name}", choices=choices, help=f"override training.{name}")
+        else:
+            parser.add_argument(f"--{name}", type=_positive_int, metavar="N",
+                                help=f"override training.{name}")
     parser.add_argument("--restart", choices=[m.value for m in RestartMode],
                         help="override the restart policy of every job (counts and backoff "
                              "from hosts.yaml's restart: section, default 3 and 1 s)")

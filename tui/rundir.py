@@ -88,8 +88,6 @@ class RunDirectory:
         self._logs: dict[str, IO[str]] = {}
         self._events: IO[str] | None = None
         self._closed = False
-        # Which streams of which task are in the middle of an over-long line.
-        self._partial: dict[str, set[Stream]] = {}
         #: The first write that failed, if any.
         self.failure: WriteFailure | None = None
         #: Called once, with the first failure.
@@ -143,15 +141,8 @@ class RunDirectory:
         if self._closed:
             return
         if isinstance(event, TaskOutput):
-            mark = "out" if event.stream is Stream.STDOUT else "err"
-            partial = self._partial.setdefault(event.task, set())
-            if event.stream in partial:
-                mark += "+"
+            mark = ("out" if event.stream is Stream.STDOUT else "err") + ("+" if event.continued else "")
             self._write_log(event.task, f"{_clock(event.t)} {mark} | {event.text}\n")
-            if event.partial:
-                partial.add(event.stream)
-            else:
-                partial.discard(event.stream)
             return
         if isinstance(event, TaskStateChanged):
             self._write_log(event.task, f"{_clock(event.t)} ctl | {_describe_state(event)}\n")
