@@ -32,6 +32,7 @@ from tui.events import (
 from tui.launch.base import Launcher, PortReservation, RunningTask
 from tui.plan import TRAINER_ARGV, TaskPlan
 from tui.progress import ProgressTracker
+from tui.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
 from tui.rundir import RunDirectory
 from tui.task_state import RunPhase, check_run_transition, check_task_transition
 
@@ -50,7 +51,9 @@ class SupervisorOptions:
     between SIGTERM and SIGKILL. ``ps_exit_timeout``: seconds each ps has to exit by itself
     after every worker succeeded. ``fail_fast``: the first task that fails (and is not
     restarted) stops the run. ``hold``: launch every task at once with ``--hold`` and release
-    each stage with ``go``. ``trainer_argv`` / ``local_python``: what a task runs."""
+    each stage with ``go``. ``trainer_argv`` / ``local_python``: what a task runs.
+    ``stall_timeout``: seconds without progress before a running task is reported stalled
+    (0: never); ``on_stall``: what then (:mod:`tui.supervision.stall`)."""
 
     ready_timeout: float = 120.0
     grace: float = 3.0
@@ -59,6 +62,8 @@ class SupervisorOptions:
     hold: bool = True
     trainer_argv: Sequence[str] = TRAINER_ARGV
     local_python: str = sys.executable
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    on_stall: StallPolicy = StallPolicy.WARN
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,7 @@ class TaskRecord:
         self.verdict: Verdict | None = None
         self.exit_code: int | None = None
         self.hint = ""  # the first known-failure hint of this launch (tui.hints)
+        self.stall_reported = False  # the stall watchdog reports a launch once
 
     def judge(self, verdict: Verdict) -> None:
         """Record the controller's verdict on this launch: a failure overrides a stop, and
@@ -181,7 +187,6 @@ class RunRecord:
         self.kill_now = asyncio.Event()
         self.finished: asyncio.Future[RunSummary] = asyncio.get_running_loop().create_future()
         self.background: set[asyncio.Task[None]] = set()
-        self.write_failed = False
         self.incidents: list[Incident] = []
         # task name -> index in `incidents` of the incident that task's `initialized` closes
         self.awaiting_resume: dict[str, int] = {}
@@ -271,13 +276,8 @@ class RunRecord:
         self.publish(ProgressUpdate(progress=self.progress.snapshot(), t=self.clock.time()))
 
     def publish(self, event: ControllerEvent) -> None:
-        try:
-            if not isinstance(event, ProgressUpdate):  # derived from events kept there
-                self.directory.record(event)
-        except OSError as exc:
-            if not self.write_failed:  # say it once, then keep the run going without the files
-                self.write_failed = True
-                self.notify(Level.ERROR, f"run directory: write failed: {exc}")
+        if not isinstance(event, ProgressUpdate):  # derived from events kept there
+            self.directory.record(event)  # never raises: see RunDirectory.on_failure
         for sink in list(self._sinks):
             try:
                 sink(event)
