@@ -1,10 +1,9 @@
 """hosts.yaml -> frozen dataclasses. Every mistake is reported as ``file:line:column: what
 was expected``; see :func:`load_config`.
 
-The file is read with ``yaml.compose`` rather than ``yaml.safe_load`` so that every key and
-value keeps its position (a node tree with marks); the tree is then walked by hand against the
-schema below. Training settings are validated by :mod:`trainer.settings`, the single source
-of their names, types and allowed values."""
+The file is read into a node tree with positions, on a budget (:mod:`tui.yamlload`), then
+walked by hand against the schema below. Training settings are validated by
+:mod:`trainer.settings`, the single source of their names, types and allowed values."""
 
 from __future__ import annotations
 
@@ -54,9 +53,7 @@ class HostSpec:
     identity: str | None = None
     known_hosts: str | None = None
     jump: str | None = None
-    #: The interpreter that runs the trainer; None when hosts.yaml names none (see
-    #: :attr:`interpreter`).
-    python: str | None = None
+    python: str | None = None  # as hosts.yaml names it, if it does; see interpreter
     workdir: str = "~/tfdist"
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -66,9 +63,8 @@ class HostSpec:
 
     @property
     def interpreter(self) -> str:
-        """The Python to run on a remote host: ``python:`` as written, else ``python3`` from
-        PATH. (Local tasks default to the controller's own interpreter instead; see
-        :func:`tui.plan.plan_run`.)"""
+        """The Python to run on a remote host: ``python:``, else ``python3`` from PATH (local
+        tasks default to the controller's own interpreter: :func:`tui.plan.plan_run`)."""
         return self.python or DEFAULT_PYTHON
 
 
