@@ -32,7 +32,7 @@ class Session:
         rules, and a supervisor writing under its run directory."""
         router = options.launcher()
         supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router,
-                                options=supervisor_options)
+                                options=supervisor_options or options.supervisor_options())
         return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers)
 
     async def sweep_leftovers(self) -> None:
