@@ -116,10 +116,11 @@ def run(argv: Sequence[str]) -> None:
     if ns.hold and ns.watch_stdin == "no":
         fail_usage("--hold reads 'go' from stdin; it cannot be combined with --watch-stdin no")
     lifecycle.watch_parent("yes" if ns.hold else ns.watch_stdin)
-    from trainer import data
+    from trainer import data, threads
     from trainer.loop import run_ps, run_worker
     from trainer.tfimport import import_tf
 
+    threads.pin(threads.from_env())  # before TensorFlow starts any thread
     if not ns.verbose:
         lifecycle.filter_stderr()
     tf = import_tf(ns.verbose)

@@ -24,6 +24,8 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from trainer.settings import FIELD_NAMES, FIELD_TYPES, TrainingSettings, choices, convert
+from tui import resource_settings
+from tui.resource_settings import ResourceSettings
 
 LOCALHOST = "localhost"
 
@@ -122,6 +124,8 @@ class ClusterConfig:
     run_dir: Path = Path("runs")
     restart: RestartPolicy = RestartPolicy()
     restart_overrides: Mapping[Job, RestartPolicy] = field(default_factory=dict)
+    #: How each host's cores and GPUs are shared among its tasks (tui.resources).
+    resources: ResourceSettings = field(default_factory=ResourceSettings)
 
     @property
     def ps_tasks(self) -> tuple[TaskSpec, ...]:
@@ -286,7 +290,7 @@ _TIMESTAMP, _MAP, _SEQ, _MERGE = (_TAG + t for t in ("timestamp", "map", "seq", 
 _SCALAR_TAGS = frozenset({_NULL, _BOOL, _INT, _FLOAT, _STR, _TIMESTAMP})
 _CONSTRUCTOR = SafeConstructor()
 
-_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart")
+_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart", "resources")
 _HOST_KEYS = ("address", "port", "user", "identity", "known_hosts", "jump", "python", "workdir", "env")
 _HOST_TEXT_KEYS = ("address", "user", "identity", "known_hosts", "jump", "python", "workdir")
 _JOB_KEYS = tuple(job.value for job in Job)
@@ -463,8 +467,12 @@ class _Loader:
         restart, overrides = self.restart(top["restart"].value) if "restart" in top else (RestartPolicy(), {})
         run_dir = self.run_dir(top["run_dir"].value) if "run_dir" in top \
             else (self.base_dir / _DEFAULT_RUN_DIR).resolve()
+        resources = resource_settings.parse(self, top["resources"].value, _JOB_KEYS,
+                                            [t.name for t in tasks]) \
+            if "resources" in top else ResourceSettings()
         return ClusterConfig(path=path, hosts=hosts, tasks=tasks, training=training,
-                             run_dir=run_dir, restart=restart, restart_overrides=overrides)
+                             run_dir=run_dir, restart=restart, restart_overrides=overrides,
+                             resources=resources)
 
     def hosts(self, node: Node) -> dict[str, HostSpec]:
         items = self.mapping(node, "hosts", "a mapping of host names to how to reach them")

@@ -19,6 +19,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.events import TaskInfo
+from tui.resources import GROWTH_ENV, VISIBLE_GPUS_ENV, Allocation, TaskShare
 
 #: How the trainer is invoked after the interpreter: ``python -m trainer <flags>``.
 TRAINER_ARGV: tuple[str, ...] = ("-m", "trainer")
@@ -44,6 +45,8 @@ class TaskPlan:
     argv: tuple[str, ...]
     env: Mapping[str, str]
     cwd: str | None
+    #: The task's share of its host (None: planned without an allocation).
+    share: TaskShare | None = None
 
     @property
     def name(self) -> str:
@@ -51,7 +54,8 @@ class TaskPlan:
 
     @property
     def info(self) -> TaskInfo:
-        return TaskInfo(self.spec.name, self.spec.job, self.spec.index, self.spec.host, self.port)
+        return TaskInfo(self.spec.name, self.spec.job, self.spec.index, self.spec.host, self.port,
+                        self.share.describe() if self.share is not None else "")
 
     @property
     def command(self) -> str:
@@ -60,8 +64,11 @@ class TaskPlan:
 
     @property
     def shell_command(self) -> str:
-        """A line that reruns the task by hand from a shell (TF_CONFIG included)."""
-        return f"TF_CONFIG={shlex.quote(self.tf_config)} {self.command}"
+        """A line that reruns the task by hand from a shell (TF_CONFIG and the variables of
+        its share of the host included)."""
+        share = self.share.env() if self.share is not None else {}
+        words = [f"{k}={shlex.quote(self.env[k])}" for k in share if k in self.env]
+        return " ".join([*words, f"TF_CONFIG={shlex.quote(self.tf_config)}", self.command])
 
 
 def trainer_root() -> Path:
@@ -96,14 +103,16 @@ def default_checkpoint_dir(host: HostSpec, run_dir: Path, run_id: str) -> str:
 def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[str, int],
              run_id: str, *, trainer_argv: Sequence[str] = TRAINER_ARGV,
              local_python: str = sys.executable, hold: bool = True,
-             run_dir: Path | None = None) -> tuple[TaskPlan, ...]:
+             run_dir: Path | None = None, allocation: Allocation | None = None) -> tuple[TaskPlan, ...]:
     """One plan per task, in the config's order. ``ports`` maps task names to resolved
     ports (``auto`` already chosen); ``hold`` adds :data:`HOLD_FLAG`; ``run_dir`` (the
-    run's directory) gives the default checkpoint directory (:func:`default_checkpoint_dir`)."""
+    run's directory) gives the default checkpoint directory (:func:`default_checkpoint_dir`);
+    ``allocation`` (:func:`tui.resources.allocate`) adds each task's share to its environment."""
     plans = []
     for spec in config.tasks:
         host = config.host_of(spec)
-        task_settings = settings if spec.gpus is None else settings.replace(gpus=spec.gpus)
+        # gpus: 0 asks for no GPU; the trainer still builds its one tower.
+        task_settings = settings if spec.gpus is None else settings.replace(gpus=max(1, spec.gpus))
         if task_settings.checkpoint_dir is None and run_dir is not None:
             task_settings = task_settings.replace(
                 checkpoint_dir=default_checkpoint_dir(host, run_dir, run_id))
@@ -112,8 +121,15 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
         explicit_host = spec.host in config.hosts
         python = local_python if host.is_local and not explicit_host else host.python
         config_json = json.dumps(tf_config(config, ports, spec), separators=(",", ":"))
+        share = allocation.shares.get(spec.name) if allocation is not None else None
+        share_env = share.env() if share is not None else {}
+        # Thread counts the user set in hosts.yaml's env win over ours; the GPU list does not
+        # (the probe already read the host's own CUDA_VISIBLE_DEVICES and chose from it).
+        gpu_env = {k: share_env.pop(k) for k in (VISIBLE_GPUS_ENV, GROWTH_ENV) if k in share_env}
         env = {
+            **share_env,
             **host.env,
+            **gpu_env,
             "TF_CONFIG": config_json,
             # Events must reach us line by line, not in 8 KB blocks.
             "PYTHONUNBUFFERED": "1",
@@ -130,5 +146,6 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
             argv=(python, *trainer_argv, *([HOLD_FLAG] if hold else []), *task_settings.to_argv()),
             env=env,
             cwd=None if host.is_local else host.workdir,
+            share=share,
         ))
     return tuple(plans)

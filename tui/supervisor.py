@@ -73,6 +73,7 @@ from tui.launch.local import LocalLauncher
 from tui.plan import GO_LINE, TRAINER_ARGV, TaskPlan, plan_run
 from tui.preflight import PreflightError, resolve_ports
 from tui.progress import ProgressSnapshot, ProgressTracker
+from tui.resources import ResourceError, allocate_for
 from tui.rundir import RunDirectory, new_run_id
 
 log = logging.getLogger(__name__)
@@ -289,12 +290,16 @@ class Supervisor:
         report = await self._launcher.connect_all(self._config.host_of(t) for t in self._config.tasks)
         if report.failures:
             raise PreflightError([str(f) for f in report.failures])
+        try:
+            allocation = await allocate_for(self._config, {h.name: h.resources for h in report.hosts})
+        except ResourceError as exc:
+            raise PreflightError([str(exc)]) from None
         ports, reservations = await resolve_ports(self._config, self._launcher)
         started_wall = self._clock.time()
         run_id = new_run_id(started_wall)
         plans = plan_run(self._config, self._settings, ports, run_id,
                          trainer_argv=self._trainer_argv, local_python=self._local_python,
-                         hold=self._hold, run_dir=self._runs_root / run_id)
+                         hold=self._hold, run_dir=self._runs_root / run_id, allocation=allocation)
         try:
             directory = RunDirectory.create(self._runs_root, run_id)
             directory.write_config(self._config, self._settings, plans)
@@ -310,7 +315,7 @@ class Supervisor:
         self._publish(run, RunStarted(run_id=run_id, run_dir=directory.path,
                                       tasks=tuple(p.info for p in plans), settings=self._settings,
                                       t=started_wall))
-        for text in report.warnings:
+        for text in (*report.warnings, *allocation.notes):
             self._notify(run, Level.WARNING, text)
         if unreachable_local := _local_tasks_remote_peers_cannot_reach(self._config):
             self._notify(run, Level.WARNING,

@@ -159,6 +159,8 @@ class Dashboard:
                 row.launches = previous[info.name].launches
             self.rows[info.name] = row
             self.logs.setdefault(info.name, TaskLog())
+            if info.share:
+                self.logs[info.name].add(f"── {info.name} on {info.host}: {info.share}")
         self.tasks_changed = self.placement_changed = True
         self.progress_revision += 1
         self._log_all(f"── run {event.run_id} started ({event.run_dir})")

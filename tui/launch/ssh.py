@@ -42,6 +42,7 @@ from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand, parse_pid_
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
+from tui.resources import HostResources
 
 log = logging.getLogger(__name__)
 
@@ -248,14 +249,23 @@ class SSHLauncher:
     async def _prepare(self, host: RemoteHost) -> HostInfo:
         conn = await host.first_connection()
         found = await deploy.probe(conn, host.spec, self._probe_timeout)
-        deployment = await deploy.deploy(conn, host.spec, found.workdir)
+        deployment, resources = await asyncio.gather(deploy.deploy(conn, host.spec, found.workdir),
+                                                     self._probe_resources(host))
         log.info("host %s: Python %s, TensorFlow %s, trainer in %s (%s)", host.spec.name,
                  found.python_version, found.tf_version, deployment.path,
                  "uploaded" if deployment.uploaded else "already there")
         return HostInfo(name=host.spec.name, python=found.python, python_version=found.python_version,
                         tf_version=found.tf_version, workdir=found.workdir, home=found.home,
                         trainer_path=deployment.path, uploaded=deployment.uploaded,
-                        configured_workdir=host.spec.workdir)
+                        configured_workdir=host.spec.workdir, resources=resources)
+
+    async def _probe_resources(self, host: RemoteHost) -> HostResources:
+        """The host's cores and GPUs, as its tasks (with the host's env) will see them."""
+        answer = await host.run_snippet("resources", [], self._probe_timeout)
+        try:
+            return HostResources.from_probe(answer)
+        except ValueError as exc:
+            raise host.error(HostFailure.COMMAND_FAILED, f"resource probe: {exc}") from None
 
     async def _forget(self, name: str) -> None:
         entry = self._hosts.pop(name, None)
