@@ -6,7 +6,8 @@ sees. The controller knows every task on every host, so it hands each one its sh
 probes of their own); :meth:`TaskShare.env` is what a task's environment gets from it.
 
 - CPU: a host's cores (affinity, capped by its cgroup quota) are divided among its tasks,
-  workers first for the cores left over; ``resources:`` overrides cores and thread counts
+  workers first for the cores left over; a worker's intra-op pool is twice its share (see
+  :data:`WORKER_OVERSUBSCRIPTION`); ``resources:`` overrides cores and thread counts
   per job and per task; ``pin: true`` gives each task CPUs of its own (wrapping around
   when the host has fewer cores than tasks).
 - GPUs: ps tasks see none unless their entry asks (``gpus: K``); a task asking ``gpus: K``
@@ -36,6 +37,13 @@ GROWTH_ENV = "TF_FORCE_GPU_ALLOW_GROWTH"
 #: Fewer inter-op threads than this serialise a task's graph: one blocking op (a queue
 #: dequeue, a RecvTensor) would hold up every other one.
 MIN_INTER_OP = 2
+#: A worker's intra-op pool is this many times its share of the cores (capped at the host's
+#: cores). A worker waits for the ps for most of each step (``python -m bench.step_profile``:
+#: 6.6 of 7.6 ms for the mlp on 2 cores), so counting every task as busy all the time
+#: starves the bursts in between: intra-op = the bare share made 1 ps + 2 workers on 2 cores
+#: 22-25 % slower than TensorFlow's defaults (``python -m bench.scaling``). A ps keeps its
+#: bare share: its ops are tiny element-wise updates, its RPCs run on gRPC's own threads.
+WORKER_OVERSUBSCRIPTION = 2
 _LOOPBACK = frozenset({LOCALHOST, "127.0.0.1", "::1"})
 
 
@@ -190,11 +198,14 @@ def allocate(config: ClusterConfig, hosts: Mapping[str, HostResources | None]) -
             if settings.pin and offer.cpus:
                 pinned = tuple(sorted({offer.cpus[(offset + k) % len(offer.cpus)] for k in range(n)}))
                 offset += n
+            threads = n if task.job is Job.PS or settings.pin else \
+                min(offer.cores, WORKER_OVERSUBSCRIPTION * n)
+            intra_op = override.intra_op or threads
             auto = settings.threads is ThreadsMode.AUTO
             shares[task.name] = TaskShare(
                 cores=n,
-                intra_op=override.intra_op or (n if auto else None),
-                inter_op=override.inter_op or (max(MIN_INTER_OP, n) if auto else None),
+                intra_op=intra_op if auto or override.intra_op else None,
+                inter_op=override.inter_op or (max(MIN_INTER_OP, intra_op) if auto else None),
                 cpus=pinned, gpus=gpus[task.name], memory_growth=settings.memory_growth)
     return Allocation(shares, tuple(notes))
 

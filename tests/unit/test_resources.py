@@ -49,8 +49,10 @@ def test_cores_divided_among_a_hosts_tasks_and_threads_in_each_tasks_env(tmp_pat
     # 2 cores, 3 tasks: one each (never zero), and nobody pinned unless asked.
     assert {n: s.cores for n, s in shares.items()} == {"ps0": 1, "worker0": 1, "worker1": 1}
     env = shares["worker0"].env()
-    assert env["TF_NUM_INTRAOP_THREADS"] == env["OMP_NUM_THREADS"] == "1"
-    assert env["TF_NUM_INTEROP_THREADS"] == "2"  # never 1: a blocking op would stall the rest
+    # A worker's pool is twice its share (it waits for the ps most of a step), a ps's is not.
+    assert env["TF_NUM_INTRAOP_THREADS"] == env["OMP_NUM_THREADS"] == "2"
+    assert shares["ps0"].env()["TF_NUM_INTRAOP_THREADS"] == "1"
+    assert shares["ps0"].env()["TF_NUM_INTEROP_THREADS"] == "2"  # never 1: a blocking op would stall the rest
     assert "TFDIST_CPUS" not in env and "CUDA_VISIBLE_DEVICES" not in shares["worker0"].env()
     # A host with no GPU: workers' visibility is left alone, a ps is still hidden from GPUs.
     assert shares["ps0"].env()["CUDA_VISIBLE_DEVICES"] == ""
@@ -58,6 +60,7 @@ def test_cores_divided_among_a_hosts_tasks_and_threads_in_each_tasks_env(tmp_pat
     sixteen = allocate(cluster, {"localhost": HostResources(tuple(range(16)), quota=6.5)}).shares
     # The quota caps 16 CPUs at 7 cores; the remainder goes to workers first.
     assert [sixteen[n].cores for n in ("ps0", "worker0", "worker1")] == [2, 3, 2]
+    assert [sixteen[n].intra_op for n in ("ps0", "worker0", "worker1")] == [2, 6, 4]
 
 
 def test_plan_puts_the_share_in_each_tasks_environment_and_the_users_env_wins(tmp_path: Path) -> None:
@@ -121,8 +124,9 @@ def test_resources_section_overrides_per_job_and_task_and_pins(tmp_path: Path) -
                                          "  worker2: {cores: 1, intra_op: 4}\n")
     assert cluster.resources.override_for("worker", "worker2") == TaskOverride(1, 4, None)
     shares = allocate(cluster, {"localhost": HostResources(tuple(range(4)))}).shares
+    # Pinned, a worker's pool is its bare share: it cannot use more cores than it is pinned to.
     assert [(shares[n].cores, shares[n].intra_op, shares[n].inter_op) for n in
-            ("ps0", "worker0", "worker1", "worker2")] == [(1, 1, 3), (2, 2, 2), (2, 2, 2), (1, 4, 2)]
+            ("ps0", "worker0", "worker1", "worker2")] == [(1, 1, 3), (2, 2, 2), (2, 2, 2), (1, 4, 4)]
     # Pinned in config order, wrapping around once the 4 CPUs are handed out.
     assert [shares[n].cpus for n in ("ps0", "worker0", "worker1", "worker2")] == \
         [(0,), (1, 2), (0, 3), (1,)]
