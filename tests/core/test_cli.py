@@ -124,3 +124,14 @@ def test_python_dash_m_tui_runs_the_cli() -> None:
     result = subprocess.run([sys.executable, "-m", "tui", "--help"], cwd=REPO, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0 and "usage: tfdist-tui" in result.stdout
+
+
+def test_more_gpus_than_the_host_has_exits_2_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the probe then finds no GPU on any machine
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("cluster:\n  ps: [localhost:auto]\n  worker: [{host: localhost, gpus: 1}]\n"
+                     f"run_dir: {tmp_path / 'runs'}\n")
+    assert cli.main([str(hosts), "--no-ui"]) == ExitCode.USAGE
+    assert "error: host localhost: tasks ask for 1 GPU (worker0: 1) but it has 0" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()  # nothing started, not even a run directory
