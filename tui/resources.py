@@ -125,9 +125,11 @@ class TaskShare:
         return env
 
     def describe(self) -> str:
-        """The share in a few words: ``1 core`` / ``2 cores, GPU 0,1`` (task table, start-up
-        lines); ``? cores`` for a host that could not be probed."""
+        """The share in a few words: ``1 core`` / ``2 cores (4 threads), GPU 0,1`` (intra-op
+        threads where they differ from the cores); ``? cores`` for a host not probed."""
         text = f"{self.cores or '?'} core{'s' if self.cores != 1 else ''}"
+        if self.intra_op is not None and self.intra_op != self.cores:
+            text += f" ({self.intra_op} threads)"
         if self.cpus is not None:
             text += f" (cpu {','.join(str(c) for c in self.cpus)})"
         if self.gpus:

@@ -86,7 +86,7 @@ def test_gpus_ps_hidden_and_workers_get_disjoint_devices(tmp_path: Path) -> None
     gpus = {name: share.gpus for name, share in allocation.shares.items()}
     assert gpus == {"ps0": (), "worker0": ("0", "1"), "worker1": ("2",), "worker2": ("3",)}
     assert allocation.notes == ()
-    assert allocation.shares["worker0"].describe() == "4 cores, GPU 0,1"
+    assert allocation.shares["worker0"].describe() == "4 cores (8 threads), GPU 0,1"
     # Asked-for devices sort by config order; the plan gives worker0 one tower per device.
     plans = plan_run(cluster, cluster.training, {"ps0": 2222, "worker0": 2223, "worker1": 2224,
                                                  "worker2": 2225}, "r", allocation=allocation)
