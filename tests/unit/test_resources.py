@@ -179,3 +179,15 @@ def test_trainer_reads_its_share_and_sets_the_pools() -> None:
     proto = Proto()
     threads.apply(proto, share)
     assert (proto.intra_op_parallelism_threads, proto.inter_op_parallelism_threads) == (3, 0)
+
+
+def test_a_pinned_task_runs_on_its_cpus_only() -> None:
+    import subprocess
+    import sys
+
+    first = min(os.sched_getaffinity(0))
+    code = "import os; from trainer import threads; threads.pin(threads.from_env()); " \
+           "print(sorted(os.sched_getaffinity(0)))"
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TFDIST_CPUS": f"{first},99999"},
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == f"[{first}]"  # a CPU we may not use is skipped
