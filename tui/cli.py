@@ -16,10 +16,15 @@ from pathlib import Path
 
 from trainer import settings as training_settings
 from tui.config import ConfigError, RestartMode, apply_overrides, load_config, with_restart_mode
+from tui.controls import TOGGLES
 from tui.options import ExitCode, RunOptions
+from tui.plan import program_for
+from tui.program.base import Setting
 
-#: Training settings the TUI can toggle, and therefore the command line can override.
-OVERRIDES = ("mode", "partitions", "placement", "steps")
+#: ``tfdist-tui export ...`` and ``tfdist-tui import ...``: their modules, each with a ``main(argv)``.
+SUBCOMMANDS = {"export": "tui.export", "import": "tui.importer"}
+#: Training settings the command line can override: those the TUI can toggle, and steps.
+OVERRIDES = (*(t.setting for t in TOGGLES), "steps")
 
 
 def _positive_int(text: str) -> int:
@@ -47,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tfdist-tui",
         description="Start, watch and stop a distributed TensorFlow parameter-server cluster.",
         epilog="exit codes: 0 finished cleanly, 1 a task failed, 2 bad config or usage, "
-               "3 timeout, 130 interrupted",
+               "3 timeout, 130 interrupted. Also: 'tfdist-tui export HOSTS.yaml --format "
+               "tfjob|tf-config|shell' and 'tfdist-tui import FILE' (--help on each).",
     )
     parser.add_argument("hosts", metavar="HOSTS.yaml", type=Path, help="the cluster description")
     parser.add_argument("--no-ui", action="store_true",
@@ -56,13 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print events as JSON lines (implies --no-ui)")
     parser.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
                         help="stop every task and exit 3 after this long")
-    parser.add_argument("--mode", choices=training_settings.choices("mode"),
-                        help="override training.mode")
-    parser.add_argument("--partitions", type=_positive_int, metavar="N",
-                        help="override training.partitions")
-    parser.add_argument("--placement", choices=training_settings.choices("placement"),
-                        help="override training.placement")
-    parser.add_argument("--steps", type=_positive_int, metavar="N", help="override training.steps")
+    for name in OVERRIDES:
+        if choices := training_settings.choices(name):
+            parser.add_argument(f"--{name}", choices=choices, help=f"override training.{name}")
+        else:
+            parser.add_argument(f"--{name}", type=_positive_int, metavar="N",
+                                help=f"override training.{name}")
     parser.add_argument("--restart", choices=[m.value for m in RestartMode],
                         help="override the restart policy of every job (counts and backoff "
                              "from hosts.yaml's restart: section, default 3 and 1 s)")
@@ -83,9 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The ``tfdist-tui`` entry point; returns the exit code."""
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list and args_list[0] in SUBCOMMANDS:
+        return int(importlib.import_module(SUBCOMMANDS[args_list[0]]).main(args_list[1:]))
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_list)
     except SystemExit as exc:  # argparse printed usage or help already
         return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
 
@@ -97,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
+    program = program_for(config)
+    for setting in Setting:
+        why = program.ignores(setting)
+        if why and getattr(args, setting.value, None) is not None:
+            # Said, not refused: the flag is harmless, and scripts may pass it to every run.
+            print(f"warning: --{setting.value}: {why}", file=sys.stderr)
 
     options = RunOptions(config=config, runs_root=args.run_dir or config.run_dir, timeout=args.timeout,
                          json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import TextIO
 
 from trainer import protocol
-from tui import leftovers
 from tui.config import Job
 from tui.describe import describe_event, describe_exit, format_number
 from tui.events import (
     ControllerEvent,
     Notice,
+    ProgressUpdate,
     RunFinished,
     RunOutcome,
     RunStarted,
@@ -35,7 +35,8 @@ from tui.events import (
     to_json,
 )
 from tui.options import ExitCode, RunOptions, exit_code_for
-from tui.progress import ProgressTracker
+from tui.progress import ProgressSnapshot
+from tui.session import Session
 from tui.supervisor import PreflightError, Supervisor
 
 PROGRESS_INTERVAL = 5.0
@@ -63,7 +64,7 @@ class Printer:
         self._colour = colour
         self._width = len(CONTROLLER)
         self._colours: dict[str, int] = {}
-        self._progress: ProgressTracker | None = None
+        self._progress: ProgressSnapshot | None = None
         self._placement_shown = False
         self._last_progress: tuple[int, float] | None = None
 
@@ -78,6 +79,8 @@ class Printer:
             self._state(event)
         elif isinstance(event, TrainerEvent):
             self._trainer_event(event)
+        elif isinstance(event, ProgressUpdate):
+            self._progress = event.progress
         elif isinstance(event, Notice):
             self._line(event.task or CONTROLLER, f"{event.level.value}: {event.text}")
         elif isinstance(event, TaskHint):
@@ -88,9 +91,9 @@ class Printer:
 
     def progress_line(self) -> None:
         """Print the progress line, unless nothing changed since the last one."""
-        if self._progress is None:
+        snap = self._progress
+        if snap is None:
             return
-        snap = self._progress.snapshot()
         if not snap.workers or (snap.global_step, snap.examples_per_sec) == self._last_progress:
             return
         self._last_progress = (snap.global_step, snap.examples_per_sec)
@@ -134,7 +137,7 @@ class Printer:
     # -- pieces -------------------------------------------------------------------------
 
     def _run_started(self, event: RunStarted) -> None:
-        self._progress = ProgressTracker(event.settings.steps)
+        self._progress = None
         self._placement_shown = False
         self._last_progress = None
         self._width = max([len(CONTROLLER), *(len(t.name) for t in event.tasks)])
@@ -151,6 +154,8 @@ class Printer:
             self._line(CONTROLLER, f"shares: {'; '.join(shares)}")
 
     def _state(self, event: TaskStateChanged) -> None:
+        if event.new is TaskState.STOPPING:
+            return  # the STOPPED (or FAILED) line follows with the reason
         if event.new is TaskState.STARTING:
             text = f"starting (pid {event.pid})"
         elif event.new.is_finished and event.exit_code is not None:
@@ -166,8 +171,6 @@ class Printer:
 
     def _trainer_event(self, event: TrainerEvent) -> None:
         inner = event.event
-        if self._progress is not None:
-            self._progress.update(event.task, inner)
         if isinstance(inner, protocol.Step):
             return  # summarised by the progress line
         if isinstance(inner, protocol.Placement):
@@ -206,8 +209,8 @@ class JsonPrinter:
         self._out = out
 
     def handle(self, event: ControllerEvent) -> None:
-        if isinstance(event, TaskOutput) and event.is_event:
-            return
+        if isinstance(event, ProgressUpdate) or (isinstance(event, TaskOutput) and event.is_event):
+            return  # (progress is derived from the trainer events, printed already)
         self._out.write(to_json(event) + "\n")
         self._out.flush()
 
@@ -275,13 +278,11 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
                        handle_signals: bool = True,
                        progress_interval: float = PROGRESS_INTERVAL) -> ExitCode:
     """Run the cluster to the end and return the exit code. ``supervisor`` may be given
-    (tests use a fake trainer); by default one is built from ``options``."""
+    (tests use a fake trainer); by default the session is built from ``options``."""
     out = out or sys.stdout
     err = err or sys.stderr
-    router = None
-    if supervisor is None:
-        router = options.launcher()
-        supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router)
+    session = Session(supervisor) if supervisor is not None else Session.from_options(options)
+    supervisor = session.supervisor
     printer: Printer | JsonPrinter
     if options.json_output:
         printer = JsonPrinter(out)
@@ -297,12 +298,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     timer: asyncio.TimerHandle | None = None
     progress: asyncio.Task[None] | None = None
     try:
-        if router is not None:
-            for line in await leftovers.sweep(router, options.config, options.stop_leftovers):
-                err.write(f"{CONTROLLER}: {line}\n")
-            err.flush()
         try:
-            await supervisor.start()
+            await session.start()
         except PreflightError as exc:
             for problem in exc.problems:
                 err.write(f"error: {problem}\n")
@@ -322,7 +319,7 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
             progress.cancel()
         for signum in handled:
             loop.remove_signal_handler(signum)
-        await supervisor.close()
+        await session.close()
 
 
 async def _every(interval: float, action: Callable[[], None]) -> None:

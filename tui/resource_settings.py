@@ -115,6 +115,14 @@ def parse(loader: Loader, node: Any, jobs: Iterable[str], tasks: Iterable[str]) 
     return ResourceSettings(**settings, overrides=overrides)
 
 
+def load(loader: Loader, item: Any, jobs: Iterable[str], tasks: Iterable[Any]) -> ResourceSettings:
+    """The hosts.yaml loader's hook: the top-level ``resources:`` item (None: absent, the
+    defaults) for the cluster's ``tasks`` (TaskSpecs)."""
+    if item is None:
+        return ResourceSettings()
+    return parse(loader, item.value, jobs, [task.name for task in tasks])
+
+
 def _override(loader: Loader, node: Any, where: str) -> TaskOverride:
     items = loader.mapping(node, where, "a mapping of cores:, intra_op:, inter_op:")
     loader.check_keys(items, OVERRIDE_KEYS, where)

@@ -243,7 +243,7 @@ def _divide_gpus(tasks: Sequence[TaskSpec], gpus: Sequence[str], towers: int, ho
         if task.gpus is not None:
             result[task.name] = tuple(free[:task.gpus])
             del free[:task.gpus]
-    implicit = [t for t in tasks if t.gpus is None and t.job is Job.WORKER]
+    implicit = [t for t in tasks if t.gpus is None and t.job is not Job.PS]
     shared = 0
     for task in tasks:
         if task.name in result:

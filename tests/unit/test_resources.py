@@ -94,6 +94,23 @@ def test_gpus_ps_hidden_and_workers_get_disjoint_devices(tmp_path: Path) -> None
     assert plans[1].env["CUDA_VISIBLE_DEVICES"] == "0,1"
 
 
+def test_a_users_program_gets_the_same_share_on_every_task(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n", encoding="utf-8")
+    cluster = config(tmp_path, "program: {command: 'python train.py --job={job}'}\n"
+                               "cluster:\n  ps: [h:1]\n  chief: [h:2]\n"
+                               "  worker: [{host: h, port: 3, gpus: 2}]\n")
+    allocation = allocate(cluster, {"h": HostResources((0, 1, 2, 3), gpus=("0", "1", "2"))})
+    plans = {p.name: p for p in plan_run(cluster, cluster.training, {"ps0": 1, "chief0": 2, "worker0": 3},
+                                         "r", allocation=allocation)}
+    assert plans["worker0"].argv[-1] == "--job=worker"  # the user's command, not the trainer's
+    # Thread pools for every task (TensorFlow and OpenMP read them in any program) ...
+    assert all(p.env["TF_NUM_INTRAOP_THREADS"] == p.env["OMP_NUM_THREADS"] == str(p.share.intra_op)
+               for p in plans.values() if p.share is not None)
+    # ... the ps off the GPUs, the worker's two devices its own, the chief computing on the third.
+    assert {n: p.env["CUDA_VISIBLE_DEVICES"] for n, p in plans.items()} == \
+        {"ps0": "", "chief0": "2", "worker0": "0,1"}
+
+
 def test_too_many_gpus_refused_naming_host_and_counts(tmp_path: Path) -> None:
     cluster = config(tmp_path, GPU_CLUSTER)
     with pytest.raises(ResourceError, match=r"host gpu1: tasks ask for 3 GPUs \(worker0: 2, worker1: 1\) "
