@@ -31,6 +31,8 @@ GO_LINE = "go"
 RUN_ID_ENV = "TFDIST_RUN_ID"
 #: The run directory's subdirectory that holds its checkpoints, unless settings say otherwise.
 CHECKPOINTS = "checkpoints"
+#: The run directory's folder of TensorBoard event files (one subfolder per worker).
+TENSORBOARD = "tensorboard"
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,20 @@ def default_checkpoint_dir(host: HostSpec, run_dir: Path, run_id: str) -> str:
     """Where a run checkpoints when ``checkpoint_dir`` is not set: its run directory on this
     machine, ``runs/<run id>/checkpoints`` under the host's workdir on a remote one. Without
     checkpoints a cluster restart (after a ps failed) would start training over."""
+    return _in_run_dir(host, run_dir, run_id, CHECKPOINTS)
+
+
+def default_summary_dir(host: HostSpec, run_dir: Path, run_id: str) -> str:
+    """Where a run writes TensorBoard event files when ``summary_dir`` is not set: the
+    ``tensorboard`` folder of its run directory (so ``tensorboard --logdir runs`` shows every
+    run side by side); ``runs/<run id>/tensorboard`` under the workdir on a remote host."""
+    return _in_run_dir(host, run_dir, run_id, TENSORBOARD)
+
+
+def _in_run_dir(host: HostSpec, run_dir: Path, run_id: str, folder: str) -> str:
     if host.is_local:
-        return str(run_dir.resolve() / CHECKPOINTS)
-    return f"runs/{run_id}/{CHECKPOINTS}"
+        return str(run_dir.resolve() / folder)
+    return f"runs/{run_id}/{folder}"
 
 
 def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[str, int],
@@ -99,7 +112,8 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
              run_dir: Path | None = None) -> tuple[TaskPlan, ...]:
     """One plan per task, in the config's order. ``ports`` maps task names to resolved
     ports (``auto`` already chosen); ``hold`` adds :data:`HOLD_FLAG`; ``run_dir`` (the
-    run's directory) gives the default checkpoint directory (:func:`default_checkpoint_dir`)."""
+    run's directory) gives the default checkpoint and summary directories
+    (:func:`default_checkpoint_dir`, :func:`default_summary_dir`)."""
     plans = []
     for spec in config.tasks:
         host = config.host_of(spec)
@@ -107,6 +121,9 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
         if task_settings.checkpoint_dir is None and run_dir is not None:
             task_settings = task_settings.replace(
                 checkpoint_dir=default_checkpoint_dir(host, run_dir, run_id))
+        if task_settings.summary_dir is None and run_dir is not None:
+            task_settings = task_settings.replace(
+                summary_dir=default_summary_dir(host, run_dir, run_id))
         # Locally, default to the controller's own interpreter (which can import the
         # trainer) unless hosts.yaml names an interpreter for localhost explicitly.
         explicit_host = spec.host in config.hosts
