@@ -37,6 +37,7 @@ from tui.events import (
 from tui.options import ExitCode, RunOptions, exit_code_for
 from tui.progress import ProgressTracker
 from tui.supervisor import PreflightError, Supervisor
+from tui.traffic import TrafficMonitor
 
 PROGRESS_INTERVAL = 5.0
 #: Longer output lines are cut on screen (never in the run directory's logs).
@@ -130,6 +131,15 @@ class Printer:
             write(f"{result.name} {exit_text}; its last {len(result.last_lines)} lines:\n")
             for line in result.last_lines:
                 write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
+
+    def traffic(self, monitor: TrafficMonitor) -> None:
+        """The measured traffic per ps, after the summary."""
+        if monitor.summary is not None:
+            for number, line in enumerate(monitor.summary.lines()):
+                self._out.write(f"  {'traffic' if number == 0 else '':<12} {line}\n")
+        elif monitor.failure:
+            self._out.write(f"  traffic      not measured: {monitor.failure}\n")
+        self._out.flush()
 
     # -- pieces -------------------------------------------------------------------------
 
@@ -277,15 +287,19 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     out = out or sys.stdout
     err = err or sys.stderr
     router = None
+    traffic: TrafficMonitor | None = None
     if supervisor is None:
         router = options.launcher()
         supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router)
+        traffic = TrafficMonitor(options.config, router.run_command)
     printer: Printer | JsonPrinter
     if options.json_output:
         printer = JsonPrinter(out)
     else:
         printer = Printer(out, colour=out.isatty() and "NO_COLOR" not in os.environ)
     supervisor.subscribe(printer.handle)
+    if traffic is not None:
+        supervisor.subscribe(traffic.handle)
 
     loop = asyncio.get_running_loop()
     stopper = _Stopper(supervisor, err)
@@ -312,6 +326,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
                                     f"timed out after {options.timeout:g} s")
         progress = asyncio.create_task(_every(progress_interval, printer.progress_line))
         summary = await supervisor.wait()
+        if traffic is not None and isinstance(printer, Printer):
+            printer.traffic(traffic)
         return exit_code_for(summary.outcome)
     finally:
         if timer is not None:
@@ -320,6 +336,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
             progress.cancel()
         for signum in handled:
             loop.remove_signal_handler(signum)
+        if traffic is not None:
+            await traffic.close()
         await supervisor.close()
 
 

@@ -22,6 +22,7 @@ from tui.launch.base import (
     RunningTask,
 )
 from tui.launch.local import LocalLauncher
+from tui.traffic import run_local_command
 
 if TYPE_CHECKING:
     from tui.launch.ssh import SSHLauncher
@@ -115,6 +116,13 @@ class Router:
         if host.is_local:
             return await sweep.stop_local_leftovers(tasks, grace)
         return await self.remote.stop_leftovers(host, tasks, grace)
+
+    async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str:
+        """Run a short command (``ss`` for traffic counters) on ``host``; its stdout.
+        Raises OSError (here) or LaunchError (over SSH) when it cannot run or fails."""
+        if host.is_local:
+            return await run_local_command(argv)
+        return await self.remote.run_command(host, argv)
 
     async def close(self) -> None:
         await self.local.close()
