@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from trainer import settings as training_settings
+from tui import commands
 from tui.config import ConfigError, RestartMode, apply_overrides, load_config, with_restart_mode
 from tui.options import ExitCode, RunOptions
 
@@ -83,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The ``tfdist-tui`` entry point; returns the exit code."""
+    words = sys.argv[1:] if argv is None else argv
+    if words and words[0] in commands.COMMANDS:
+        return commands.main(words)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

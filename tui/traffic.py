@@ -33,7 +33,7 @@ from trainer import protocol
 from tui.config import ClusterConfig, HostSpec, Job
 from tui.events import ControllerEvent, RunFinished, RunStarted, TaskStateChanged, TrainerEvent
 
-SAMPLE_INTERVAL = 1.0
+SAMPLE_INTERVAL = 0.5
 TRAFFIC_SAMPLES = "traffic.jsonl"
 TRAFFIC_SUMMARY = "traffic.json"
 
@@ -219,6 +219,8 @@ def summarise(samples: Sequence[TrafficSample],
         expected = on_ps * 2 * steps_per_sec if on_ps is not None else None
         rows.append(PsTrafficSummary(end.task, sent, received, (sent + received) / seconds,
                                      expected, on_ps))
+    if not any(row.bytes_sent or row.bytes_received for row in rows):
+        return None  # training ended between two samples: nothing was measured
     return TrafficSummary(seconds, steps_per_sec, tuple(rows), _max_mean([r.measured_per_sec for r in rows]),
                           placement.max_mean_ratio if placement is not None else None)
 
