@@ -60,11 +60,12 @@ class Point:
     index: int
     values: tuple[tuple[str, str], ...]
     repeat: int = 1
+    repeats: int = 1
 
     @property
     def label(self) -> str:
         text = " ".join(f"{k}={v}" for k, v in self.values)
-        return f"{text} #{self.repeat}" if self.repeat > 1 else text
+        return f"{text} #{self.repeat}" if self.repeats > 1 else text
 
     @property
     def folder(self) -> str:
@@ -100,7 +101,7 @@ def grid(axes: Sequence[Axis], repeat: int = 1) -> tuple[Point, ...]:
     for values in itertools.product(*(axis.values for axis in axes)):
         pairs = tuple(zip((axis.name for axis in axes), values, strict=True))
         for number in range(1, repeat + 1):
-            points.append(Point(len(points), pairs, number))
+            points.append(Point(len(points), pairs, number, repeat))
     return tuple(points)
 
 
