@@ -162,7 +162,8 @@ class SweepState:
         self.save()
 
     def save(self) -> None:
-        points = [{"index": r.point.index, "label": r.point.label, "values": dict(r.point.values),
+        points = [{"index": r.point.index, "label": r.point.label, "folder": r.point.folder,
+                   "values": dict(r.point.values),
                    "repeat": r.point.repeat, "state": r.state.value, "exit_code": r.exit_code,
                    "run_dir": r.run_dir} for r in self.records]
         self.folder.mkdir(parents=True, exist_ok=True)
