@@ -1,10 +1,11 @@
 """``tfdist-tui compare RUN_DIR...``: several runs side by side.
 
-One table (the settings that differ between the runs, then wall time, time to the target
-step, final loss and accuracy, aggregate examples/sec as median and min-max, bytes placed
-on each ps and measured traffic per ps) and two overlaid charts (loss against step,
-examples/sec against time). :func:`render_text` gives the terminal form (Rich), and
-:func:`render_html` a self-contained HTML page with the same table and inline SVG charts.
+One table (the settings that differ between the runs, then wall time, time to the first
+step (start-up) and to the target step, final loss and accuracy, aggregate examples/sec as
+median and min-max, bytes placed on each ps and measured traffic per ps) and two overlaid
+charts (loss against step, examples/sec against time). :func:`render_text` gives the
+terminal form (Rich), and :func:`render_html` a self-contained HTML page with the same
+table and inline SVG charts.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def differing_settings(runs: Sequence[RunRecord]) -> list[str]:
 def compare(runs: Sequence[RunRecord]) -> Comparison:
     """The comparison of ``runs`` (at least one)."""
     differ = differing_settings(runs)
-    columns = ("run", *differ, "outcome", "wall s", "to target s", "loss", "accuracy",
+    columns = ("run", *differ, "outcome", "wall s", "first step s", "to target s", "loss", "accuracy",
                "ex/s median (min-max)", "bytes per ps", "traffic per ps", "max/mean")
     rows = []
     labels = []
@@ -64,7 +65,8 @@ def compare(runs: Sequence[RunRecord]) -> Comparison:
         traffic = " / ".join(format_rate(t.measured_per_sec) for t in run.traffic) or "-"
         imbalance = f"{run.traffic_imbalance:.2f}" if run.traffic_imbalance is not None else "-"
         rows.append((run.run_id, *(run.setting(name) for name in differ), run.outcome,
-                     f"{run.wall_time:.1f}", _seconds(run.time_to_target),
+                     f"{run.wall_time:.1f}", _seconds(run.time_to_first_step),
+                     _seconds(run.time_to_target),
                      format_number(run.final_loss), format_number(run.final_accuracy),
                      rate, placed, traffic, imbalance))
     loss = tuple(Series(label, tuple((float(s), v) for s, v in run.loss_curve))

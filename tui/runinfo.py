@@ -58,6 +58,7 @@ class RunRecord:
     wall_time: float
     global_step: int
     target: int
+    time_to_first_step: float | None
     time_to_target: float | None
     final_loss: float | None
     final_accuracy: float | None
@@ -82,6 +83,7 @@ def read_run(path: Path) -> RunRecord:
     losses: dict[int, float] = {}
     rates: list[tuple[float, float]] = []
     reached: float | None = None
+    first_step: float | None = None
     target = int(summary.get("target") or 0)
     events = path / "events.jsonl"
     if not events.is_file():
@@ -102,6 +104,7 @@ def read_run(path: Path) -> RunRecord:
                 continue
             tracker.update(str(record.get("task")), event)
             if isinstance(event, protocol.Step):
+                first_step = event.t - started if first_step is None else first_step
                 if event.loss is not None:
                     losses[event.global_step] = event.loss
                 rates.append((event.t - started, tracker.snapshot().examples_per_sec))
@@ -117,7 +120,8 @@ def read_run(path: Path) -> RunRecord:
     return RunRecord(
         run_id=str(summary.get("run_id") or path.name), path=path,
         outcome=str(summary.get("outcome", "")), wall_time=float(summary.get("wall_time") or 0.0),
-        global_step=int(summary.get("global_step") or 0), target=target, time_to_target=reached,
+        global_step=int(summary.get("global_step") or 0), target=target, time_to_first_step=first_step,
+        time_to_target=reached,
         final_loss=_number(summary.get("final_loss")),
         final_accuracy=_number(summary.get("final_accuracy")),
         settings=_settings(config), throughput=throughput,

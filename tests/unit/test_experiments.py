@@ -183,9 +183,9 @@ def test_compare_prints_exactly_the_known_figures(tmp_path: Path) -> None:
     # Only the mode differs (checkpoint_dir differs too, but is a path, not a setting).
     assert comparison.columns[:3] == ("run", "mode", "outcome")
     assert comparison.rows == (
-        ("run-a", "async", "succeeded", "12.3", "7.5", "0.2500", "0.9000",
+        ("run-a", "async", "succeeded", "12.3", "5.0", "7.5", "0.2500", "0.9000",
          "250.0 (100.0-400.0)", "1.0 KiB / 3.0 KiB", "1.0 KiB/s / 3.0 MiB/s", "2.00"),
-        ("run-b", "sync", "succeeded", "12.3", "7.5", "0.5000", "0.7500",
+        ("run-b", "sync", "succeeded", "12.3", "5.0", "7.5", "0.5000", "0.7500",
          "85.0 (50.0-120.0)", "1.0 KiB / 3.0 KiB", "-", "-"))
     assert comparison.labels == ("mode=async", "mode=sync")
     assert comparison.loss[0].points == ((100.0, 1.5), (200.0, 0.25))
