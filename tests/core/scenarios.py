@@ -82,7 +82,8 @@ async def default_run_succeeds(tmp_path: Path, fake: bool) -> None:
     # its workers write TensorBoard event files there (no summary_dir set).
     checkpoints = [] if fake else ["checkpoints", "tensorboard"]
     assert sorted(p.name for p in run_dir.iterdir()) == sorted([
-        "config.yaml", "events.jsonl", "logs", "summary.json", "tasks", *checkpoints])
+        "config.yaml", "events.jsonl", "logs", "summary.json", "tasks", "traffic.json",
+        "traffic.jsonl", *checkpoints])
     if not fake:
         assert list((run_dir / "checkpoints").glob("model.ckpt-*.index"))
         assert_tensorboard_scalars(run_dir / "tensorboard", summary_step=2000)
