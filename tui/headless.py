@@ -37,7 +37,7 @@ from tui.events import (
 from tui.options import ExitCode, RunOptions, exit_code_for
 from tui.progress import ProgressTracker
 from tui.supervisor import PreflightError, Supervisor
-from tui.traffic import TrafficMonitor
+from tui.traffic import TrafficMonitor, format_bytes
 
 PROGRESS_INTERVAL = 5.0
 #: Longer output lines are cut on screen (never in the run directory's logs).
@@ -191,7 +191,7 @@ class Printer:
                                f"{placement.partitions} partition(s), {placement.num_ps} ps")
         for ps, size in enumerate(placement.ps_bytes):
             shards = sum(1 for v in placement.variables if v.ps == ps)
-            self._line(CONTROLLER, f"  ps{ps:<4} {shards:>4} shards  {_bytes(size):>10}  "
+            self._line(CONTROLLER, f"  ps{ps:<4} {shards:>4} shards  {format_bytes(size):>10}  "
                                    f"{size / total:6.1%}")
         self._line(CONTROLLER, f"  max/mean bytes per ps: {placement.max_mean_ratio:.2f}")
 
@@ -229,15 +229,6 @@ def _display(text: str, task: str) -> str:
         rest = len(text) - DISPLAY_LINE_CHARS
         text = text[:DISPLAY_LINE_CHARS] + f"... ({rest} more characters in logs/{task}.log)"
     return text
-
-
-def _bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"
 
 
 class _Stopper:
