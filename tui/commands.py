@@ -126,7 +126,11 @@ def sweep_main(args: argparse.Namespace, out: TextIO) -> int:
         options = RunOptions(config=point_config, runs_root=folder, timeout=args.timeout)
         return int(await headless.run_headless(options, out=log, err=log))
 
-    code = asyncio.run(run_points(state, configs, run_point, out))
+    try:
+        code = asyncio.run(run_points(state, configs, run_point, out))
+    except KeyboardInterrupt:  # between two points: the next run resumes
+        out.write(f"interrupted; run the same command again to resume the sweep in {state.folder}\n")
+        return ExitCode.INTERRUPTED
     runs = []
     for record in state.records:
         if record.run_dir is None:

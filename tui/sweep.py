@@ -208,6 +208,7 @@ async def run_points(state: SweepState, configs: Sequence[ClusterConfig], runner
         out.write(f"{head}: {outcome.value} (exit code {int(code)})\n")
         out.flush()
         if outcome is PointState.INTERRUPTED:
+            out.write(f"interrupted; run the same command again to resume the sweep in {state.folder}\n")
             return ExitCode.INTERRUPTED
     failed = any(r.state is PointState.FAILED for r in state.records)
     return ExitCode.TASK_FAILED if failed else ExitCode.OK

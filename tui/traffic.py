@@ -32,6 +32,7 @@ from pathlib import Path
 from trainer import protocol
 from tui.config import ClusterConfig, HostSpec, Job
 from tui.events import ControllerEvent, RunFinished, RunStarted, TaskStateChanged, TrainerEvent
+from tui.launch.base import LaunchError
 
 SAMPLE_INTERVAL = 0.5
 TRAFFIC_SAMPLES = "traffic.jsonl"
@@ -330,7 +331,7 @@ class TrafficMonitor:
         while True:
             try:
                 await self.sample_once(loop.time())
-            except (OSError, RuntimeError) as exc:
+            except (OSError, LaunchError) as exc:
                 self.failure = f"cannot read TCP counters: {exc}"
                 return
             await asyncio.sleep(self._interval)
