@@ -177,3 +177,19 @@ def _yaml(file: Path) -> dict[str, Any]:
     except (OSError, yaml.YAMLError) as exc:
         raise RunDirError(f"{file}: cannot read: {exc}") from None
     return body if isinstance(body, dict) else {}
+
+
+def runs_of_config(root: Path, config_path: Path) -> list[Path]:
+    """Run directories under ``root`` (sweep points included) made from ``config_path``,
+    as ``config.yaml``'s first line records it."""
+    header = f"# resolved from {config_path}"
+    found = []
+    for file in (*root.glob("*/config.yaml"), *root.glob("sweep-*/*/*/config.yaml")):
+        try:
+            with open(file, encoding="utf-8") as handle:
+                first = handle.readline().rstrip("\n")
+        except OSError:
+            continue
+        if first == header:
+            found.append(file.parent)
+    return sorted(found, key=lambda p: p.name)
