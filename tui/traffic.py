@@ -281,6 +281,20 @@ class TrafficMonitor:
         elif isinstance(event, RunFinished):
             self._finish()
 
+    @property
+    def latest(self) -> TrafficSample | None:
+        """The newest sample (front ends on another thread read it; appends are atomic)."""
+        return self.samples[-1] if self.samples else None
+
+    def expected_per_sec(self, span: int = 4) -> list[float | None]:
+        """Each ps's expected bytes/s now: bytes placed on it x 2 x the global steps per
+        second over the last ``span`` samples."""
+        recent = self.samples[-span:]
+        if self.placement is None or len(recent) < 2 or recent[-1].t <= recent[0].t:
+            return []
+        steps_per_sec = (recent[-1].global_step - recent[0].global_step) / (recent[-1].t - recent[0].t)
+        return [size * 2 * steps_per_sec for size in self.placement.ps_bytes]
+
     def _start(self, event: RunStarted) -> None:
         self._finish_sampler()
         self._run_dir = event.run_dir

@@ -13,7 +13,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 
 from trainer import protocol
 from trainer.settings import Mode, PlacementStrategy, TrainingSettings
@@ -29,6 +29,7 @@ from tui.app.messages import (
     TaskAction,
     TaskActionRequested,
 )
+from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.state import Dashboard
 from tui.app.widgets import HintBar, LogPane, PlacementView, StatusBar, TaskTable, ThroughputView
@@ -38,9 +39,10 @@ from tui.launch.router import Router
 from tui.options import ExitCode, RunOptions
 from tui.preview import PreviewError, preview_placement
 from tui.supervisor import Supervisor
+from tui.traffic import TrafficMonitor
 
 REFRESH_SECONDS = 0.1
-PANES = ("logs", "merged", "placement", "throughput")
+PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
 def changed_settings(applied: TrainingSettings, pending: TrainingSettings) -> list[str]:
@@ -92,6 +94,7 @@ class TfdistApp(App[int]):
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
         self._router: Router | None = None
+        self.traffic: TrafficMonitor | None = None
         self.start_failed = False
         self._last_table_refresh = 0.0
         self._charted_revision = -1  # the progress revision the throughput pane shows
@@ -101,9 +104,15 @@ class TfdistApp(App[int]):
 
     def _default_core(self, app: TfdistApp) -> Core:
         options = self.options
-        self._router = options.launcher()
-        return CoreBridge(lambda: Supervisor(options.config, runs_root=options.runs_root,
-                                             launcher=self._router))
+        router = self._router = options.launcher()
+        traffic = self.traffic = TrafficMonitor(options.config, router.run_command)
+
+        def supervisor() -> Supervisor:
+            made = Supervisor(options.config, runs_root=options.runs_root, launcher=router)
+            made.subscribe(traffic.handle)  # on the core's thread, like the supervisor
+            return made
+
+        return CoreBridge(supervisor)
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -118,6 +127,8 @@ class TfdistApp(App[int]):
                 yield PlacementView(id="placement-view")
             with TabPane("Throughput", id="throughput"):
                 yield ThroughputView(id="throughput-view")
+            with TabPane("Runs", id="runs"):
+                yield RunsView(self.options.runs_root, self.options.config.path, id="runs-view")
         yield Input(placeholder="filter logs (enter: keep, esc: clear)", id="filter")
         yield Footer()
 
@@ -192,6 +203,9 @@ class TfdistApp(App[int]):
         if d.placement_changed:
             self._show_placement()
             d.placement_changed = False
+        if self.traffic is not None and self.query_one(TabbedContent).active == "placement":
+            self.query_one("#placement-traffic", Static).update(
+                traffic_chart(self.traffic.latest, self.traffic.expected_per_sec()))
         # The charts are the costliest redraw: only while visible, and only when progress
         # moved (or once a second, for the ETA).
         if self.query_one(TabbedContent).active == "throughput" and (
@@ -207,6 +221,12 @@ class TfdistApp(App[int]):
     def _pane_shown(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "throughput":
             self._show_throughput()  # now, not at the next tick
+        elif event.pane.id == "runs":
+            runs = self.query_one(RunsView)
+            runs.action_reload_runs()  # a run may have finished since
+            runs.query_one(DataTable).focus()  # its keys (space, c) act on the list
+        elif self.focused is not None and self.query_one(RunsView) in self.focused.ancestors:
+            self.table.focus()
 
     def _announce(self, event: object) -> None:
         """Notifications for what an operator must not miss."""

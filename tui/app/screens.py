@@ -53,7 +53,8 @@ HELP_TEXT = """\
   Changing partitions or placement previews the new placement (Placement tab).
 
 [b]Views[/b]
-  tab / shift+tab  next / previous pane (Logs, All logs, Placement, Throughput)
+  tab / shift+tab  next / previous pane (Logs, All logs, Placement, Throughput, Runs)
+  Runs pane: space  select a run     c  compare the selected (or two newest)     g  reload
   /  filter the logs by text (esc clears)     End  follow the log again
   up/down  select a task     ctrl+p  command palette
 
