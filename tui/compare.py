@@ -28,6 +28,8 @@ from tui.traffic import format_bytes, format_rate
 
 COMPARISON_HTML = "comparison.html"
 COMPARISON_TEXT = "comparison.txt"
+#: A file is never wrapped: wide enough for every column of many differing settings.
+FILE_WIDTH = 1000
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def compare(runs: Sequence[RunRecord]) -> Comparison:
     return Comparison(columns, tuple(rows), tuple(labels), loss, rate_series)
 
 
-def render_text(comparison: Comparison, out: TextIO, colour: bool = False, width: int = 200) -> None:
+def render_text(comparison: Comparison, out: TextIO, colour: bool = False, width: int = 240) -> None:
     """The table and both charts, for a terminal (or a file with ``colour=False``)."""
     console = Console(file=out, width=width, color_system="auto" if colour else None,
                       force_terminal=colour, highlight=False, soft_wrap=False)
@@ -113,7 +115,7 @@ def render_html(comparison: Comparison, title: str = "tfdist-tui comparison") ->
 def write_files(comparison: Comparison, folder: Path) -> tuple[Path, Path]:
     """Write ``comparison.txt`` and ``comparison.html`` into ``folder``; their paths."""
     text = io.StringIO()
-    render_text(comparison, text)
+    render_text(comparison, text, width=FILE_WIDTH)
     text_path = folder / COMPARISON_TEXT
     text_path.write_text(text.getvalue(), encoding="utf-8")
     html_path = folder / COMPARISON_HTML
