@@ -25,9 +25,11 @@ from textual.widgets import TabbedContent
 
 from tui.app import TfdistApp
 from tui.app.bridge import CoreBridge
+from tui.commands import StartRun
 from tui.config import load_config
 from tui.options import RunOptions
-from tui.supervisor import Supervisor
+from tui.session import Session
+from tui.supervisor import Supervisor, SupervisorOptions
 
 
 @dataclass(frozen=True)
@@ -96,13 +98,14 @@ async def measure(tasks: int, rate: float, seconds: float) -> FloodResult:
         runs = directory / "runs"
         argv = ("-m", "bench.flood_task", "--flood-rate", str(rate), "--flood-seconds", str(seconds))
         options = RunOptions(config=config, runs_root=runs)
+        supervisor_options = SupervisorOptions(trainer_argv=argv)
         app = TfdistApp(options, autostart=False, core_factory=lambda _app: CoreBridge(
-            lambda: Supervisor(config, runs_root=runs, trainer_argv=argv)))
+            lambda: Session(Supervisor(config, runs_root=runs, options=supervisor_options))))
         me = psutil.Process()
         async with app.run_test(size=(120, 40)) as pilot:
             idle = await _press_latencies(app, time.monotonic() + 3)
             assert app.core is not None
-            app.core.call(lambda s: s.start())
+            app.core.send(StartRun())
             while not app.dashboard.rows or any(
                     not r.state.is_active for r in app.dashboard.rows.values()):
                 await pilot.pause(0.05)

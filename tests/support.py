@@ -2,14 +2,56 @@
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import sys
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 
+from tui.events import ControllerEvent, ProgressUpdate, RunStarted, TaskStateChanged, TrainerEvent
 from tui.plan import RUN_ID_ENV
+from tui.progress import ProgressTracker
+
+T = TypeVar("T")
+
+#: What a failed wait says: a text, or a function that describes the state at the time.
+What = str | Callable[[], object]
+
+
+def _timed_out(what: What, timeout: float) -> AssertionError:
+    detail = what() if callable(what) else what
+    return AssertionError(f"not within {timeout:g} s: {detail}")
+
+
+def wait_until(probe: Callable[[], T], timeout: float, what: What = "", *,
+               interval: float = 0.1) -> T:
+    """Poll ``probe`` until it returns something truthy and return that; AssertionError
+    (saying ``what``) after ``timeout`` seconds. For things that cannot be awaited (other
+    processes, a terminal's screen): never a bare sleep as synchronisation."""
+    deadline = time.monotonic() + timeout
+    while not (value := probe()):
+        if time.monotonic() >= deadline:
+            raise _timed_out(what or probe, timeout)
+        time.sleep(interval)
+    return value
+
+
+async def async_wait_until(probe: Callable[[], T], timeout: float, *, what: What = "",
+                           interval: float = 0.1,
+                           pause: Callable[[float], Awaitable[object]] = asyncio.sleep) -> T:
+    """:func:`wait_until` for async tests: ``pause`` lets the event loop (or a Textual
+    pilot, ``pilot.pause``) run between probes."""
+    deadline = time.monotonic() + timeout
+    while not (value := probe()):
+        if time.monotonic() >= deadline:
+            raise _timed_out(what or probe, timeout)
+        await pause(interval)
+    return value
+
 
 DEFAULT_TRAINING = {"model": "mlp", "dataset": "digits", "mode": "async", "steps": 1_000_000,
                     "log_every": 50}
@@ -66,10 +108,25 @@ def assert_no_trainers_left(runs_root: Path, within: float = 5.0) -> None:
     """Every task of every run under ``runs_root`` has exited (waiting up to ``within`` s)."""
     ids = run_ids_under(runs_root)
     assert ids, f"no run under {runs_root}"
-    deadline = time.monotonic() + within
-    while True:
-        alive = trainer_processes(ids)
-        if not alive or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert not alive, [" ".join(p.cmdline()) for p in alive]
+    wait_until(lambda: not trainer_processes(ids), within,
+               what=lambda: [" ".join(p.cmdline()) for p in trainer_processes(ids)])
+
+
+def with_progress(events: Sequence[ControllerEvent]) -> list[ControllerEvent]:
+    """``events`` with the ProgressUpdates the supervisor would publish among them (after a
+    trainer event that changed progress, after a worker's exit), from the core's own
+    ProgressTracker; ProgressUpdates already there are made again."""
+    out: list[ControllerEvent] = []
+    tracker: ProgressTracker | None = None
+    for event in events:
+        if isinstance(event, ProgressUpdate):
+            continue
+        out.append(event)
+        if isinstance(event, RunStarted):
+            tracker = ProgressTracker(event.settings.steps)
+        elif tracker is not None and (
+                (isinstance(event, TrainerEvent) and tracker.update(event.task, event.event, event.t))
+                or (isinstance(event, TaskStateChanged) and event.new.is_finished
+                    and tracker.worker_exited(event.task))):
+            out.append(ProgressUpdate(progress=tracker.snapshot(), t=event.t))
+    return out

@@ -11,14 +11,15 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 from trainer import protocol
 
-#: Exit codes of the trainer.
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_ORPHANED = 143  # as if SIGTERM: the controller went away
+#: Exit codes of the trainer: the task contract in :mod:`trainer.protocol`.
+EXIT_OK = protocol.EXIT_OK
+EXIT_FAILED = protocol.EXIT_FAILED
+EXIT_USAGE = protocol.EXIT_USAGE
+EXIT_ORPHANED = protocol.EXIT_ORPHANED
 
 _emit_lock = threading.Lock()
 PROCESS_START = time.time()
@@ -33,6 +34,9 @@ _STDERR_NOISE = re.compile(
 _stderr_forwarder: threading.Thread | None = None
 _go = threading.Event()
 GO_LINE = b"go"
+#: Other stdin lines a program reacts to (the shim's ``end``), by their stripped bytes.
+_line_handlers: dict[bytes, Callable[[], None]] = {}
+_stdin_watched = threading.Event()
 
 
 def emit(event: protocol.Event) -> None:
@@ -100,6 +104,17 @@ def hold(role: str, index: int) -> None:
     _go.wait()
 
 
+def on_stdin_line(line: bytes, handler: Callable[[], None]) -> None:
+    """Call ``handler`` (on the stdin thread) whenever the controller writes ``line``.
+    Register before :func:`watch_parent`; it only acts when stdin is watched."""
+    _line_handlers[line] = handler
+
+
+def stdin_watched() -> bool:
+    """Whether :func:`watch_parent` reads stdin (so the controller can write to it)."""
+    return _stdin_watched.is_set()
+
+
 def watch_parent(mode: str = "auto") -> None:
     """Exit when the controller goes away, even if it was SIGKILLed.
 
@@ -115,6 +130,7 @@ def watch_parent(mode: str = "auto") -> None:
     except OSError:
         return
     if mode == "yes" or stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind):
+        _stdin_watched.set()
         threading.Thread(target=_exit_on_stdin_eof, name="stdin-watch", daemon=True).start()
 
 
@@ -136,8 +152,11 @@ def _exit_on_stdin_eof() -> None:
     try:
         with os.fdopen(0, "rb", buffering=0, closefd=False) as stdin:
             for line in stdin:
-                if line.strip() == GO_LINE:
+                text = line.strip()
+                if text == GO_LINE:
                     _go.set()
+                elif text in _line_handlers:
+                    _line_handlers[text]()
     except OSError:
         pass
     print("trainer: stdin closed (the controller went away); exiting", file=sys.stderr)

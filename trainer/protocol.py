@@ -14,6 +14,28 @@ Every event is one line on the task's stdout holding one JSON object::
 
 Any other stdout line is plain log text. This module imports only the standard library: the
 controller imports it to parse what the trainer emits, and it never pulls TensorFlow in.
+
+The task contract
+-----------------
+How the controller and a task (``python -m trainer``, or a user's script under
+``python -m trainer.shim``) talk besides the events above; the constants below name each part.
+
+- **Hold and go** (built-in trainer only): started with :data:`HOLD_FLAG`, the trainer imports
+  TensorFlow, loads its data, builds its graph, emits ``loaded``, then waits for a
+  :data:`GO_LINE` line on stdin before it starts its server. The controller launches every
+  task at once this way and still starts the servers in order (ps, chief, others). A user's
+  program is never held: it is launched in order, each task once the previous is ready.
+- **Ready**: a task is up when it emits ``ready``. A user's program without the shim is up
+  when TensorFlow logs ``Started server with target`` (:data:`SERVER_STARTED`) or its port
+  accepts connections.
+- **Ending**: the trainer's ps tasks exit 0 by themselves once every worker has finished. A
+  ps under the shim ends when the controller sends it an :data:`END_LINE` line on stdin (its
+  ``server.join()`` returns). Any other program's ps is stopped by the controller once the
+  workers have all exited 0, and counted as succeeded.
+- **The controller goes away**: stdin reaching EOF (or the parent process dying) makes a task
+  exit :data:`EXIT_ORPHANED` at once, so no task outlives its controller.
+- **Exit codes**: :data:`EXIT_OK` done, :data:`EXIT_FAILED` an error (an ``error`` event
+  says which), :data:`EXIT_USAGE` a bad setting, :data:`EXIT_ORPHANED` the controller went away.
 """
 
 from __future__ import annotations
@@ -30,10 +52,23 @@ from typing import Any, ClassVar, Union
 
 SCHEMA_VERSION = 1
 
+#: The task contract (see the module docstring).
+HOLD_FLAG = "--hold"
+GO_LINE = "go"
+END_LINE = "end"
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_ORPHANED = 143  # as if SIGTERM: the controller went away
+#: What TensorFlow logs once a gRPC server listens (``... Started server with target: grpc://...``).
+SERVER_STARTED = "Started server with target"
+
 #: Exit reasons carried by :class:`Done`.
 REASON_TARGET_REACHED = "target_reached"
 REASON_ALREADY_COMPLETE = "already_complete"
 REASON_CLUSTER_DONE = "cluster_done"
+#: A user's program run by ``trainer.shim`` returned from its main normally.
+REASON_PROGRAM_ENDED = "program_ended"
 
 #: Actions carried by :class:`Checkpoint`.
 CHECKPOINT_SAVED = "saved"
@@ -120,6 +155,9 @@ class Placement(Event):
     num_ps: int
     variables: tuple[VariableShard, ...]
     ps_bytes: tuple[int, ...]
+    #: What is on a ps but cannot be counted in bytes (a user program's SyncReplicas
+    #: accumulators and token queues), or a variable on no ps, said plainly, one per item.
+    unattributed: tuple[str, ...] = ()
 
     @property
     def max_mean_ratio(self) -> float:
@@ -141,6 +179,8 @@ class Step(Event):
     examples_per_sec: float
     step_time: float
     target: int = 0
+    #: Reported by a user program through ``tfdist_report.step(accuracy=...)``.
+    accuracy: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

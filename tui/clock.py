@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
+from enum import Enum
 from typing import Any, Protocol
 
 
@@ -38,19 +39,29 @@ class SystemClock:
         await asyncio.sleep(seconds)
 
 
-async def first_completed(*awaitables: Awaitable[Any]) -> int:
+class Wake(Enum):
+    """Why a wait of the supervisor ended: what :func:`first_completed` returns."""
+
+    DONE = "done"          # the thing awaited happened
+    STOPPED = "stopped"    # the run was asked to stop (or to recover) meanwhile
+    TIMEOUT = "timeout"    # the time limit passed first
+
+
+async def first_completed(awaitables: Mapping[Wake, Awaitable[Any]]) -> Wake:
     """Run ``awaitables`` concurrently until one finishes; cancel the others and return the
-    index of the one that finished (the lowest index if several finished together).
+    key of the one that finished (the first in the mapping's order if several finished
+    together).
 
     This is how every wait in the supervisor gets a timeout or a stop request: race the
     thing awaited against ``clock.sleep(timeout)`` and an ``Event.wait()``. An exception
     raised by the winner propagates."""
-    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    keys = list(awaitables)
+    tasks = [asyncio.ensure_future(awaitables[k]) for k in keys]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         winner = min(i for i, task in enumerate(tasks) if task in done)
         tasks[winner].result()
-        return winner
+        return keys[winner]
     finally:
         for task in tasks:
             if not task.done():

@@ -17,20 +17,35 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from trainer.settings import FIELD_NAMES, FIELD_TYPES, TrainingSettings, choices, convert
+from tui.program import section as program_section
+from tui.program.spec import ProgramSpec
 
 LOCALHOST = "localhost"
+_E = TypeVar("_E", bound=Enum)
 
 
 class Job(str, Enum):
+    """A task's job in the cluster. ``chief`` and ``evaluator`` follow TensorFlow 2's
+    TF_CONFIG conventions and are accepted only for a user's ``program:``."""
+
     PS = "ps"
     WORKER = "worker"
+    CHIEF = "chief"
+    EVALUATOR = "evaluator"
+
+
+class HostKind(str, Enum):
+    """How a host's tasks are launched (:mod:`tui.launch.kinds` maps each to a launcher)."""
+
+    LOCAL = "local"
+    SSH = "ssh"
 
 
 @dataclass(frozen=True)
@@ -47,10 +62,20 @@ class HostSpec:
     python: str = "python3"
     workdir: str = "~/tfdist"
     env: Mapping[str, str] = field(default_factory=dict)
+    #: ``kind:`` as written; None infers it: ``localhost`` is local, every other host SSH.
+    kind: HostKind | None = None
+
+    @property
+    def launch_kind(self) -> HostKind:
+        """The kind of launcher that starts this host's tasks."""
+        if self.kind is not None:
+            return self.kind
+        return HostKind.LOCAL if self.name == LOCALHOST else HostKind.SSH
 
     @property
     def is_local(self) -> bool:
-        return self.name == LOCALHOST
+        """Tasks run on this machine (no connection to make, paths are local ones)."""
+        return self.launch_kind is HostKind.LOCAL
 
 
 @dataclass(frozen=True)
@@ -70,7 +95,9 @@ class TaskSpec:
 
     @property
     def is_chief(self) -> bool:
-        return self.job is Job.WORKER and self.index == 0
+        """Worker 0, the chief when the cluster has no ``chief`` job (see
+        :attr:`ClusterConfig.chief`, which knows the whole cluster)."""
+        return (self.job is Job.WORKER and self.index == 0) or self.job is Job.CHIEF
 
 
 class ConfigError(Exception):
@@ -122,14 +149,24 @@ class ClusterConfig:
     run_dir: Path = Path("runs")
     restart: RestartPolicy = RestartPolicy()
     restart_overrides: Mapping[Job, RestartPolicy] = field(default_factory=dict)
+    #: The user's own program (``program:``); None runs the built-in trainer.
+    program: ProgramSpec | None = None
 
     @property
     def ps_tasks(self) -> tuple[TaskSpec, ...]:
-        return tuple(t for t in self.tasks if t.job is Job.PS)
+        return self.of_job(Job.PS)
 
     @property
     def worker_tasks(self) -> tuple[TaskSpec, ...]:
-        return tuple(t for t in self.tasks if t.job is Job.WORKER)
+        return self.of_job(Job.WORKER)
+
+    def of_job(self, job: Job) -> tuple[TaskSpec, ...]:
+        return tuple(t for t in self.tasks if t.job is job)
+
+    @property
+    def chief(self) -> TaskSpec:
+        """The task that initialises the model: the ``chief`` task, else worker 0."""
+        return next((t for t in self.tasks if t.job is Job.CHIEF), None) or self.worker_tasks[0]
 
     def host_of(self, task: TaskSpec) -> HostSpec:
         return self.hosts.get(task.host) or HostSpec(name=task.host, address=task.host)
@@ -286,10 +323,13 @@ _TIMESTAMP, _MAP, _SEQ, _MERGE = (_TAG + t for t in ("timestamp", "map", "seq", 
 _SCALAR_TAGS = frozenset({_NULL, _BOOL, _INT, _FLOAT, _STR, _TIMESTAMP})
 _CONSTRUCTOR = SafeConstructor()
 
-_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart")
-_HOST_KEYS = ("address", "port", "user", "identity", "known_hosts", "jump", "python", "workdir", "env")
+_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart", "program")
+_HOST_KEYS = ("address", "port", "user", "identity", "known_hosts", "jump", "python", "workdir", "env",
+              "kind")
 _HOST_TEXT_KEYS = ("address", "user", "identity", "known_hosts", "jump", "python", "workdir")
 _JOB_KEYS = tuple(job.value for job in Job)
+#: Jobs only a user's program can have.
+_PROGRAM_JOBS = frozenset({Job.CHIEF, Job.EVALUATOR})
 _TASK_KEYS = ("host", "port", "gpus")
 _POLICY_KEYS = ("policy", "max_restarts", "backoff")
 _RESTART_KEYS = _POLICY_KEYS + _JOB_KEYS
@@ -431,6 +471,16 @@ class _Loader:
         except ValueError as exc:
             raise self.error(node, f"{where}: {exc}{_bool_hint(node)}") from None
 
+    def choice(self, node: Node, where: str, enum: type[_E]) -> _E:
+        """One of ``enum``'s values, written as its text."""
+        allowed = tuple(member.value for member in enum)
+        value = self.typed(self.scalar(node, where, " or ".join(allowed)), where)
+        if value not in allowed:
+            hint = _did_you_mean(value, allowed) if isinstance(value, str) else ""
+            raise self.error(node, f"{where}: expected one of {', '.join(allowed)}, "
+                                   f"got {self.describe(node)}{hint}")
+        return enum(value)
+
     def check_no_nul(self, node: ScalarNode, where: str) -> None:
         # YAML can spell NUL ("\0" in double quotes), but no path, command or variable can hold it.
         if "\0" in node.value:
@@ -458,13 +508,20 @@ class _Loader:
         if "cluster" not in top:
             raise self.error(root, "missing key 'cluster' (the ps and worker tasks), "
                                    "e.g. cluster: {ps: [localhost:auto], worker: [localhost:auto]}")
-        tasks = self.cluster(top["cluster"], hosts)
-        training = self.training(top.get("training"), root, len([t for t in tasks if t.job is Job.WORKER]))
+        tasks = self.cluster(top["cluster"], hosts, user_program="program" in top)
+        num_workers = len([t for t in tasks if t.job is Job.WORKER])
+        program: ProgramSpec | None = None
+        if "program" in top:
+            # The user's program reads its own section and takes training: as free-form values.
+            training, program = program_section.load(self, top["program"], top.get("training"))
+        else:
+            training = self.training(top.get("training"), root, num_workers)
         restart, overrides = self.restart(top["restart"].value) if "restart" in top else (RestartPolicy(), {})
         run_dir = self.run_dir(top["run_dir"].value) if "run_dir" in top \
             else (self.base_dir / _DEFAULT_RUN_DIR).resolve()
         return ClusterConfig(path=path, hosts=hosts, tasks=tasks, training=training,
-                             run_dir=run_dir, restart=restart, restart_overrides=overrides)
+                             run_dir=run_dir, restart=restart, restart_overrides=overrides,
+                             program=program)
 
     def hosts(self, node: Node) -> dict[str, HostSpec]:
         items = self.mapping(node, "hosts", "a mapping of host names to how to reach them")
@@ -497,6 +554,8 @@ class _Loader:
             fields["port"] = self.port(items["port"].value, f"{where}.port", allow_auto=False)
         if "env" in items:
             fields["env"] = self.env(items["env"].value, f"{where}.env")
+        if "kind" in items:
+            fields["kind"] = self.choice(items["kind"].value, f"{where}.kind", HostKind)
         spec = HostSpec(**fields)  # type: ignore[arg-type]  # keys and types checked above
         return spec, items["jump"].value if "jump" in items else None
 
@@ -544,23 +603,36 @@ class _Loader:
                 return  # a loop further on, reported at its own entry
             current = hosts[current].jump
 
-    def cluster(self, item: _Item, hosts: Mapping[str, HostSpec]) -> tuple[TaskSpec, ...]:
+    def cluster(self, item: _Item, hosts: Mapping[str, HostSpec],
+                user_program: bool = False) -> tuple[TaskSpec, ...]:
+        """The tasks. ``chief`` and ``evaluator`` jobs exist only for a user's program (the
+        built-in trainer's chief is worker 0); with a chief, workers are optional."""
         items = self.mapping(item.value, "cluster", "a mapping with ps: and worker: lists")
         self.check_keys(items, _JOB_KEYS, "cluster")
         placed: list[tuple[TaskSpec, Node]] = []
         for job in Job:
-            entries = self.job_entries(job, items, item)
+            if job in _PROGRAM_JOBS and job.value in items and not user_program:
+                article = "an" if job.value[0] in "aeiou" else "a"
+                raise self.error(items[job.value].key,
+                                 f"cluster.{job.value}: {article} {job.value} job needs a program: "
+                                 f"section (the built-in trainer's chief is worker 0)")
+            optional = job is Job.EVALUATOR or (job is Job.CHIEF and user_program) or \
+                (job is Job.WORKER and "chief" in items)
+            entries = self.job_entries(job, items, item, optional or job in _PROGRAM_JOBS)
+            if job is Job.CHIEF and len(entries) > 1:
+                raise self.error(entries[1], "cluster.chief: a cluster has one chief at most")
             placed += [(self.task(job, index, node), node) for index, node in enumerate(entries)]
         self.check_unique_ports(placed, hosts)
         return tuple(task for task, _ in placed)
 
-    def job_entries(self, job: Job, items: Mapping[str, _Item], cluster: _Item) -> list[Node]:
-        """The task nodes of one job; at least one is required."""
+    def job_entries(self, job: Job, items: Mapping[str, _Item], cluster: _Item,
+                    optional: bool = False) -> list[Node]:
+        """The task nodes of one job; at least one is required unless ``optional``."""
         example = f"e.g. {job.value}: [localhost:auto]"
         item = items.get(job.value)
         entries = self.sequence(item.value, f"cluster.{job.value}", f"a list of host:port tasks, {example}") \
             if item else []
-        if not entries:
+        if not entries and not optional:
             # Point at the empty list if there is one, else at the key or section lacking it.
             at = _present(item) if item else _present(cluster)
             raise self.error(at, f"cluster needs at least one {job.value} task, {example}")
@@ -654,14 +726,8 @@ class _Loader:
         """``base`` with the policy fields present in ``items`` replaced."""
         policy = base
         if "policy" in items:
-            node = items["policy"].value
-            allowed = tuple(mode.value for mode in RestartMode)
-            value = self.typed(self.scalar(node, f"{where}.policy", "never or on-failure"), where)
-            if value not in allowed:
-                hint = _did_you_mean(value, allowed) if isinstance(value, str) else ""
-                raise self.error(node, f"{where}.policy: expected one of {', '.join(allowed)}, "
-                                       f"got {self.describe(node)}{hint}")
-            policy = dataclasses.replace(policy, policy=RestartMode(value))
+            mode = self.choice(items["policy"].value, f"{where}.policy", RestartMode)
+            policy = dataclasses.replace(policy, policy=mode)
         if "max_restarts" in items:
             policy = dataclasses.replace(
                 policy, max_restarts=self.integer(items["max_restarts"].value, f"{where}.max_restarts", 0))

@@ -20,6 +20,7 @@ from typing import Any, Union
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import Job
+from tui.progress import ProgressSnapshot
 
 
 class TaskState(Enum):
@@ -28,6 +29,8 @@ class TaskState(Enum):
     PENDING = "pending"        # not started (yet)
     STARTING = "starting"      # process launched, `ready` not seen yet
     RUNNING = "running"        # reported `ready`
+    STOPPING = "stopping"      # the controller is stopping it (SIGTERM sent, exit not seen yet)
+    BACKOFF = "backoff"        # failed or stopped, and a restart is coming (tui.task_state)
     SUCCEEDED = "succeeded"    # exited 0 by itself
     FAILED = "failed"          # exited non-zero by itself, or never got ready, or never exited
     STOPPED = "stopped"        # exited because the controller stopped it
@@ -35,10 +38,12 @@ class TaskState(Enum):
     @property
     def is_active(self) -> bool:
         """A process exists (or is being launched) for the task."""
-        return self in (TaskState.STARTING, TaskState.RUNNING)
+        return self in (TaskState.STARTING, TaskState.RUNNING, TaskState.STOPPING)
 
     @property
     def is_finished(self) -> bool:
+        """The task exited and nothing will start it again by itself (BACKOFF is neither
+        active nor finished: its restart is coming)."""
         return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED)
 
 
@@ -98,13 +103,14 @@ class TaskOutput:
 
     ``is_event`` marks lines that were protocol events (also published as
     :class:`TrainerEvent`); ``partial`` marks a piece of an over-long line whose rest follows
-    in the next TaskOutput of the same stream."""
+    in the next TaskOutput of the same stream, ``continued`` a piece that continues one."""
 
     task: str
     stream: Stream
     text: str
     is_event: bool = False
     partial: bool = False
+    continued: bool = False
     t: float = field(default_factory=time.time)
 
 
@@ -114,6 +120,15 @@ class TrainerEvent:
 
     task: str
     event: protocol.Event
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgressUpdate:
+    """The run's progress changed (a step, an eval, the chief's restored step, a worker's
+    exit): the snapshot to show. Derived from trainer events, so not kept in events.jsonl."""
+
+    progress: ProgressSnapshot
     t: float = field(default_factory=time.time)
 
 
@@ -235,14 +250,15 @@ class RunFinished:
     t: float = field(default_factory=time.time)
 
 
-ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, Notice, TaskHint,
-                        RunFinished]
+ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, ProgressUpdate,
+                        Notice, TaskHint, RunFinished]
 
 _RECORD_TYPES: dict[type[Any], str] = {
     RunStarted: "run_started",
     TaskStateChanged: "task_state",
     TaskOutput: "task_output",
     TrainerEvent: "trainer_event",
+    ProgressUpdate: "progress",
     Notice: "notice",
     TaskHint: "task_hint",
     RunFinished: "run_finished",

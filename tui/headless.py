@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import TextIO
 
 from trainer import protocol
-from tui import leftovers
 from tui.config import Job
 from tui.describe import describe_event, describe_exit, format_number
 from tui.events import (
     ControllerEvent,
     Notice,
+    ProgressUpdate,
     RunFinished,
     RunOutcome,
     RunStarted,
@@ -35,7 +35,8 @@ from tui.events import (
     to_json,
 )
 from tui.options import ExitCode, RunOptions, exit_code_for
-from tui.progress import ProgressTracker
+from tui.progress import ProgressSnapshot
+from tui.session import Session
 from tui.supervisor import PreflightError, Supervisor
 from tui.traffic import TrafficMonitor, format_bytes
 
@@ -64,7 +65,7 @@ class Printer:
         self._colour = colour
         self._width = len(CONTROLLER)
         self._colours: dict[str, int] = {}
-        self._progress: ProgressTracker | None = None
+        self._progress: ProgressSnapshot | None = None
         self._placement_shown = False
         self._last_progress: tuple[int, float] | None = None
 
@@ -79,6 +80,8 @@ class Printer:
             self._state(event)
         elif isinstance(event, TrainerEvent):
             self._trainer_event(event)
+        elif isinstance(event, ProgressUpdate):
+            self._progress = event.progress
         elif isinstance(event, Notice):
             self._line(event.task or CONTROLLER, f"{event.level.value}: {event.text}")
         elif isinstance(event, TaskHint):
@@ -89,9 +92,9 @@ class Printer:
 
     def progress_line(self) -> None:
         """Print the progress line, unless nothing changed since the last one."""
-        if self._progress is None:
+        snap = self._progress
+        if snap is None:
             return
-        snap = self._progress.snapshot()
         if not snap.workers or (snap.global_step, snap.examples_per_sec) == self._last_progress:
             return
         self._last_progress = (snap.global_step, snap.examples_per_sec)
@@ -144,7 +147,7 @@ class Printer:
     # -- pieces -------------------------------------------------------------------------
 
     def _run_started(self, event: RunStarted) -> None:
-        self._progress = ProgressTracker(event.settings.steps)
+        self._progress = None
         self._placement_shown = False
         self._last_progress = None
         self._width = max([len(CONTROLLER), *(len(t.name) for t in event.tasks)])
@@ -159,6 +162,8 @@ class Printer:
         self._line(CONTROLLER, f"run dir {event.run_dir}")
 
     def _state(self, event: TaskStateChanged) -> None:
+        if event.new is TaskState.STOPPING:
+            return  # the STOPPED (or FAILED) line follows with the reason
         if event.new is TaskState.STARTING:
             text = f"starting (pid {event.pid})"
         elif event.new.is_finished and event.exit_code is not None:
@@ -174,8 +179,6 @@ class Printer:
 
     def _trainer_event(self, event: TrainerEvent) -> None:
         inner = event.event
-        if self._progress is not None:
-            self._progress.update(event.task, inner)
         if isinstance(inner, protocol.Step):
             return  # summarised by the progress line
         if isinstance(inner, protocol.Placement):
@@ -214,8 +217,8 @@ class JsonPrinter:
         self._out = out
 
     def handle(self, event: ControllerEvent) -> None:
-        if isinstance(event, TaskOutput) and event.is_event:
-            return
+        if isinstance(event, ProgressUpdate) or (isinstance(event, TaskOutput) and event.is_event):
+            return  # (progress is derived from the trainer events, printed already)
         self._out.write(to_json(event) + "\n")
         self._out.flush()
 
@@ -274,23 +277,17 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
                        handle_signals: bool = True,
                        progress_interval: float = PROGRESS_INTERVAL) -> ExitCode:
     """Run the cluster to the end and return the exit code. ``supervisor`` may be given
-    (tests use a fake trainer); by default one is built from ``options``."""
+    (tests use a fake trainer); by default the session is built from ``options``."""
     out = out or sys.stdout
     err = err or sys.stderr
-    router = None
-    traffic: TrafficMonitor | None = None
-    if supervisor is None:
-        router = options.launcher()
-        supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router)
-        traffic = TrafficMonitor(options.config, router.run_command)
+    session = Session(supervisor) if supervisor is not None else Session.from_options(options)
+    supervisor = session.supervisor
     printer: Printer | JsonPrinter
     if options.json_output:
         printer = JsonPrinter(out)
     else:
         printer = Printer(out, colour=out.isatty() and "NO_COLOR" not in os.environ)
     supervisor.subscribe(printer.handle)
-    if traffic is not None:
-        supervisor.subscribe(traffic.handle)
 
     loop = asyncio.get_running_loop()
     stopper = _Stopper(supervisor, err)
@@ -300,12 +297,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     timer: asyncio.TimerHandle | None = None
     progress: asyncio.Task[None] | None = None
     try:
-        if router is not None:
-            for line in await leftovers.sweep(router, options.config, options.stop_leftovers):
-                err.write(f"{CONTROLLER}: {line}\n")
-            err.flush()
         try:
-            await supervisor.start()
+            await session.start()
         except PreflightError as exc:
             for problem in exc.problems:
                 err.write(f"error: {problem}\n")
@@ -317,8 +310,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
                                     f"timed out after {options.timeout:g} s")
         progress = asyncio.create_task(_every(progress_interval, printer.progress_line))
         summary = await supervisor.wait()
-        if traffic is not None and isinstance(printer, Printer):
-            printer.traffic(traffic)
+        if session.traffic is not None and isinstance(printer, Printer):
+            printer.traffic(session.traffic)
         return exit_code_for(summary.outcome)
     finally:
         if timer is not None:
@@ -327,9 +320,7 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
             progress.cancel()
         for signum in handled:
             loop.remove_signal_handler(signum)
-        if traffic is not None:
-            await traffic.close()
-        await supervisor.close()
+        await session.close()
 
 
 async def _every(interval: float, action: Callable[[], None]) -> None:

@@ -2,6 +2,9 @@
 
 Pure functions of the config, the training settings and the resolved ports, so the run
 directory can record precisely what was launched and tests can check it without processes.
+What the command is comes from the run's :class:`~tui.program.base.TaskProgram` (the
+built-in trainer, or the user's ``program:``); what the host's kind means for interpreters
+and paths comes from :mod:`tui.launch.kinds`.
 """
 
 from __future__ import annotations
@@ -19,20 +22,21 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.events import TaskInfo
+from tui.launch.kinds import CHECKPOINTS, kind_of
+from tui.program.base import TaskContext, TaskProgram
+from tui.program.trainer import TRAINER_ARGV, BuiltinTrainer
+from tui.program.user import UserProgram
 
-#: How the trainer is invoked after the interpreter: ``python -m trainer <flags>``.
-TRAINER_ARGV: tuple[str, ...] = ("-m", "trainer")
-#: Makes the trainer import TensorFlow, load data and build its graph, announce ``loaded``,
-#: then wait for :data:`GO_LINE` on stdin before starting its server: every task can be
-#: launched at once and the servers still start in order.
-HOLD_FLAG = "--hold"
-GO_LINE = "go"
+__all__ = ["CHECKPOINTS", "GO_LINE", "HOLD_FLAG", "RUN_ID_ENV", "TRAINER_ARGV", "TaskPlan",
+           "plan_run", "program_for", "tf_config", "trainer_root"]
+
+#: The task contract's hold flag and release line (documented in :mod:`trainer.protocol`).
+HOLD_FLAG = protocol.HOLD_FLAG
+GO_LINE = protocol.GO_LINE
 #: Names the run in each task's environment, so a task (or a test) can tell whose it is.
 RUN_ID_ENV = "TFDIST_RUN_ID"
-#: The run directory's subdirectory that holds its checkpoints, unless settings say otherwise.
-CHECKPOINTS = "checkpoints"
-#: The run directory's folder of TensorBoard event files (one subfolder per worker).
-TENSORBOARD = "tensorboard"
+#: Jobs TF_CONFIG's cluster lists (TensorFlow leaves the evaluator out of the cluster).
+_CLUSTER_JOBS = (Job.CHIEF, Job.PS, Job.WORKER)
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,15 @@ class TaskPlan:
     @property
     def shell_command(self) -> str:
         """A line that reruns the task by hand from a shell (TF_CONFIG included)."""
-        return f"TF_CONFIG={shlex.quote(self.tf_config)} {self.command}"
+        cd = f"cd {_shell_path(self.cwd)} && " if self.cwd else ""
+        return f"{cd}TF_CONFIG={shlex.quote(self.tf_config)} {self.command}"
+
+
+def _shell_path(path: str) -> str:
+    """``path`` quoted for a shell, keeping a leading ``~/`` for the shell to expand."""
+    if path.startswith("~/"):
+        return "~/" + shlex.quote(path[2:])
+    return shlex.quote(path)
 
 
 def trainer_root() -> Path:
@@ -72,62 +84,45 @@ def trainer_root() -> Path:
     return Path(protocol.__file__).resolve().parent.parent
 
 
+def program_for(config: ClusterConfig, *, trainer_argv: Sequence[str] = TRAINER_ARGV,
+                hold: bool = True) -> TaskProgram:
+    """What ``config``'s tasks run: its ``program:``, else the built-in trainer (launched
+    with ``--hold`` when ``hold``)."""
+    if config.program is not None:
+        return UserProgram(config.program, workers=len(config.of_job(Job.WORKER) + config.of_job(Job.CHIEF)))
+    return BuiltinTrainer(trainer_argv=trainer_argv, hold=hold)
+
+
 def tf_config(config: ClusterConfig, ports: Mapping[str, int], task: TaskSpec) -> dict[str, Any]:
-    """The TF_CONFIG of ``task``: the whole cluster spec plus the task's own place in it."""
+    """The TF_CONFIG of ``task``: the whole cluster spec plus the task's own place in it. A
+    job appears only when the cluster has tasks of it (``chief`` only with a chief)."""
     def address(t: TaskSpec) -> str:
         return f"{config.host_of(t).address}:{ports[t.name]}"
 
+    cluster = {job.value: [address(t) for t in config.of_job(job)] for job in _CLUSTER_JOBS}
     return {
-        "cluster": {
-            Job.PS.value: [address(t) for t in config.ps_tasks],
-            Job.WORKER.value: [address(t) for t in config.worker_tasks],
-        },
+        "cluster": {job: tasks for job, tasks in cluster.items() if tasks or job != Job.CHIEF.value},
         "task": {"type": task.job.value, "index": task.index},
     }
 
 
-def default_checkpoint_dir(host: HostSpec, run_dir: Path, run_id: str) -> str:
-    """Where a run checkpoints when ``checkpoint_dir`` is not set: its run directory on this
-    machine, ``runs/<run id>/checkpoints`` under the host's workdir on a remote one. Without
-    checkpoints a cluster restart (after a ps failed) would start training over."""
-    return _in_run_dir(host, run_dir, run_id, CHECKPOINTS)
-
-
-def default_summary_dir(host: HostSpec, run_dir: Path, run_id: str) -> str:
-    """Where a run writes TensorBoard event files when ``summary_dir`` is not set: the
-    ``tensorboard`` folder of its run directory (so ``tensorboard --logdir runs`` shows every
-    run side by side); ``runs/<run id>/tensorboard`` under the workdir on a remote host."""
-    return _in_run_dir(host, run_dir, run_id, TENSORBOARD)
-
-
-def _in_run_dir(host: HostSpec, run_dir: Path, run_id: str, folder: str) -> str:
-    if host.is_local:
-        return str(run_dir.resolve() / folder)
-    return f"runs/{run_id}/{folder}"
-
-
 def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[str, int],
-             run_id: str, *, trainer_argv: Sequence[str] = TRAINER_ARGV,
-             local_python: str = sys.executable, hold: bool = True,
-             run_dir: Path | None = None) -> tuple[TaskPlan, ...]:
+             run_id: str, *, program: TaskProgram | None = None,
+             trainer_argv: Sequence[str] = TRAINER_ARGV, local_python: str = sys.executable,
+             hold: bool = True, run_dir: Path | None = None) -> tuple[TaskPlan, ...]:
     """One plan per task, in the config's order. ``ports`` maps task names to resolved
-    ports (``auto`` already chosen); ``hold`` adds :data:`HOLD_FLAG`; ``run_dir`` (the
-    run's directory) gives the default checkpoint and summary directories
-    (:func:`default_checkpoint_dir`, :func:`default_summary_dir`)."""
+    ports (``auto`` already chosen); ``program`` defaults to :func:`program_for` (with
+    ``trainer_argv`` and ``hold``); ``run_dir`` (the run's directory) gives the default
+    checkpoint directory."""
+    program = program or program_for(config, trainer_argv=trainer_argv, hold=hold)
     plans = []
     for spec in config.tasks:
         host = config.host_of(spec)
-        task_settings = settings if spec.gpus is None else settings.replace(gpus=spec.gpus)
-        if task_settings.checkpoint_dir is None and run_dir is not None:
-            task_settings = task_settings.replace(
-                checkpoint_dir=default_checkpoint_dir(host, run_dir, run_id))
-        if task_settings.summary_dir is None and run_dir is not None:
-            task_settings = task_settings.replace(
-                summary_dir=default_summary_dir(host, run_dir, run_id))
-        # Locally, default to the controller's own interpreter (which can import the
-        # trainer) unless hosts.yaml names an interpreter for localhost explicitly.
-        explicit_host = spec.host in config.hosts
-        python = local_python if host.is_local and not explicit_host else host.python
+        kind = kind_of(host)
+        python = kind.python(host, spec.host in config.hosts, local_python)
+        ctx = TaskContext(config=config, spec=spec, host=host, ports=ports, settings=settings,
+                          run_id=run_id, run_dir=run_dir, python=python, kind=kind)
+        command = program.command(ctx)
         config_json = json.dumps(tf_config(config, ports, spec), separators=(",", ":"))
         env = {
             **host.env,
@@ -135,17 +130,13 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
             # Events must reach us line by line, not in 8 KB blocks.
             "PYTHONUNBUFFERED": "1",
             RUN_ID_ENV: run_id,
+            **command.env,
         }
-        if host.is_local:
+        if kind.sets_pythonpath:
             inherited = host.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(trainer_root()), inherited) if p)
-        plans.append(TaskPlan(
-            spec=spec,
-            host=host,
-            port=ports[spec.name],
-            tf_config=config_json,
-            argv=(python, *trainer_argv, *([HOLD_FLAG] if hold else []), *task_settings.to_argv()),
-            env=env,
-            cwd=None if host.is_local else host.workdir,
-        ))
+            root = trainer_root()
+            ours = (str(root), *(str(root.joinpath(*p.split("/"))) for p in command.python_path))
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (*ours, inherited) if p)
+        plans.append(TaskPlan(spec=spec, host=host, port=ports[spec.name], tf_config=config_json,
+                              argv=command.argv, env=env, cwd=command.cwd))
     return tuple(plans)

@@ -10,7 +10,8 @@ import sys
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import ClusterConfig
-from tui.plan import TRAINER_ARGV, trainer_root
+from tui.plan import trainer_root
+from tui.program.trainer import TRAINER_ARGV
 
 PREVIEW_TIMEOUT = 120.0
 
@@ -23,7 +24,11 @@ async def preview_placement(config: ClusterConfig, settings: TrainingSettings, *
                             python: str = sys.executable,
                             timeout: float = PREVIEW_TIMEOUT) -> protocol.Placement:
     """The placement of ``settings`` on ``config``'s cluster. Runs locally: it needs
-    TensorFlow on this machine, not on the cluster's hosts."""
+    TensorFlow on this machine, not on the cluster's hosts. Only the built-in trainer's
+    graph can be built without running it: a user's program shows its placement once its
+    chief has built its graph."""
+    if config.program is not None:
+        raise PreviewError("no preview for your own program: its placement shows once it runs")
     problems = settings.problems(len(config.worker_tasks))
     if problems:
         name, message = problems[0]

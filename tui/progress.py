@@ -1,14 +1,20 @@
-"""Training progress folded from trainer events: global step, throughput, loss, accuracy.
+"""Training progress folded from trainer events: global step, throughput, loss, accuracy,
+ETA.
 
-Pure bookkeeping, no I/O: the supervisor keeps one per run for the summary, and front ends
-read its snapshots for progress lines and charts.
+Pure bookkeeping, no I/O, and the only place these rules live (such as "the chief's
+``initialized`` step wins"): the supervisor keeps one tracker per run and publishes its
+snapshots as :class:`~tui.events.ProgressUpdate` events; front ends only render them.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from trainer import protocol
+
+#: How many recent (time, global step) points the ETA is computed from.
+ETA_POINTS = 30
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,14 @@ class ProgressSnapshot:
     workers: tuple[WorkerProgress, ...]
     loss: float | None
     accuracy: float | None
+    #: Seconds to the target at the recent global-step rate; None when unknown.
+    eta_seconds: float | None = None
+
+    @classmethod
+    def empty(cls, target: int) -> ProgressSnapshot:
+        """Progress before any worker reported."""
+        return cls(global_step=0, target=target, examples_per_sec=0.0, workers=(), loss=None,
+                   accuracy=None)
 
     @property
     def fraction(self) -> float | None:
@@ -53,10 +67,12 @@ class ProgressTracker:
         self._accuracy: float | None = None
         self._final_loss: float | None = None
         self._final_accuracy: float | None = None
+        self._history: deque[tuple[float, int]] = deque(maxlen=ETA_POINTS)
         self.placement: protocol.Placement | None = None
 
-    def update(self, task: str, event: protocol.Event) -> None:
-        """Take one event emitted by ``task``."""
+    def update(self, task: str, event: protocol.Event, t: float) -> bool:
+        """Take one event emitted by ``task`` and received at ``t``; return whether the
+        progress changed (a new snapshot is due)."""
         if isinstance(event, protocol.Step):
             self._global_step = max(self._global_step, event.global_step)
             if event.target > 0:
@@ -65,10 +81,13 @@ class ProgressTracker:
                                                  event.examples_per_sec, event.loss)
             if event.loss is not None:
                 self._loss = event.loss
+            self._history.append((t, self._global_step))
         elif isinstance(event, protocol.Initialized) and event.is_chief:
             # The chief read the step from the ps tasks: after a cluster restart that is the
             # restored checkpoint's step, lower than what the lost cluster had reached.
+            # Another worker's view of it is not authoritative.
             self._global_step = event.global_step
+            self._history.clear()
         elif isinstance(event, protocol.Eval):
             self._global_step = max(self._global_step, event.global_step)
             self._accuracy = event.accuracy
@@ -82,10 +101,23 @@ class ProgressTracker:
                 self._final_accuracy = event.accuracy
         elif isinstance(event, protocol.Placement) and self.placement is None:
             self.placement = event
+            return False
+        else:
+            return False
+        return True
 
-    def worker_exited(self, task: str) -> None:
-        """A worker stopped contributing throughput."""
-        self._workers.pop(task, None)
+    def worker_exited(self, task: str) -> bool:
+        """A worker stopped contributing throughput; return whether the progress changed."""
+        return self._workers.pop(task, None) is not None
+
+    def eta_seconds(self) -> float | None:
+        """Seconds to the target at the recent global-step rate."""
+        if len(self._history) < 2 or self._target <= self._global_step:
+            return None
+        (t0, s0), (t1, s1) = self._history[0], self._history[-1]
+        if t1 <= t0 or s1 <= s0:
+            return None
+        return (self._target - self._global_step) / ((s1 - s0) / (t1 - t0))
 
     def snapshot(self) -> ProgressSnapshot:
         # (len, name) sorts worker2 before worker10.
@@ -97,6 +129,7 @@ class ProgressTracker:
             workers=workers,
             loss=self._loss,
             accuracy=self._accuracy,
+            eta_seconds=self.eta_seconds(),
         )
 
     @property

@@ -40,6 +40,7 @@ from tui.events import (
     to_json,
 )
 from tui.plan import TaskPlan
+from tui.program.section import DRIVEN_SETTINGS
 
 FLUSH_INTERVAL = 1.0
 
@@ -58,7 +59,6 @@ class RunDirectory:
         self._events: IO[str] | None = None
         self._closed = False
         # Which streams of which task are in the middle of an over-long line.
-        self._partial: dict[str, set[Stream]] = {}
 
     @classmethod
     def create(cls, root: Path, run_id: str) -> RunDirectory:
@@ -104,15 +104,8 @@ class RunDirectory:
         if self._closed:
             return
         if isinstance(event, TaskOutput):
-            mark = "out" if event.stream is Stream.STDOUT else "err"
-            partial = self._partial.setdefault(event.task, set())
-            if event.stream in partial:
-                mark += "+"
+            mark = ("out" if event.stream is Stream.STDOUT else "err") + ("+" if event.continued else "")
             self._log(event.task).write(f"{_clock(event.t)} {mark} | {event.text}\n")
-            if event.partial:
-                partial.add(event.stream)
-            else:
-                partial.discard(event.stream)
             return
         if isinstance(event, TaskStateChanged):
             self._log(event.task).write(f"{_clock(event.t)} ctl | {_describe_state(event)}\n")
@@ -157,7 +150,7 @@ def resolved_config(config: ClusterConfig, settings: TrainingSettings,
     """The config in hosts.yaml's own shape, with every port resolved."""
     hosts = {}
     for name, host in config.hosts.items():
-        entry = {f.name: getattr(host, f.name) for f in dataclasses.fields(host) if f.name != "name"}
+        entry = {f.name: _plain(getattr(host, f.name)) for f in dataclasses.fields(host) if f.name != "name"}
         entry["env"] = dict(host.env)
         hosts[name] = {k: v for k, v in entry.items() if v is not None}
     cluster: dict[str, list[Any]] = {}
@@ -166,14 +159,28 @@ def resolved_config(config: ClusterConfig, settings: TrainingSettings,
         if plan.spec.gpus is not None:
             address = {"host": plan.spec.host, "port": plan.port, "gpus": plan.spec.gpus}
         cluster.setdefault(plan.spec.job.value, []).append(address)
-    training = {}
+    training: dict[str, Any] = {}
     for f in dataclasses.fields(settings):
         value = getattr(settings, f.name)
-        if value is not None:
-            training[f.name] = value.value if isinstance(value, Enum) else value
-    restart = {job.value: _policy(config.restart_policy(job)) for job in Job}
-    return {"hosts": hosts, "cluster": cluster, "training": training,
-            "run_dir": str(config.run_dir), "restart": restart}
+        if value is not None and (config.program is None or f.name in DRIVEN_SETTINGS):
+            training[f.name] = _plain(value)
+    jobs = [job for job in Job if job in (Job.PS, Job.WORKER) or config.of_job(job)]
+    restart = {job.value: _policy(config.restart_policy(job)) for job in jobs}
+    resolved: dict[str, Any] = {"hosts": hosts, "cluster": cluster, "training": training,
+                                "run_dir": str(config.run_dir), "restart": restart}
+    if config.program is not None:
+        program = config.program
+        training.update(program.values)
+        resolved["program"] = {"command": list(program.command), "shim": program.shim,
+                               **({"upload": str(program.upload)} if program.upload else {}),
+                               **({"batch_size": program.batch_size} if program.batch_size else {}),
+                               **({"metrics": [m.regex.pattern for m in program.metrics]}
+                                  if program.metrics else {})}
+    return resolved
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
 
 
 def _policy(policy: RestartPolicy) -> dict[str, Any]:

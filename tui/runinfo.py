@@ -102,7 +102,8 @@ def read_run(path: Path) -> RunRecord:
             event = protocol.parse_event(json.dumps(record.get("event")))
             if event is None:
                 continue
-            tracker.update(str(record.get("task")), event)
+            received = _number(record.get("t"))
+            tracker.update(str(record.get("task")), event, event.t if received is None else received)
             if isinstance(event, protocol.Step):
                 first_step = event.t - started if first_step is None else first_step
                 if event.loss is not None:

@@ -116,8 +116,9 @@ def point_config(config: ClusterConfig, point: Point) -> ClusterConfig:
             raise ConfigError("command line", None, None,
                               f"--set workers: expected 1 to {available} (the config's worker "
                               f"tasks), got {workers!r}")
-        kept = config.worker_tasks[:int(workers)]
-        config = dataclasses.replace(config, tasks=(*config.ps_tasks, *kept))
+        dropped = set(config.worker_tasks[int(workers):])
+        # Every other task (ps, and a user program's chief or evaluator) stays, in order.
+        config = dataclasses.replace(config, tasks=tuple(t for t in config.tasks if t not in dropped))
     try:
         return apply_overrides(config, **values)
     except ConfigError as exc:

@@ -31,7 +31,14 @@ from pathlib import Path
 
 from trainer import protocol
 from tui.config import ClusterConfig, HostSpec, Job
-from tui.events import ControllerEvent, RunFinished, RunStarted, TaskStateChanged, TrainerEvent
+from tui.events import (
+    ControllerEvent,
+    ProgressUpdate,
+    RunFinished,
+    RunStarted,
+    TaskStateChanged,
+    TrainerEvent,
+)
 from tui.launch.base import LaunchError
 
 SAMPLE_INTERVAL = 0.5
@@ -272,12 +279,11 @@ class TrafficMonitor:
         elif isinstance(event, TaskStateChanged):
             if event.pid is not None and event.task in self._ps_names:
                 self._meter.pids[event.pid] = event.task
+        elif isinstance(event, ProgressUpdate):
+            self._global_step = max(self._global_step, event.progress.global_step)
         elif isinstance(event, TrainerEvent):
-            inner = event.event
-            if isinstance(inner, protocol.Step):
-                self._global_step = max(self._global_step, inner.global_step)
-            elif isinstance(inner, protocol.Placement) and self.placement is None:
-                self.placement = inner
+            if isinstance(event.event, protocol.Placement) and self.placement is None:
+                self.placement = event.event
         elif isinstance(event, RunFinished):
             self._finish()
 

@@ -15,6 +15,8 @@ from typing import Any
 import psutil
 import yaml
 
+from tests.support import async_wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 FAKE_TRAINER = Path(__file__).resolve().parent / "fake_trainer.py"
 FAKE_CLI = Path(__file__).resolve().parent / "fake_cli.py"
@@ -67,13 +69,11 @@ def survivors(tag: str) -> list[psutil.Process]:
 async def wait_no_survivors(tag: str, timeout: float = 5.0) -> list[psutil.Process]:
     """Poll until no tagged trainer process is alive; return those still alive at the end.
     (Dead non-children cannot be awaited, so this polls, bounded by ``timeout``.)"""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        alive = survivors(tag)
-        if not alive or loop.time() >= deadline:
-            return alive
-        await asyncio.sleep(0.1)
+    try:
+        await async_wait_until(lambda: not survivors(tag), timeout)
+    except AssertionError:
+        pass
+    return survivors(tag)
 
 
 def kill_all(processes: list[psutil.Process]) -> None:

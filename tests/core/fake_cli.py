@@ -10,13 +10,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tui import cli, headless
-from tui.supervisor import Supervisor
+from tui import cli, session
+from tui.supervisor import SupervisorOptions
 
 FAKE_TRAINER = Path(__file__).resolve().parent / "fake_trainer.py"
 
 if __name__ == "__main__":
-    # The one seam: the headless front end builds its Supervisor from this name.
-    headless.Supervisor = functools.partial(  # type: ignore[assignment, misc]
-        Supervisor, trainer_argv=[str(FAKE_TRAINER)])
+    # The one seam: every front end builds its session with Session.from_options.
+    session.Session.from_options = functools.partial(  # type: ignore[method-assign]
+        session.Session.from_options, supervisor_options=SupervisorOptions(trainer_argv=[str(FAKE_TRAINER)]))
     sys.exit(cli.main())

@@ -12,27 +12,22 @@ import pytest
 from . import scenarios
 
 
-@pytest.mark.asyncio
 async def test_default_run_succeeds(tmp_path: Path) -> None:
     await scenarios.default_run_succeeds(tmp_path, fake=True)
 
 
-@pytest.mark.asyncio
 async def test_failing_task_exits_1(tmp_path: Path) -> None:
     await scenarios.failing_task_exits_1(tmp_path, fake=True)
 
 
-@pytest.mark.asyncio
 async def test_port_in_use_exits_2(tmp_path: Path) -> None:
     await scenarios.port_in_use_exits_2(tmp_path, fake=True)
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 async def test_signal_leaves_no_task_behind(tmp_path: Path, sig: signal.Signals) -> None:
     await scenarios.signal_stops_everything(tmp_path, fake=True, sig=sig)
 
 
-@pytest.mark.asyncio
 async def test_timeout_exits_3(tmp_path: Path) -> None:
     await scenarios.timeout_exits_3(tmp_path, fake=True)

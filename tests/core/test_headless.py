@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import with_progress
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import Job
@@ -27,7 +28,7 @@ from tui.events import (
 )
 from tui.headless import JsonPrinter, Printer, clean_text, run_headless
 from tui.options import ExitCode, RunOptions
-from tui.supervisor import Supervisor
+from tui.supervisor import Supervisor, SupervisorOptions
 
 from .clirun import FAKE_TRAINER
 from .fakes import make_config
@@ -107,10 +108,11 @@ def test_progress_line_sums_workers_and_skips_repeats() -> None:
     printer.handle(started())
     printer.progress_line()
     assert "ex/s" not in out.getvalue()  # nothing to report yet
-    for index, rate in ((0, 100.0), (1, 50.5)):
-        printer.handle(TrainerEvent(task=f"worker{index}", event=protocol.Step(
-            role="worker", index=index, global_step=40 + index, local_step=20, loss=0.5,
-            examples_per_sec=rate, step_time=0.1, target=100)))
+    steps = [TrainerEvent(task=f"worker{index}", event=protocol.Step(
+        role="worker", index=index, global_step=40 + index, local_step=20, loss=0.5,
+        examples_per_sec=rate, step_time=0.1, target=100)) for index, rate in ((0, 100.0), (1, 50.5))]
+    for event in with_progress([started(), *steps])[1:]:  # as the supervisor publishes them
+        printer.handle(event)
     printer.progress_line()
     printer.progress_line()
     lines = [line for line in out.getvalue().splitlines() if "ex/s" in line]
@@ -163,7 +165,7 @@ def test_clean_text() -> None:
 
 def fake_supervisor(config: object, tmp_path: Path) -> Supervisor:
     return Supervisor(config, runs_root=tmp_path / "runs",  # type: ignore[arg-type]
-                      trainer_argv=[str(FAKE_TRAINER)], grace=1.0)
+                      options=SupervisorOptions(trainer_argv=[str(FAKE_TRAINER)], grace=1.0))
 
 
 async def headless(tmp_path: Path, *, timeout: float | None = None, json_output: bool = False,
@@ -184,7 +186,6 @@ def fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPa
     return monkeypatch
 
 
-@pytest.mark.asyncio
 async def test_clean_run_exits_0_with_a_summary(tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
     code, out, _ = await headless(tmp_path)
     assert code is ExitCode.OK, out
@@ -197,7 +198,6 @@ async def test_clean_run_exits_0_with_a_summary(tmp_path: Path, fake_env: pytest
     assert json.loads((run_dir / "summary.json").read_text())["outcome"] == "succeeded"
 
 
-@pytest.mark.asyncio
 async def test_a_failing_task_exits_1_with_its_exit_code_and_last_lines(
         tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
     fake_env.setenv("FAKE_FAIL", "worker1")
@@ -210,7 +210,6 @@ async def test_a_failing_task_exits_1_with_its_exit_code_and_last_lines(
     assert "worker1 | error: RuntimeError: fake failure" in out
 
 
-@pytest.mark.asyncio
 async def test_a_task_failing_before_ready_exits_1(tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
     fake_env.setenv("FAKE_FAIL_EARLY", "worker0")
     code, out, _ = await headless(tmp_path)
@@ -219,7 +218,6 @@ async def test_a_task_failing_before_ready_exits_1(tmp_path: Path, fake_env: pyt
     assert "worker0 | trainer: error: --data-path: /nonexistent does not exist" in out
 
 
-@pytest.mark.asyncio
 async def test_timeout_stops_everything_and_exits_3(tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
     fake_env.setenv("FAKE_FOREVER", "*")
     code, out, _ = await headless(tmp_path, timeout=2.0)
@@ -229,7 +227,6 @@ async def test_timeout_stops_everything_and_exits_3(tmp_path: Path, fake_env: py
     assert results and all(" stopped, exit code " in line for line in results)
 
 
-@pytest.mark.asyncio
 async def test_json_mode_prints_only_json(tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
     code, out, _ = await headless(tmp_path, json_output=True)
     assert code is ExitCode.OK
@@ -239,7 +236,6 @@ async def test_json_mode_prints_only_json(tmp_path: Path, fake_env: pytest.Monke
     assert any(r["type"] == "trainer_event" and r["event"]["event"] == "placement" for r in records)
 
 
-@pytest.mark.asyncio
 async def test_a_port_in_use_exits_2_naming_host_port_and_holder(
         tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
     with socket.socket() as held:
@@ -264,7 +260,6 @@ class StubSupervisor:
         self.kills += 1
 
 
-@pytest.mark.asyncio
 async def test_a_signal_during_preflight_is_held_and_a_second_one_kills() -> None:
     import asyncio
     import signal

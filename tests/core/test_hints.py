@@ -20,7 +20,7 @@ from tui.events import RunOutcome, RunSummary, Stream, TaskHint, TaskResult, Tas
 from tui.headless import Printer, run_headless
 from tui.hints import HINTS, hint_for, hint_for_exit
 from tui.options import ExitCode, RunOptions
-from tui.supervisor import Supervisor
+from tui.supervisor import Supervisor, SupervisorOptions
 
 from .fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
 
@@ -107,7 +107,7 @@ def test_the_module_stays_free_of_ui_and_tensorflow() -> None:
 def make(tmp_path: Path, **kwargs: object) -> tuple[Supervisor, FakeLauncher, Recorder, FakeClock]:
     launcher, recorder, clock = FakeLauncher(), Recorder(), FakeClock()
     supervisor = Supervisor(make_config(tmp_path), runs_root=tmp_path / "runs", launcher=launcher,
-                            clock=clock, **kwargs)  # type: ignore[arg-type]
+                            clock=clock, options=SupervisorOptions(**kwargs))  # type: ignore[arg-type]
     supervisor.subscribe(recorder)
     return supervisor, launcher, recorder, clock
 
@@ -116,7 +116,6 @@ def hint_notices(recorder: Recorder) -> list[tuple[str, str]]:
     return [(h.task, h.hint) for h in recorder.of(TaskHint)]
 
 
-@pytest.mark.asyncio
 async def test_the_first_hint_of_a_task_is_noticed_once_and_kept_in_its_result(tmp_path: Path) -> None:
     supervisor, launcher, recorder, _clock = make(tmp_path)
     await supervisor.start()
@@ -134,7 +133,6 @@ async def test_the_first_hint_of_a_task_is_noticed_once_and_kept_in_its_result(t
     assert by_name["ps0"].hint == by_name["worker1"].hint == ""
 
 
-@pytest.mark.asyncio
 async def test_a_task_killed_by_sigkill_gets_the_exit_hint(tmp_path: Path) -> None:
     supervisor, launcher, recorder, _clock = make(tmp_path)
     await supervisor.start()
@@ -149,7 +147,6 @@ async def test_a_task_killed_by_sigkill_gets_the_exit_hint(tmp_path: Path) -> No
                                                         "worker1": hints.SIGKILL_HINT}
 
 
-@pytest.mark.asyncio
 async def test_a_task_the_controller_kills_gets_no_oom_hint(tmp_path: Path) -> None:
     supervisor, launcher, recorder, clock = make(tmp_path, grace=3.0)
     await supervisor.start()
@@ -170,7 +167,6 @@ async def test_a_task_the_controller_kills_gets_no_oom_hint(tmp_path: Path) -> N
     assert all(t.hint == "" for t in summary.tasks)
 
 
-@pytest.mark.asyncio
 async def test_a_restarted_task_starts_its_launch_without_a_hint(tmp_path: Path) -> None:
     supervisor, launcher, recorder, clock = make(tmp_path)
     config = supervisor.config
@@ -214,7 +210,6 @@ def test_the_headless_summary_shows_the_hint_under_the_failed_task() -> None:
 
 @pytest.mark.integration
 @pytest.mark.timeout(300)
-@pytest.mark.asyncio
 async def test_real_trainer_with_a_missing_dataset_shows_the_hint(tmp_path: Path) -> None:
     from tests.support import assert_no_trainers_left
 
@@ -222,7 +217,7 @@ async def test_real_trainer_with_a_missing_dataset_shows_the_hint(tmp_path: Path
                          steps=100)
     out, err = io.StringIO(), io.StringIO()
     options = RunOptions(config=config, runs_root=tmp_path / "runs")
-    supervisor = Supervisor(config, runs_root=tmp_path / "runs", grace=2.0)
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", options=SupervisorOptions(grace=2.0))
     code = await run_headless(options, supervisor=supervisor, out=out, err=err, handle_signals=False)
     text = out.getvalue()
     assert code is ExitCode.TASK_FAILED, text + err.getvalue()

@@ -11,7 +11,8 @@ import sys
 from .clirun import REPO
 
 CORE = ["tui.supervisor", "tui.launch.local", "tui.launch.router", "tui.options", "tui.cli",
-        "tui.headless", "tui.leftovers", "tui.rundir", "tui.events", "tui.plan", "tui.progress"]
+        "tui.headless", "tui.leftovers", "tui.rundir", "tui.events", "tui.plan", "tui.progress",
+        "tui.session", "tui.commands", "tui.task_state", "tui.restart_policy"]
 
 
 def test_core_imports_neither_textual_nor_tensorflow() -> None:

@@ -23,7 +23,7 @@ from tui.config import RestartMode, RestartPolicy
 from tui.events import ControllerEvent, RunOutcome, TaskState, TaskStateChanged, TrainerEvent
 from tui.headless import run_headless
 from tui.options import ExitCode, RunOptions
-from tui.supervisor import Supervisor
+from tui.supervisor import Supervisor, SupervisorOptions
 
 from .fakes import make_config
 
@@ -67,7 +67,6 @@ def after_the_chief_rejoined(steps: int) -> Callable[[protocol.Event], bool]:
     return when
 
 
-@pytest.mark.asyncio
 async def test_async_a_ps_then_the_chief_killed_mid_run(tmp_path: Path) -> None:
     """The ps: the whole cluster restarts and resumes from the latest checkpoint. Then the
     chief: it alone restarts and rejoins the live cluster, without re-initialising or
@@ -76,7 +75,7 @@ async def test_async_a_ps_then_the_chief_killed_mid_run(tmp_path: Path) -> None:
     config = make_config(tmp_path, mode=Mode.ASYNC, steps=2500, log_every=50, checkpoint_every=every)
     config = dataclasses.replace(config, restart=RestartPolicy(policy=RestartMode.ON_FAILURE,
                                                                max_restarts=1, backoff=0.5))
-    supervisor = Supervisor(config, runs_root=tmp_path / "runs", grace=2.0)
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", options=SupervisorOptions(grace=2.0))
     on_event, kills = killer(supervisor, [("ps0", step_at_least(500)),
                                           ("worker0", after_the_chief_rejoined(100))])
     saved: list[int] = []
@@ -128,12 +127,11 @@ async def test_async_a_ps_then_the_chief_killed_mid_run(tmp_path: Path) -> None:
     assert_no_trainers_left(tmp_path / "runs")
 
 
-@pytest.mark.asyncio
 async def test_sync_mode_survives_the_chief_then_a_worker_being_killed(tmp_path: Path) -> None:
     config = make_config(tmp_path, mode=Mode.SYNC, steps=1200, log_every=50)
     config = dataclasses.replace(config, restart=RestartPolicy(policy=RestartMode.ON_FAILURE,
                                                                max_restarts=1, backoff=0.5))
-    supervisor = Supervisor(config, runs_root=tmp_path / "runs", grace=2.0)
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", options=SupervisorOptions(grace=2.0))
     on_event, kills = killer(supervisor, [("worker0", step_at_least(300)),
                                           ("worker1", after_the_chief_rejoined(100))])
     supervisor.subscribe(on_event)

@@ -13,27 +13,22 @@ from . import scenarios
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
-@pytest.mark.asyncio
 async def test_default_hosts_yaml_runs_to_a_clean_exit(tmp_path: Path) -> None:
     await scenarios.default_run_succeeds(tmp_path, fake=False)
 
 
-@pytest.mark.asyncio
 async def test_a_task_the_trainer_fails_exits_1(tmp_path: Path) -> None:
     await scenarios.failing_task_exits_1(tmp_path, fake=False)
 
 
-@pytest.mark.asyncio
 async def test_a_port_in_use_exits_2(tmp_path: Path) -> None:
     await scenarios.port_in_use_exits_2(tmp_path, fake=False)
 
 
-@pytest.mark.asyncio
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 async def test_no_trainer_survives_the_controller(tmp_path: Path, sig: signal.Signals) -> None:
     await scenarios.signal_stops_everything(tmp_path, fake=False, sig=sig)
 
 
-@pytest.mark.asyncio
 async def test_timeout_exits_3(tmp_path: Path) -> None:
     await scenarios.timeout_exits_3(tmp_path, fake=False)

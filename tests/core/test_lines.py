@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -52,8 +51,9 @@ def test_a_one_megabyte_line_arrives_whole() -> None:
 
 def test_an_over_long_line_is_cut_into_marked_pieces_without_losing_bytes() -> None:
     lines = split(b"x" * 25 + b"\nshort\n", max_line=10)
-    assert [(line.text, line.partial) for line in lines] == [
-        ("x" * 10, True), ("x" * 10, True), ("x" * 5, False), ("short", False)]
+    assert [(line.text, line.partial, line.continued) for line in lines] == [
+        ("x" * 10, True, False), ("x" * 10, True, True), ("x" * 5, False, True),
+        ("short", False, False)]
 
 
 def test_pieces_never_split_a_utf8_character() -> None:
@@ -99,7 +99,6 @@ class ChunkSource:
         return self._chunks.pop(0) if self._chunks else b""
 
 
-@pytest.mark.asyncio
 async def test_read_lines_from_an_async_source() -> None:
     source = ChunkSource([b"par", b"tial\nnext", b" line", b""])
     lines = [line async for line in read_lines(source, Stream.STDERR)]

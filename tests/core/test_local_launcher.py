@@ -3,7 +3,6 @@ stop signal, port checks and reservations."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import sys
@@ -12,6 +11,7 @@ import textwrap
 import psutil
 import pytest
 
+from tests.support import async_wait_until
 from tui.config import HostSpec, Job, TaskSpec
 from tui.launch.base import LaunchError
 from tui.launch.lines import OutputLine
@@ -32,19 +32,18 @@ async def run_script(script: str, env: dict[str, str] | None = None) -> tuple[Lo
 
 async def wait_gone(pid: int, timeout: float = 5.0) -> bool:
     """Whether ``pid`` disappeared (or is a zombie) within ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
+    def gone() -> bool:
         try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             return True
-        await asyncio.sleep(0.05)
-    return False
+
+    try:
+        return await async_wait_until(gone, timeout, interval=0.05)
+    except AssertionError:
+        return False
 
 
-@pytest.mark.asyncio
 async def test_stdout_and_stderr_are_streamed_with_their_stream() -> None:
     task, lines = await run_script("""
         import sys
@@ -57,7 +56,6 @@ async def test_stdout_and_stderr_are_streamed_with_their_stream() -> None:
         ("stderr", "err 1"), ("stdout", "no newline"), ("stdout", "out 1")]
 
 
-@pytest.mark.asyncio
 async def test_nasty_output_never_breaks_the_reader() -> None:
     task, lines = await run_script("""
         import sys
@@ -73,14 +71,12 @@ async def test_nasty_output_never_breaks_the_reader() -> None:
     assert lines[1].text == "\ufffd\ufffd\x00 binary"
 
 
-@pytest.mark.asyncio
 async def test_env_is_added_to_the_environment() -> None:
     _task, lines = await run_script("import os; print(os.environ['TF_CONFIG'], 'PATH' in os.environ)",
                                    env={"TF_CONFIG": '{"task": 1}'})
     assert [line.text for line in lines] == ['{"task": 1} True']
 
 
-@pytest.mark.asyncio
 async def test_terminate_signals_the_whole_process_group() -> None:
     task = await LocalLauncher().start(TASK, LOCAL, [sys.executable, "-c", textwrap.dedent("""
         import subprocess, sys, time
@@ -98,7 +94,6 @@ async def test_terminate_signals_the_whole_process_group() -> None:
     await output.aclose()
 
 
-@pytest.mark.asyncio
 async def test_closing_stdin_is_seen_as_eof_by_the_task() -> None:
     task = await LocalLauncher().start(TASK, LOCAL, [sys.executable, "-c", textwrap.dedent("""
         import signal, sys
@@ -115,7 +110,6 @@ async def test_closing_stdin_is_seen_as_eof_by_the_task() -> None:
     await output.aclose()
 
 
-@pytest.mark.asyncio
 async def test_kill_ends_a_task_that_ignores_everything_else() -> None:
     task = await LocalLauncher().start(TASK, LOCAL, [sys.executable, "-c", textwrap.dedent("""
         import signal, time
@@ -131,19 +125,16 @@ async def test_kill_ends_a_task_that_ignores_everything_else() -> None:
     await output.aclose()
 
 
-@pytest.mark.asyncio
 async def test_a_missing_program_is_a_launch_error() -> None:
     with pytest.raises(LaunchError, match="cannot run /nonexistent/python"):
         await LocalLauncher().start(TASK, LOCAL, ["/nonexistent/python"], {}, None)
 
 
-@pytest.mark.asyncio
 async def test_remote_hosts_are_refused_clearly() -> None:
     with pytest.raises(LaunchError, match="SSH launcher"):
         await LocalLauncher().check_ports(HostSpec(name="gpu1", address="10.0.0.1"), [2222])
 
 
-@pytest.mark.asyncio
 async def test_a_port_in_use_names_this_process() -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
@@ -156,7 +147,6 @@ async def test_a_port_in_use_names_this_process() -> None:
     assert str(problem).startswith(f"localhost:{port} is in use by pid {os.getpid()} (")
 
 
-@pytest.mark.asyncio
 async def test_a_free_port_has_no_problem() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -164,7 +154,6 @@ async def test_a_free_port_has_no_problem() -> None:
     assert await LocalLauncher().check_ports(LOCAL, [port]) == []
 
 
-@pytest.mark.asyncio
 async def test_reserved_ports_are_distinct_held_and_released() -> None:
     reservations = await LocalLauncher().free_ports(LOCAL, 3, avoid=frozenset({1}))
     ports = [r.port for r in reservations]

@@ -122,7 +122,8 @@ def test_records_are_json_with_a_type_and_plain_values() -> None:
 
 
 def test_task_state_properties() -> None:
-    assert [s for s in TaskState if s.is_active] == [TaskState.STARTING, TaskState.RUNNING]
+    assert [s for s in TaskState if s.is_active] == [TaskState.STARTING, TaskState.RUNNING,
+                                                     TaskState.STOPPING]
     assert [s for s in TaskState if s.is_finished] == [TaskState.SUCCEEDED, TaskState.FAILED,
                                                        TaskState.STOPPED]
 
@@ -134,22 +135,23 @@ def test_progress_sums_running_workers_and_prefers_the_chiefs_final_numbers() ->
         return protocol.Step(role="worker", index=index, global_step=global_step, local_step=1,
                              loss=loss, examples_per_sec=rate, step_time=0.1, target=200)
 
-    tracker.update("worker0", step(0, 10, 1.0, 100.0))
-    tracker.update("worker10", step(10, 12, 0.9, 50.0))
-    tracker.update("worker2", step(2, 11, 0.8, 25.0))
+    assert tracker.update("worker0", step(0, 10, 1.0, 100.0), t=0.0)
+    assert tracker.update("worker10", step(10, 12, 0.9, 50.0), t=1.0)
+    assert tracker.update("worker2", step(2, 11, 0.8, 25.0), t=2.0)
     snap = tracker.snapshot()
     assert (snap.global_step, snap.target, snap.examples_per_sec, snap.loss) == (12, 200, 175.0, 0.8)
     assert [w.task for w in snap.workers] == ["worker0", "worker2", "worker10"]
     assert snap.fraction == 12 / 200
-    tracker.worker_exited("worker10")
+    assert snap.eta_seconds == (200 - 12) / ((12 - 10) / 2.0)  # at the recent step rate
+    assert tracker.worker_exited("worker10") and not tracker.worker_exited("worker10")
     assert tracker.snapshot().examples_per_sec == 125.0
     tracker.update("worker0", protocol.Eval(role="worker", index=0, global_step=20, accuracy=0.7,
-                                            loss=0.5, examples=10))
+                                            loss=0.5, examples=10), t=3.0)
     assert tracker.final_accuracy == 0.7 and tracker.final_loss == 0.8
     tracker.update("worker2", protocol.Done(role="worker", index=2, reason="target_reached",
-                                            global_step=200, loss=0.4))
+                                            global_step=200, loss=0.4), t=4.0)
     tracker.update("worker0", protocol.Done(role="worker", index=0, reason="target_reached",
-                                            global_step=200, loss=0.3, accuracy=0.9))
+                                            global_step=200, loss=0.3, accuracy=0.9), t=5.0)
     assert (tracker.final_loss, tracker.final_accuracy) == (0.3, 0.9)
     assert tracker.snapshot().global_step == 200
 
@@ -169,12 +171,13 @@ def test_descriptions() -> None:
 def test_progress_takes_the_chiefs_initialized_step_even_when_lower() -> None:
     tracker = ProgressTracker(target=100)
     tracker.update("worker1", protocol.Step(role="worker", index=1, global_step=90, local_step=90,
-                                            loss=1.0, examples_per_sec=1.0, step_time=0.1))
+                                            loss=1.0, examples_per_sec=1.0, step_time=0.1), t=0.0)
     # After a cluster restart the chief restored an older checkpoint.
     tracker.update("worker0", protocol.Initialized(role="worker", index=0, global_step=60, seconds=1.0,
-                                                   is_chief=True))
-    assert tracker.snapshot().global_step == 60
-    tracker.update("worker1", protocol.Initialized(role="worker", index=1, global_step=50, seconds=1.0))
+                                                   is_chief=True), t=1.0)
+    assert tracker.snapshot().global_step == 60 and tracker.snapshot().eta_seconds is None
+    assert not tracker.update("worker1", protocol.Initialized(role="worker", index=1, global_step=50,
+                                                              seconds=1.0), t=2.0)
     assert tracker.snapshot().global_step == 60
 
 

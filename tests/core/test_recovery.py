@@ -60,7 +60,6 @@ async def running(launcher: FakeLauncher, recorder: Recorder, launch: int = 1) -
     return processes
 
 
-@pytest.mark.asyncio
 async def test_a_failed_ps_restarts_the_whole_cluster_which_resumes_from_the_checkpoint(
         tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=5.0))
@@ -99,7 +98,6 @@ async def test_a_failed_ps_restarts_the_whole_cluster_which_resumes_from_the_che
                        "training resumes from the latest checkpoint"]
 
 
-@pytest.mark.asyncio
 async def test_workers_that_lose_the_ps_first_are_its_casualties_not_failures(tmp_path: Path) -> None:
     # Worker restarts are off: judged alone, worker1 would fail the run at once.
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=7.0))
@@ -120,7 +118,6 @@ async def test_workers_that_lose_the_ps_first_are_its_casualties_not_failures(tm
     assert {t.name: t.restarts for t in summary.tasks} == {"ps0": 1, "worker0": 0, "worker1": 0}
 
 
-@pytest.mark.asyncio
 async def test_a_worker_that_lost_a_ps_which_did_not_fail_is_judged_alone(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure())
     await supervisor.start()
@@ -137,7 +134,6 @@ async def test_a_worker_that_lost_a_ps_which_did_not_fail_is_judged_alone(tmp_pa
     assert launcher.starts == NAMES
 
 
-@pytest.mark.asyncio
 async def test_a_ps_failure_past_its_restart_budget_fails_the_run(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(max_restarts=1, backoff=7.0))
     await supervisor.start()
@@ -155,7 +151,6 @@ async def test_a_ps_failure_past_its_restart_budget_fails_the_run(tmp_path: Path
     assert launcher.starts == NAMES + NAMES
 
 
-@pytest.mark.asyncio
 async def test_a_ps_failing_during_the_start_fails_the_start(tmp_path: Path) -> None:
     supervisor, launcher, _clock, recorder = make(tmp_path, ps=on_failure())
     await supervisor.start()
@@ -169,7 +164,6 @@ async def test_a_ps_failing_during_the_start_fails_the_start(tmp_path: Path) -> 
     assert launcher.starts == NAMES
 
 
-@pytest.mark.asyncio
 async def test_a_stop_during_the_backoff_ends_the_run_without_restarting(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=30.0))
     await supervisor.start()
@@ -185,7 +179,6 @@ async def test_a_stop_during_the_backoff_ends_the_run_without_restarting(tmp_pat
 
 @pytest.mark.parametrize(("mode", "replicas", "warned"), [
     (Mode.SYNC, None, True), (Mode.SYNC, 1, False), (Mode.ASYNC, None, False)])
-@pytest.mark.asyncio
 async def test_stopping_a_worker_by_hand_in_sync_mode_warns_that_training_pauses(
         tmp_path: Path, mode: Mode, replicas: int | None, warned: bool) -> None:
     config = make_config(tmp_path, mode=mode, replicas_to_aggregate=replicas)

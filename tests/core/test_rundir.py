@@ -30,7 +30,7 @@ def test_log_lines_are_marked_by_stream_and_long_lines_by_continuation(tmp_path:
         TaskStateChanged(task="ps0", old=TaskState.PENDING, new=TaskState.STARTING, pid=9, t=0.0),
         TaskOutput(task="ps0", stream=Stream.STDOUT, text="a" * 10, partial=True, t=0.0),
         TaskOutput(task="ps0", stream=Stream.STDERR, text="oops", t=0.0),
-        TaskOutput(task="ps0", stream=Stream.STDOUT, text="b" * 3, t=0.0),
+        TaskOutput(task="ps0", stream=Stream.STDOUT, text="b" * 3, continued=True, t=0.0),
         TaskOutput(task="ps0", stream=Stream.STDOUT, text="\x00\udcff after", t=0.0),
     ]
     for event in events:
@@ -44,7 +44,6 @@ def test_log_lines_are_marked_by_stream_and_long_lines_by_continuation(tmp_path:
     assert [r["type"] for r in records] == ["task_state"]
 
 
-@pytest.mark.asyncio
 async def test_a_run_leaves_a_complete_directory(tmp_path: Path) -> None:
     config = make_config(tmp_path, num_workers=1, ports=[2222, None])
     launcher, recorder = FakeLauncher(), Recorder()

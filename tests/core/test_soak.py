@@ -14,7 +14,7 @@ import pytest
 from tests.support import trainer_processes
 from tui.events import ControllerEvent, TaskState, TaskStateChanged
 from tui.plan import RUN_ID_ENV
-from tui.supervisor import Supervisor
+from tui.supervisor import Supervisor, SupervisorOptions
 
 from .clirun import FAKE_TRAINER
 from .fakes import make_config
@@ -53,15 +53,14 @@ def bindable(port: int) -> bool:
     return True
 
 
-@pytest.mark.asyncio
 async def test_twenty_start_stop_cycles_leave_nothing_behind(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_DIR", str(tmp_path))
     monkeypatch.setenv("FAKE_FOREVER", "*")  # the workers train until stopped
     config = make_config(tmp_path)
     names = {task.name for task in config.tasks}
-    supervisor = Supervisor(config, runs_root=tmp_path / "runs", trainer_argv=[str(FAKE_TRAINER)],
-                            grace=2.0)
+    options = SupervisorOptions(trainer_argv=[str(FAKE_TRAINER)], grace=2.0)
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", options=options)
     running: set[str] = set()
     all_up = asyncio.Event()
 

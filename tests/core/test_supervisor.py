@@ -25,7 +25,7 @@ from tui.events import (
     TrainerEvent,
 )
 from tui.launch.base import PortProblem
-from tui.supervisor import PreflightError, Supervisor
+from tui.supervisor import PreflightError, Supervisor, SupervisorOptions
 
 from .fakes import FakeClock, FakeLauncher, Recorder, finish_cleanly, make_config, start_all
 
@@ -36,13 +36,13 @@ def make(tmp_path: Path, **kwargs: object) -> tuple[Supervisor, FakeLauncher, Fa
     config_kwargs = {k: kwargs.pop(k) for k in ("num_ps", "num_workers", "ports") if k in kwargs}
     config = make_config(tmp_path, **config_kwargs)  # type: ignore[arg-type]
     launcher, clock, recorder = FakeLauncher(), FakeClock(), Recorder()
+    options = SupervisorOptions(**kwargs)  # type: ignore[arg-type]
     supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=clock,
-                            **kwargs)  # type: ignore[arg-type]
+                            options=options)
     supervisor.subscribe(recorder)
     return supervisor, launcher, clock, recorder
 
 
-@pytest.mark.asyncio
 async def test_start_order_ps_then_chief_then_other_workers(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path, num_ps=2, num_workers=3, hold=False)
     await supervisor.start()
@@ -63,7 +63,6 @@ async def test_start_order_ps_then_chief_then_other_workers(tmp_path: Path) -> N
     await supervisor.stop_all()
 
 
-@pytest.mark.asyncio
 async def test_with_hold_all_launch_at_once_and_go_follows_the_start_order(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path, num_ps=2, num_workers=2)
     await supervisor.start()
@@ -97,7 +96,6 @@ async def supervisor_went(launcher: FakeLauncher, name: str) -> None:
     await launcher.logged(("send", f"{name} go"))
 
 
-@pytest.mark.asyncio
 async def test_clean_run_succeeds_with_summary(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path)
     await supervisor.start()
@@ -116,7 +114,6 @@ async def test_clean_run_succeeds_with_summary(tmp_path: Path) -> None:
     assert not any(p.terminated for p in processes.values())
 
 
-@pytest.mark.asyncio
 async def test_state_change_events_carry_pid_and_exit_code(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path, num_workers=1)
     await supervisor.start()
@@ -130,7 +127,6 @@ async def test_state_change_events_carry_pid_and_exit_code(tmp_path: Path) -> No
     assert [c.exit_code for c in changes] == [None, None, 0]
 
 
-@pytest.mark.asyncio
 async def test_ready_timeout_fails_the_start_clearly(tmp_path: Path) -> None:
     supervisor, launcher, clock, _recorder = make(tmp_path, ready_timeout=60.0)
     await supervisor.start()
@@ -148,7 +144,6 @@ async def test_ready_timeout_fails_the_start_clearly(tmp_path: Path) -> None:
     assert [t.state for t in summary.tasks[1:]] == [S.STOPPED, S.STOPPED]
 
 
-@pytest.mark.asyncio
 async def test_exit_before_ready_fails_the_start_and_stops_the_rest(tmp_path: Path) -> None:
     supervisor, launcher, _, _ = make(tmp_path)
     await supervisor.start()
@@ -168,7 +163,6 @@ async def test_exit_before_ready_fails_the_start_and_stops_the_rest(tmp_path: Pa
     assert launcher.processes["worker1"][0].sent == []
 
 
-@pytest.mark.asyncio
 async def test_worker_failure_mid_run_stops_everything_fail_fast(tmp_path: Path) -> None:
     supervisor, launcher, _, _recorder = make(tmp_path)
     await supervisor.start()
@@ -184,7 +178,6 @@ async def test_worker_failure_mid_run_stops_everything_fail_fast(tmp_path: Path)
     assert summary.tasks[2].last_lines[-1] == "error: RuntimeError: boom"
 
 
-@pytest.mark.asyncio
 async def test_without_fail_fast_a_failed_worker_leaves_the_others_running(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path, fail_fast=False)
     await supervisor.start()
@@ -199,7 +192,6 @@ async def test_without_fail_fast_a_failed_worker_leaves_the_others_running(tmp_p
     assert {t.name: t.state for t in summary.tasks}["ps0"] is S.STOPPED
 
 
-@pytest.mark.asyncio
 async def test_stop_all_escalates_to_sigkill_after_the_grace_period(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, grace=3.0)
     await supervisor.start()
@@ -220,7 +212,6 @@ async def test_stop_all_escalates_to_sigkill_after_the_grace_period(tmp_path: Pa
     assert all(t.state is S.STOPPED for t in summary.tasks)
 
 
-@pytest.mark.asyncio
 async def test_kill_all_skips_the_rest_of_the_grace_period(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, grace=3.0)
     await supervisor.start()
@@ -235,7 +226,6 @@ async def test_kill_all_skips_the_rest_of_the_grace_period(tmp_path: Path) -> No
     assert summary is not None and processes["ps0"].killed == 1
 
 
-@pytest.mark.asyncio
 async def test_stop_during_start_stops_what_started_and_launches_nothing_more(tmp_path: Path) -> None:
     supervisor, launcher, _, _ = make(tmp_path)
     await supervisor.start()
@@ -245,7 +235,6 @@ async def test_stop_during_start_stops_what_started_and_launches_nothing_more(tm
     assert not any(p.sent for ps in launcher.processes.values() for p in ps)
 
 
-@pytest.mark.asyncio
 async def test_ps_that_does_not_exit_after_the_workers_is_a_failure(tmp_path: Path) -> None:
     supervisor, launcher, clock, _ = make(tmp_path, ps_exit_timeout=5.0)
     await supervisor.start()
@@ -261,7 +250,6 @@ async def test_ps_that_does_not_exit_after_the_workers_is_a_failure(tmp_path: Pa
     assert (ps0.state, ps0.exit_code) == (S.FAILED, -15)
 
 
-@pytest.mark.asyncio
 async def test_ps_exiting_within_the_window_is_clean(tmp_path: Path) -> None:
     supervisor, launcher, clock, _ = make(tmp_path, ps_exit_timeout=5.0)
     await supervisor.start()
@@ -274,18 +262,19 @@ async def test_ps_exiting_within_the_window_is_clean(tmp_path: Path) -> None:
     assert summary.outcome is RunOutcome.SUCCEEDED
 
 
-@pytest.mark.asyncio
 async def test_restart_one_task(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path)
     await supervisor.start()
     processes = await start_all(launcher, ["ps0", "worker0", "worker1"])
+    await recorder.state("worker1", S.RUNNING)
     await supervisor.restart_task("worker1")
     second = await launcher.started("worker1", launch=2)
     assert processes["worker1"].terminated == 1
     assert second.argv == processes["worker1"].argv and second.env == processes["worker1"].env
     second.ready()
     await recorder.state("worker1", S.RUNNING, nth=2)
-    assert recorder.states("worker1") == [S.STARTING, S.RUNNING, S.STOPPED, S.STARTING, S.RUNNING]
+    assert recorder.states("worker1") == [S.STARTING, S.RUNNING, S.STOPPING, S.STOPPED, S.BACKOFF,
+                                          S.STARTING, S.RUNNING]
     assert supervisor.is_running
     view = {t.name: t for t in supervisor.tasks()}["worker1"]
     assert (view.state, view.launches, view.pid) == (S.RUNNING, 2, second.pid)
@@ -294,11 +283,11 @@ async def test_restart_one_task(tmp_path: Path) -> None:
     assert summary.outcome is RunOutcome.SUCCEEDED
 
 
-@pytest.mark.asyncio
 async def test_stop_and_start_one_task(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path)
     await supervisor.start()
     await start_all(launcher, ["ps0", "worker0", "worker1"])
+    await recorder.state("worker1", S.RUNNING)
     await supervisor.stop_task("worker1")
     assert {t.name: t.state for t in supervisor.tasks()}["worker1"] is S.STOPPED
     assert supervisor.is_running  # worker0 still runs
@@ -312,7 +301,6 @@ async def test_stop_and_start_one_task(tmp_path: Path) -> None:
         await supervisor.stop_task("worker7")
 
 
-@pytest.mark.asyncio
 async def test_stopping_every_worker_by_hand_ends_the_run_as_stopped(tmp_path: Path) -> None:
     supervisor, launcher, _, _ = make(tmp_path)
     await supervisor.start()
@@ -324,7 +312,6 @@ async def test_stopping_every_worker_by_hand_ends_the_run_as_stopped(tmp_path: P
     assert [t.state for t in summary.tasks] == [S.STOPPED] * 3
 
 
-@pytest.mark.asyncio
 async def test_relaunch_with_changed_settings_starts_a_new_run(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path)
     await supervisor.start()
@@ -343,7 +330,6 @@ async def test_relaunch_with_changed_settings_starts_a_new_run(tmp_path: Path) -
     await supervisor.stop_all()
 
 
-@pytest.mark.asyncio
 async def test_port_in_use_fails_preflight_before_anything_starts(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path, ports=[2222, 2223, 2224])
     launcher.port_problems = [PortProblem("localhost", 2223, "in use", 4242, "python3")]
@@ -354,7 +340,6 @@ async def test_port_in_use_fails_preflight_before_anything_starts(tmp_path: Path
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.asyncio
 async def test_auto_ports_are_released_right_before_their_task_starts(tmp_path: Path) -> None:
     supervisor, launcher, _, _ = make(tmp_path, ports=[2222, None, None])
     await supervisor.start()
@@ -370,7 +355,6 @@ async def test_auto_ports_are_released_right_before_their_task_starts(tmp_path: 
     await supervisor.stop_all()
 
 
-@pytest.mark.asyncio
 async def test_output_lines_become_output_and_trainer_events(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path, num_workers=1)
     await supervisor.start()
@@ -387,7 +371,6 @@ async def test_output_lines_become_output_and_trainer_events(tmp_path: Path) -> 
     await supervisor.stop_all()
 
 
-@pytest.mark.asyncio
 async def test_a_broken_subscriber_does_not_break_the_run(tmp_path: Path) -> None:
     supervisor, launcher, _, _ = make(tmp_path, num_workers=1)
 
@@ -401,7 +384,6 @@ async def test_a_broken_subscriber_does_not_break_the_run(tmp_path: Path) -> Non
     assert (await supervisor.wait()).outcome is RunOutcome.SUCCEEDED
 
 
-@pytest.mark.asyncio
 async def test_a_second_start_while_running_is_refused(tmp_path: Path) -> None:
     supervisor, _launcher, _, _ = make(tmp_path)
     await supervisor.start()
@@ -415,7 +397,6 @@ def with_restart(supervisor: Supervisor, job: Job, policy: RestartPolicy) -> Non
     supervisor._config = dataclasses.replace(supervisor.config, restart_overrides={job: policy})
 
 
-@pytest.mark.asyncio
 async def test_restart_policy_restarts_a_failed_worker_after_the_backoff(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path)
     with_restart(supervisor, Job.WORKER, RestartPolicy(RestartMode.ON_FAILURE, max_restarts=1, backoff=7.0))
@@ -439,7 +420,6 @@ async def test_restart_policy_restarts_a_failed_worker_after_the_backoff(tmp_pat
     assert (worker1.exit_code, worker1.restarts) == (4, 1)
 
 
-@pytest.mark.asyncio
 async def test_restart_policy_of_another_job_does_not_apply(tmp_path: Path) -> None:
     supervisor, launcher, _, _ = make(tmp_path)
     with_restart(supervisor, Job.PS, RestartPolicy(RestartMode.ON_FAILURE))
@@ -451,7 +431,6 @@ async def test_restart_policy_of_another_job_does_not_apply(tmp_path: Path) -> N
     assert launcher.starts.count("worker1") == 1
 
 
-@pytest.mark.asyncio
 async def test_subscribers_can_be_queues_and_can_unsubscribe(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path, num_workers=1)
     queue: asyncio.Queue[object] = asyncio.Queue()

@@ -64,22 +64,41 @@ class LocalCluster:
     does."""
 
     def __init__(self, num_ps: int, num_workers: int, args: list[str],
-                 only: list[str] | None = None):
+                 only: list[str] | None = None, program: Path | None = None,
+                 shim: bool = True):
+        """``program``: run this user script (under ``python -m trainer.shim`` unless
+        ``shim`` is false) instead of the trainer, in its folder; ``{job}``, ``{index}``,
+        ``{ps_hosts}`` and ``{worker_hosts}`` in ``args`` are filled in per task."""
         ports = free_ports(num_ps + num_workers)
         self.spec = {"ps": [f"localhost:{p}" for p in ports[:num_ps]],
                      "worker": [f"localhost:{p}" for p in ports[num_ps:]]}
         self.args = args
+        self.program = program
+        self.shim = shim
         self.tasks: list[Task] = []
         roles = [("ps", i) for i in range(num_ps)] + [("worker", i) for i in range(num_workers)]
         for job, index in roles:
             if only is None or f"{job}{index}" in only:
                 self.start(job, index)
 
+    def command(self, job: str, index: int) -> list[str]:
+        """The task's command line, as a person (or the controller's plan) would write it."""
+        if self.program is None:
+            return [sys.executable, "-m", "trainer", *self.args]
+        values = {"job": job, "index": index, "ps_hosts": ",".join(self.spec["ps"]),
+                  "worker_hosts": ",".join(self.spec["worker"])}
+        args = [a.format(**values) for a in self.args]
+        shim = ["-m", "trainer.shim"] if self.shim else []
+        return [sys.executable, *shim, str(self.program), *args]
+
     def start(self, job: str, index: int, extra: list[str] | None = None) -> Task:
+        env = trainer_env(self.spec, job, index)
+        if self.program is not None and self.shim:
+            env.update(TFDIST_SHIM="1", TFDIST_RUN_ID="test")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "trainer", *self.args, *(extra or [])],
-            env=trainer_env(self.spec, job, index), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, start_new_session=True)
+            [*self.command(job, index), *(extra or [])],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=REPO if self.program is None else self.program.parent, start_new_session=True)
         task = Task(f"{job}{index}", proc)
         threading.Thread(target=self._read, args=(task,), daemon=True).start()
         threading.Thread(target=self._read_err, args=(task,), daemon=True).start()
@@ -123,6 +142,13 @@ class LocalCluster:
             task.exited_at = time.time()
         for task in self.tasks:
             threading.Thread(target=watch, args=(task,), daemon=True).start()
+
+    def send(self, name: str, line: str) -> None:
+        """Write one line to a task's stdin (the controller's ``end``)."""
+        stdin = self.task(name).proc.stdin
+        assert stdin is not None
+        stdin.write(line.encode() + b"\n")
+        stdin.flush()
 
     def kill(self) -> None:
         for task in self.tasks:

@@ -3,14 +3,15 @@ history of controller events and records what the app asked for."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 
+from tests.support import with_progress
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui import hints
+from tui.commands import Command
 from tui.config import Job
 from tui.events import (
     ControllerEvent,
@@ -30,11 +31,11 @@ T0 = 1_800_000_000.0  # a fixed wall clock: snapshots must not depend on today
 class ScriptedCore:
     def __init__(self, events: Sequence[ControllerEvent]) -> None:
         self.pending = list(events)
-        self.calls: list[Callable[[Any], Awaitable[Any]]] = []
+        self.commands: list[Command] = []
 
-    def call(self, action: Callable[[Any], Awaitable[Any]]) -> Future[Any]:
-        self.calls.append(action)
-        future: Future[Any] = Future()
+    def send(self, command: Command) -> Future[None]:
+        self.commands.append(command)
+        future: Future[None] = Future()
         future.set_result(None)
         return future
 
@@ -97,7 +98,7 @@ def running_history(settings: TrainingSettings) -> list[ControllerEvent]:
                 step_time=0.012, target=3000)))
             events.append(TaskOutput(task=w, stream=Stream.STDOUT, text=f"{w} step {40 * step}",
                                      t=T0 + 5 + step))
-    return events
+    return with_progress(events)
 
 
 def failed_history(settings: TrainingSettings) -> list[ControllerEvent]:
@@ -107,4 +108,4 @@ def failed_history(settings: TrainingSettings) -> list[ControllerEvent]:
     events.append(TaskHint(task="worker1", hint=hints.UNAVAILABLE, t=T0 + 36))
     events.append(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.FAILED, pid=1003,
                                    exit_code=1, reason="exited with code 1", t=T0 + 36))
-    return events
+    return with_progress(events)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
 
-from tests.support import assert_no_trainers_left, write_hosts
+from tests.support import assert_no_trainers_left, async_wait_until, write_hosts
 from trainer.settings import Mode, PlacementStrategy
 from tui.app import TfdistApp
 from tui.app.messages import (
@@ -30,10 +29,7 @@ pytestmark = pytest.mark.integration
 
 async def until(pilot: Pilot, condition, timeout: float = 120.0, what: str = "") -> None:
     """Let the app run until ``condition()`` holds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what or condition}"
-        await pilot.pause(0.1)
+    await async_wait_until(condition, timeout, what=what, pause=pilot.pause)
 
 
 def make_app(tmp_path: Path, **training) -> tuple[TfdistApp, Path]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.support import with_progress
 from tests.ui.scripted import T0, TASKS, failed_history, running_history
 from trainer import protocol
 from trainer.settings import TrainingSettings
@@ -14,7 +15,7 @@ from tui.events import RunStarted, Stream, TaskOutput, TaskState, TaskStateChang
 
 def folded(events) -> Dashboard:
     d = Dashboard(TrainingSettings(), clock=lambda: T0 + 40)
-    for e in events:
+    for e in with_progress(events):
         d.apply(e)
     return d
 
@@ -54,14 +55,16 @@ def test_a_hint_stays_beside_its_task_until_the_task_starts_again() -> None:
 
 
 def test_the_chiefs_initialized_step_is_authoritative_after_a_cluster_restart() -> None:
-    d = folded(running_history(TrainingSettings()))
-    assert d.global_step == 1200
-    d.apply(TrainerEvent(task="worker0", event=protocol.Initialized(
+    # (The rule lives in the core's ProgressTracker; the dashboard shows its snapshots.)
+    events = running_history(TrainingSettings())
+    assert folded(events).global_step == 1200
+    events.append(TrainerEvent(task="worker0", event=protocol.Initialized(
         role="worker", index=0, global_step=1000, seconds=3.0, is_chief=True), t=T0 + 45))
+    d = folded(events)
     assert d.global_step == 1000 and d.eta_seconds() is None
-    d.apply(TrainerEvent(task="worker1", event=protocol.Initialized(
+    events.append(TrainerEvent(task="worker1", event=protocol.Initialized(
         role="worker", index=1, global_step=900, seconds=3.0), t=T0 + 45))
-    assert d.global_step == 1000  # another worker's view is not
+    assert folded(events).global_step == 1000  # another worker's view is not
 
 
 def test_buffers_are_bounded_and_lines_clipped() -> None:

@@ -6,13 +6,12 @@ import re
 import shlex
 import shutil
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.support import assert_no_trainers_left, write_hosts
+from tests.support import assert_no_trainers_left, wait_until, write_hosts
 
 pytestmark = pytest.mark.integration
 
@@ -32,14 +31,8 @@ class Tmux:
         subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
 
     def wait_for(self, pattern: str, timeout: float = 120.0) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.screen()
-            match = re.search(pattern, text)
-            if match:
-                return match
-            assert time.monotonic() < deadline, f"{pattern!r} never appeared; screen:\n{text}"
-            time.sleep(0.2)
+        return wait_until(lambda: re.search(pattern, self.screen()), timeout, interval=0.2,
+                          what=lambda: f"{pattern!r} never appeared; screen:\n{self.screen()}")
 
     def close(self) -> None:
         subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
@@ -61,10 +54,8 @@ def test_a_person_drives_the_app_in_tmux(tmp_path: Path) -> None:
         # watch the steps rise
         tmux.wait_for(r"worker0\s+\S+\s+running\s+\d+\s+\d+\s+\d+")
         before = max(worker_steps(tmux.screen()))
-        deadline = time.monotonic() + 60
-        while max(worker_steps(tmux.screen()) or [0]) <= before:
-            assert time.monotonic() < deadline, tmux.screen()
-            time.sleep(0.3)
+        wait_until(lambda: max(worker_steps(tmux.screen()) or [0]) > before, 60, interval=0.3,
+                   what=tmux.screen)
 
         tmux.send("m")
         tmux.wait_for(r"async→sync \(pending\)")
@@ -86,10 +77,7 @@ def test_a_person_drives_the_app_in_tmux(tmp_path: Path) -> None:
         tmux.send("q")
         tmux.wait_for(r"Quit\?")
         tmux.send("y")
-        deadline = time.monotonic() + 60
-        while not status.exists():
-            assert time.monotonic() < deadline, tmux.screen()
-            time.sleep(0.2)
+        wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
         assert status.read_text().strip() == "0"
     finally:
         tmux.close()

@@ -332,69 +332,52 @@ def test_directory(tmp_path: Path) -> None:
         load_config(tmp_path)
 
 
-def test_empty_file(tmp_path: Path) -> None:
-    fail(tmp_path, "", 1, 1, "file is empty")
+#: One-line mistakes: (text, line, column, message fragment).
+FILE_LEVEL_MISTAKES_ERRORS = [
+    pytest.param("", 1, 1, "file is empty", id="empty_file"),
+    pytest.param("# hosts\n- localhost:2222\n", 2, 1,
+        "expected a mapping with hosts:, cluster: and training:", id="not_a_mapping_list"),
+    pytest.param(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", None, None, "not a text file", id="binary_garbage"),
+    pytest.param("cluster:\n  ps: [a\x07:1]\n", 2, 9, "U+0007 is not allowed", id="control_character"),
+    pytest.param("cluster: ps: [a:1]\n", 1, 12, "mapping values are not allowed here",
+                 id="yaml_mapping_value_not_allowed"),
+    pytest.param("cluster:\n  ps: *servers\n", 2, 7, "undefined alias", id="undefined_alias"),
+    pytest.param("hosts:\n  gpu1:\n    user: a\n  \t  port: 22\n", 4, 3, "tab in indentation",
+                 id="tab_after_spaces_in_indentation"),
+    pytest.param(CLUSTER + "training:\n  steps: !secret 5\n", 5, 10, "unsupported YAML tag '!secret'",
+                 id="unsupported_tag"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column", "fragment"), FILE_LEVEL_MISTAKES_ERRORS)
+def test_file_level_mistakes_errors_are_located(tmp_path: Path, text: str | bytes, line: int | None,
+                                 column: int | None, fragment: str) -> None:
+    fail(tmp_path, text, line, column, fragment)
 
 
 def test_only_comments_is_empty(tmp_path: Path) -> None:
     fail(tmp_path, "# nothing\n\n", 1, 1, "file is empty")
 
-
-def test_not_a_mapping_list(tmp_path: Path) -> None:
-    fail(tmp_path, "# hosts\n- localhost:2222\n", 2, 1,
-         "expected a mapping with hosts:, cluster: and training:")
-
-
 def test_not_yaml_plain_text(tmp_path: Path) -> None:
     fail(tmp_path, "Just some notes about the cluster.\n", 1, 1, "got 'Just some notes about the cluster.'")
 
-
-def test_binary_garbage(tmp_path: Path) -> None:
-    fail(tmp_path, b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", None, None, "not a text file")
-
-
 def test_invalid_utf8(tmp_path: Path) -> None:
     fail(tmp_path, b"cluster:\n  ps: [h\xe9:1]\n", 2, 9, "not UTF-8 text (byte 0xe9)")
-
-
-def test_control_character(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: [a\x07:1]\n", 2, 9, "U+0007 is not allowed")
-
 
 def test_yaml_syntax_error_uses_marks(tmp_path: Path) -> None:
     error = fail(tmp_path, "cluster:\n  ps: [localhost:2222\n  worker: [localhost:2223]\n", 3, 9,
                  "invalid YAML: expected ',' or ']', but got ':'")
     assert "flow sequence at line 2, column 7" in error.message
 
-
-def test_yaml_mapping_value_not_allowed(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster: ps: [a:1]\n", 1, 12, "mapping values are not allowed here")
-
-
 def test_two_documents(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "---\n" + CLUSTER, 4, 1, "expected a single document")
-
-
-def test_undefined_alias(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: *servers\n", 2, 7, "undefined alias")
-
 
 def test_tab_in_indentation(tmp_path: Path) -> None:
     error = fail(tmp_path, "cluster:\n  ps: [a:1]\n\tworker: [b:1]\n", 3, 1, "tab in indentation")
     assert str(error).endswith(":3:1: tab in indentation; indent with spaces only")
 
-
-def test_tab_after_spaces_in_indentation(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu1:\n    user: a\n  \t  port: 22\n", 4, 3, "tab in indentation")
-
-
 def test_tab_between_key_and_value(tmp_path: Path) -> None:
     fail(tmp_path, "cluster:\t{}\n", 1, 9, "tab character")
-
-
-def test_unsupported_tag(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training:\n  steps: !secret 5\n", 5, 10, "unsupported YAML tag '!secret'")
-
 
 def test_bad_explicit_int(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "training:\n  steps: !!int ten\n", 5, 10, "'ten' is not a valid !!int")
@@ -408,174 +391,132 @@ def test_deep_nesting(tmp_path: Path) -> None:
 # --- Keys ----------------------------------------------------------------------------------
 
 
-def test_unknown_top_level_key(tmp_path: Path) -> None:
-    fail(tmp_path, "clustr:\n  ps: [a:1]\n", 1, 1,
-         "unknown key 'clustr' in the top level; did you mean 'cluster'?")
+#: One-line mistakes: (text, line, column, message fragment).
+KEYS_ERRORS = [
+    pytest.param("clustr:\n  ps: [a:1]\n", 1, 1,
+        "unknown key 'clustr' in the top level; did you mean 'cluster'?", id="unknown_top_level_key"),
+    pytest.param("hosts:\n  gpu1:\n    adress: 10.0.0.1\n" + CLUSTER, 3, 5,
+        "unknown key 'adress' in hosts.gpu1; did you mean 'address'?", id="unknown_host_key"),
+    pytest.param("cluster:\n  ps: [a:1]\n  worker:\n    - {host: b, gpu: 1}\n", 4, 17,
+        "unknown key 'gpu' in cluster.worker[0]; did you mean 'gpus'?", id="unknown_task_key"),
+    pytest.param(CLUSTER + "zzz: 1\n", 4, 1,
+        "unknown key 'zzz' in the top level; expected one of: hosts, cluster, training, run_dir, restart",
+                 id="unknown_key_without_close_match_lists_valid_keys"),
+    pytest.param(CLUSTER + "training:\n  steps: 10\n  mode: sync\n  steps: 20\n", 7, 3,
+        "duplicate key 'steps' in training (first at line 5, column 3)", id="duplicate_key"),
+    pytest.param(CLUSTER + "training:\n  ? [a, b]\n  : 1\n", 5, 5, "expected a name as key, got a list",
+                 id="non_text_key"),
+    pytest.param("hosts:\n  gpu1:\n    <<: [1]\n" + CLUSTER, 3, 10, "'<<' merges a mapping, got '1'",
+                 id="merge_of_non_mapping"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column", "fragment"), KEYS_ERRORS)
+def test_keys_errors_are_located(tmp_path: Path, text: str | bytes, line: int | None,
+                                 column: int | None, fragment: str) -> None:
+    fail(tmp_path, text, line, column, fragment)
 
 
 def test_unknown_training_key(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "training:\n  mode: sync\n  stpes: 3\n", 6, 3,
          "unknown key 'stpes' in training; did you mean 'steps'?")
 
-
-def test_unknown_host_key(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu1:\n    adress: 10.0.0.1\n" + CLUSTER, 3, 5,
-         "unknown key 'adress' in hosts.gpu1; did you mean 'address'?")
-
-
 def test_unknown_cluster_key(tmp_path: Path) -> None:
     fail(tmp_path, "cluster:\n  ps: [a:1]\n  workers: [b:1]\n", 3, 3,
          "unknown key 'workers' in cluster; did you mean 'worker'?")
-
-
-def test_unknown_task_key(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: [a:1]\n  worker:\n    - {host: b, gpu: 1}\n", 4, 17,
-         "unknown key 'gpu' in cluster.worker[0]; did you mean 'gpus'?")
-
 
 def test_unknown_restart_key(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "restart:\n  worker: {retries: 3}\n", 5, 12,
          "unknown key 'retries' in restart.worker; expected one of: policy, max_restarts, backoff")
 
-
-def test_unknown_key_without_close_match_lists_valid_keys(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "zzz: 1\n", 4, 1,
-         "unknown key 'zzz' in the top level; expected one of: hosts, cluster, training, run_dir, restart")
-
-
 def test_yaml_boolean_key_is_taken_as_written(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "training:\n  on: 1\n", 5, 3, "unknown key 'on' in training")
-
-
-def test_duplicate_key(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training:\n  steps: 10\n  mode: sync\n  steps: 20\n", 7, 3,
-         "duplicate key 'steps' in training (first at line 5, column 3)")
-
 
 def test_duplicate_top_level_key(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + CLUSTER, 4, 1, "duplicate key 'cluster' in the top level")
 
-
-def test_non_text_key(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training:\n  ? [a, b]\n  : 1\n", 5, 5, "expected a name as key, got a list")
-
-
 def test_null_key(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "training:\n  ~: 1\n", 5, 3, "expected a name as key")
-
-
-def test_merge_of_non_mapping(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu1:\n    <<: [1]\n" + CLUSTER, 3, 10, "'<<' merges a mapping, got '1'")
-
 
 # --- Cluster ---------------------------------------------------------------------------------
 
 
-def test_missing_cluster(tmp_path: Path) -> None:
-    fail(tmp_path, "# c\ntraining: {steps: 5}\n", 2, 1, "missing key 'cluster'")
+#: One-line mistakes: (text, line, column, message fragment).
+CLUSTER_ERRORS = [
+    pytest.param("# c\ntraining: {steps: 5}\n", 2, 1, "missing key 'cluster'", id="missing_cluster"),
+    pytest.param("cluster:\n", 1, 1, "cluster needs at least one ps task", id="empty_cluster"),
+    pytest.param("cluster:\n  ps: []\n  worker: [b:1]\n", 2, 7, "cluster needs at least one ps task",
+                 id="empty_ps_list"),
+    pytest.param("cluster:\n  ps: [a:1]\n  worker:\n", 3, 3, "cluster needs at least one worker task",
+                 id="worker_key_without_value"),
+    pytest.param("cluster:\n  ps: [a:1]\n  worker: [a:1, localhost]\n", 3, 17,
+        "cluster.worker[1]: expected host:port or host:auto", id="task_without_port"),
+    pytest.param("cluster:\n  ps: [a:1]\n  worker:\n    - b:65536\n", 4, 7, "port 65536 is out of range",
+                 id="task_port_out_of_range"),
+    pytest.param("cluster:\n  ps: [a:1]\n  worker:\n    - {host: b, port: 70000}\n", 4, 23,
+        "cluster.worker[0].port: port 70000 is out of range", id="task_mapping_port_out_of_range"),
+    pytest.param("cluster:\n  ps: [a:1]\n  worker:\n    - {port: 2}\n", 4, 7, "missing key 'host'",
+                 id="task_mapping_without_host"),
+    pytest.param("cluster:\n  ps: [a:1]\n  worker:\n    - [b, 1]\n", 4, 7,
+        "cluster.worker[0]: expected text, got a list", id="task_entry_is_a_list"),
+    pytest.param("cluster:\n  ps: ['::1:2222']\n  worker: [b:1]\n", 2, 8, "IPv6 address needs brackets",
+                 id="ipv6_without_brackets"),
+    pytest.param("cluster:\n  ps: [me@gpu1:1]\n  worker: [b:1]\n", 2, 8, "put the user in a hosts: entry",
+                 id="user_in_task_host"),
+    pytest.param("cluster:\n  ps: [localhost:2222]\n  worker: [127.0.0.1:2222]\n", 3, 12,
+        "worker0 uses 127.0.0.1:2222, already taken by ps0 at line 2, column 8",
+                 id="duplicate_port_on_loopback_aliases"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column", "fragment"), CLUSTER_ERRORS)
+def test_cluster_errors_are_located(tmp_path: Path, text: str | bytes, line: int | None,
+                                 column: int | None, fragment: str) -> None:
+    fail(tmp_path, text, line, column, fragment)
 
 
 def test_cluster_not_a_mapping(tmp_path: Path) -> None:
     fail(tmp_path, "cluster: [a:1, b:2]\n", 1, 10,
          "cluster: expected a mapping with ps: and worker: lists, got a list")
 
-
-def test_empty_cluster(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n", 1, 1, "cluster needs at least one ps task")
-
-
 def test_no_ps(tmp_path: Path) -> None:
     fail(tmp_path, "cluster:\n  worker: [b:1]\n", 2, 3,
          "cluster needs at least one ps task, e.g. ps: [localhost:auto]")
 
-
-def test_empty_ps_list(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: []\n  worker: [b:1]\n", 2, 7, "cluster needs at least one ps task")
-
-
 def test_no_worker(tmp_path: Path) -> None:
     fail(tmp_path, "cluster:\n  ps: [a:1]\n", 2, 3, "cluster needs at least one worker task")
-
-
-def test_worker_key_without_value(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: [a:1]\n  worker:\n", 3, 3, "cluster needs at least one worker task")
-
 
 def test_tasks_not_a_list(tmp_path: Path) -> None:
     fail(tmp_path, "cluster:\n  ps: localhost:2222\n  worker: [b:1]\n", 2, 7,
          "cluster.ps: expected a list of host:port tasks")
 
-
-def test_task_without_port(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: [a:1]\n  worker: [a:1, localhost]\n", 3, 17,
-         "cluster.worker[1]: expected host:port or host:auto")
-
-
 def test_task_port_not_a_number(tmp_path: Path) -> None:
     fail(tmp_path, "cluster:\n  ps: [a:http]\n  worker: [b:1]\n", 2, 8,
          "expected a port number from 1 to 65535 or auto, got 'http'")
 
-
-def test_task_port_out_of_range(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: [a:1]\n  worker:\n    - b:65536\n", 4, 7, "port 65536 is out of range")
-
-
 def test_task_port_zero(tmp_path: Path) -> None:
     fail(tmp_path, "cluster:\n  ps: [a:0]\n  worker: [b:1]\n", 2, 8, "port 0 is out of range")
-
-
-def test_task_mapping_port_out_of_range(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: [a:1]\n  worker:\n    - {host: b, port: 70000}\n", 4, 23,
-         "cluster.worker[0].port: port 70000 is out of range")
-
 
 def test_task_mapping_port_boolean(tmp_path: Path) -> None:
     error = fail(tmp_path, "cluster:\n  ps: [a:1]\n  worker:\n    - {host: b, port: yes}\n", 4, 23,
                  "cluster.worker[0].port: expected a port number")
     assert "boolean" in error.message
 
-
-def test_task_mapping_without_host(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: [a:1]\n  worker:\n    - {port: 2}\n", 4, 7, "missing key 'host'")
-
-
 def test_task_gpus_negative(tmp_path: Path) -> None:
     fail(tmp_path, "cluster:\n  ps: [a:1]\n  worker:\n    - {host: b, gpus: -1}\n", 4, 23,
          "cluster.worker[0].gpus: expected a whole number >= 0, got '-1'")
 
-
-def test_task_entry_is_a_list(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: [a:1]\n  worker:\n    - [b, 1]\n", 4, 7,
-         "cluster.worker[0]: expected text, got a list")
-
-
 def test_task_entry_is_empty(tmp_path: Path) -> None:
     fail(tmp_path, "cluster:\n  ps: [a:1]\n  worker:\n    -\n    - b:1\n", 4, 6, "expected text, got nothing")
 
-
-def test_ipv6_without_brackets(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: ['::1:2222']\n  worker: [b:1]\n", 2, 8, "IPv6 address needs brackets")
-
-
 def test_ipv6_unclosed_bracket(tmp_path: Path) -> None:
     fail(tmp_path, "cluster:\n  ps: ['[::1:2222']\n  worker: [b:1]\n", 2, 8, "expected [address]:port")
-
-
-def test_user_in_task_host(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: [me@gpu1:1]\n  worker: [b:1]\n", 2, 8, "put the user in a hosts: entry")
-
 
 def test_duplicate_host_port(tmp_path: Path) -> None:
     error = fail(tmp_path,
                  "cluster:\n  ps: [localhost:2222]\n  worker:\n    - localhost:2223\n    - localhost:2222\n",
                  5, 7, "worker1 uses localhost:2222, already taken by ps0 at line 2, column 8")
     assert str(error).endswith(":5:7: worker1 uses localhost:2222, already taken by ps0 at line 2, column 8")
-
-
-def test_duplicate_port_on_loopback_aliases(tmp_path: Path) -> None:
-    fail(tmp_path, "cluster:\n  ps: [localhost:2222]\n  worker: [127.0.0.1:2222]\n", 3, 12,
-         "worker0 uses 127.0.0.1:2222, already taken by ps0 at line 2, column 8")
-
 
 def test_duplicate_port_on_host_entry_address(tmp_path: Path) -> None:
     text = ("hosts:\n  gpu1: {address: 10.0.0.9}\n"
@@ -586,82 +527,64 @@ def test_duplicate_port_on_host_entry_address(tmp_path: Path) -> None:
 # --- Hosts -----------------------------------------------------------------------------------
 
 
-def test_hosts_not_a_mapping(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts: [gpu1]\n" + CLUSTER, 1, 8, "hosts: expected a mapping of host names")
+#: One-line mistakes: (text, line, column, message fragment).
+HOSTS_ERRORS = [
+    pytest.param("hosts: [gpu1]\n" + CLUSTER, 1, 8, "hosts: expected a mapping of host names",
+                 id="hosts_not_a_mapping"),
+    pytest.param("hosts:\n  gpu 1: {}\n" + CLUSTER, 2, 3, "'gpu 1' is not a valid host name",
+                 id="bad_host_name"),
+    pytest.param("hosts:\n  gpu1:\n    port: 0\n" + CLUSTER, 3, 11,
+        "hosts.gpu1.port: port 0 is out of range", id="host_port_out_of_range"),
+    pytest.param("hosts:\n  gpu1:\n    port: auto\n" + CLUSTER, 3, 11, "got 'auto'",
+                 id="host_port_auto_not_allowed"),
+    pytest.param("hosts:\n  gpu1:\n    python: {path: x}\n" + CLUSTER, 3, 13,
+        "hosts.gpu1.python: expected text, got a mapping", id="host_text_field_is_a_mapping"),
+    pytest.param("hosts:\n  gpu1:\n    env:\n      PATHS: [/a, /b]\n" + CLUSTER, 4, 14,
+        "hosts.gpu1.env.PATHS: expected a single value (text or a number), got a list",
+                 id="env_value_is_a_list"),
+    pytest.param("hosts:\n  gpu1:\n    env: {A: ~}\n" + CLUSTER, 3, 14, 'write "" for an empty one',
+                 id="env_value_is_null"),
+    pytest.param("hosts:\n  gpu1: {jump: 'me@bastion:99999'}\n" + CLUSTER, 2, 16,
+        "hosts.gpu1.jump: port 99999 is out of range", id="jump_bad_port"),
+    pytest.param("hosts:\n  gpu1: {jump: gpu1}\n" + CLUSTER, 2, 16, "jump hosts form a loop: gpu1 -> gpu1",
+                 id="jump_to_itself"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column", "fragment"), HOSTS_ERRORS)
+def test_hosts_errors_are_located(tmp_path: Path, text: str | bytes, line: int | None,
+                                 column: int | None, fragment: str) -> None:
+    fail(tmp_path, text, line, column, fragment)
 
 
 def test_host_entry_not_a_mapping(tmp_path: Path) -> None:
     fail(tmp_path, "hosts:\n  gpu1: 10.0.0.1\n" + CLUSTER, 2, 9, "hosts.gpu1: expected a mapping of address:")
 
-
-def test_bad_host_name(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu 1: {}\n" + CLUSTER, 2, 3, "'gpu 1' is not a valid host name")
-
-
 def test_bad_address(tmp_path: Path) -> None:
     fail(tmp_path, "hosts:\n  gpu1: {address: 'a b'}\n" + CLUSTER, 2, 19,
          "'a b' is not a host name or IP address")
-
-
-def test_host_port_out_of_range(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu1:\n    port: 0\n" + CLUSTER, 3, 11,
-         "hosts.gpu1.port: port 0 is out of range")
-
 
 def test_host_port_not_a_number(tmp_path: Path) -> None:
     fail(tmp_path, "hosts:\n  gpu1:\n    port: ssh\n" + CLUSTER, 3, 11,
          "hosts.gpu1.port: expected a port number from 1 to 65535, got 'ssh'")
 
-
-def test_host_port_auto_not_allowed(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu1:\n    port: auto\n" + CLUSTER, 3, 11, "got 'auto'")
-
-
 def test_host_text_field_empty(tmp_path: Path) -> None:
     fail(tmp_path, "hosts:\n  gpu1:\n    user:\n" + CLUSTER, 3, 10,
          "hosts.gpu1.user: expected text, got nothing")
 
-
-def test_host_text_field_is_a_mapping(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu1:\n    python: {path: x}\n" + CLUSTER, 3, 13,
-         "hosts.gpu1.python: expected text, got a mapping")
-
-
 def test_env_not_a_mapping(tmp_path: Path) -> None:
     fail(tmp_path, "hosts:\n  gpu1:\n    env: [A=1]\n" + CLUSTER, 3, 10, "hosts.gpu1.env: expected a mapping")
 
-
-def test_env_value_is_a_list(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu1:\n    env:\n      PATHS: [/a, /b]\n" + CLUSTER, 4, 14,
-         "hosts.gpu1.env.PATHS: expected a single value (text or a number), got a list")
-
-
 def test_env_value_is_a_mapping(tmp_path: Path) -> None:
     fail(tmp_path, "hosts:\n  gpu1:\n    env: {A: {b: 1}}\n" + CLUSTER, 3, 14, "got a mapping")
-
-
-def test_env_value_is_null(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu1:\n    env: {A: ~}\n" + CLUSTER, 3, 14, 'write "" for an empty one')
-
 
 def test_env_bad_name(tmp_path: Path) -> None:
     fail(tmp_path, "hosts:\n  gpu1:\n    env: {1A: x}\n" + CLUSTER, 3, 11,
          "'1A' is not a valid environment variable name")
 
-
-def test_jump_bad_port(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu1: {jump: 'me@bastion:99999'}\n" + CLUSTER, 2, 16,
-         "hosts.gpu1.jump: port 99999 is out of range")
-
-
 def test_jump_bad_host(tmp_path: Path) -> None:
     fail(tmp_path, "hosts:\n  gpu1: {jump: 'a b'}\n" + CLUSTER, 2, 16,
          "expected a hosts entry or [user@]host[:port]")
-
-
-def test_jump_to_itself(tmp_path: Path) -> None:
-    fail(tmp_path, "hosts:\n  gpu1: {jump: gpu1}\n" + CLUSTER, 2, 16, "jump hosts form a loop: gpu1 -> gpu1")
-
 
 def test_jump_loop(tmp_path: Path) -> None:
     fail(tmp_path, "hosts:\n  a: {jump: b}\n  b: {jump: a}\n" + CLUSTER, 2, 13,
@@ -683,8 +606,33 @@ def test_bad_choice_lists_allowed_values(tmp_path: Path, key: str, value: str, a
          f"training.{key}: expected one of {allowed}, got {value!r}")
 
 
-def test_bad_choice_suggests_nearest(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training:\n  placement: round-robin\n", 5, 14, "did you mean 'round_robin'?")
+#: One-line mistakes: (text, line, column, message fragment).
+TRAINING_ERRORS = [
+    pytest.param(CLUSTER + "training:\n  placement: round-robin\n", 5, 14, "did you mean 'round_robin'?",
+                 id="bad_choice_suggests_nearest"),
+    pytest.param(CLUSTER + "training:\n  model: 3\n", 5, 10, "expected one of softmax",
+                 id="choice_given_a_number"),
+    pytest.param(CLUSTER + "training:\n  batch_size: 6.5\n", 5, 15, "expected an integer, got 6.5",
+                 id="setting_float_for_integer"),
+    pytest.param(CLUSTER + "training:\n  steps: [1, 2]\n", 5, 10,
+        "training.steps: expected a single value, got a list", id="setting_is_a_list"),
+    pytest.param(CLUSTER + "training: fast\n", 4, 11, "training: expected a mapping of training settings",
+                 id="training_not_a_mapping"),
+    pytest.param(CLUSTER + "training:\n  learning_rate: -0.1\n", 5, 18,
+        "training.learning_rate: must be > 0", id="negative_learning_rate"),
+    pytest.param(CLUSTER + "training:\n  mode: sync\n  replicas_to_aggregate: 2\n", 6, 26,
+        "training.replicas_to_aggregate: must be at most the number of workers (1), got 2",
+                 id="replicas_to_aggregate_above_worker_count"),
+    pytest.param(CLUSTER + "training:\n  gpus: 3\n", 5, 9,
+        "training.batch_size: must be divisible by gpus (3)",
+                 id="batch_size_not_divisible_by_gpus_points_at_gpus_when_batch_size_is_default"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column", "fragment"), TRAINING_ERRORS)
+def test_training_errors_are_located(tmp_path: Path, text: str | bytes, line: int | None,
+                                 column: int | None, fragment: str) -> None:
+    fail(tmp_path, text, line, column, fragment)
 
 
 def test_yaml_boolean_for_mode(tmp_path: Path) -> None:
@@ -692,38 +640,17 @@ def test_yaml_boolean_for_mode(tmp_path: Path) -> None:
                  "training.mode: expected one of sync, async")
     assert "YAML reads an unquoted on as a boolean" in error.message
 
-
-def test_choice_given_a_number(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training:\n  model: 3\n", 5, 10, "expected one of softmax")
-
-
 def test_setting_not_a_number(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "training:\n  steps: lots\n", 5, 10,
          "training.steps: expected an integer, got 'lots'")
-
-
-def test_setting_float_for_integer(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training:\n  batch_size: 6.5\n", 5, 15, "expected an integer, got 6.5")
-
 
 def test_setting_boolean_for_number(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "training:\n  learning_rate: no\n", 5, 18,
          "expected a number, got False (YAML reads")
 
-
-def test_setting_is_a_list(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training:\n  steps: [1, 2]\n", 5, 10,
-         "training.steps: expected a single value, got a list")
-
-
 def test_setting_is_null(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "training:\n  mode:\n", 5, 8, "training.mode: expected a value, got nothing; "
                                                          "remove the key to use the default (async)")
-
-
-def test_training_not_a_mapping(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training: fast\n", 4, 11, "training: expected a mapping of training settings")
-
 
 @pytest.mark.parametrize(("key", "value"), [
     ("steps", "0"), ("steps", "-5"), ("batch_size", "0"), ("partitions", "0"), ("partitions", "-1"),
@@ -733,31 +660,13 @@ def test_non_positive_counts(tmp_path: Path, key: str, value: str) -> None:
     fail(tmp_path, CLUSTER + f"training:\n  mode: sync\n  {key}: {value}\n", 6, 5 + len(key),
          f"training.{key}: must be a positive integer, got {value}")
 
-
-def test_negative_learning_rate(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training:\n  learning_rate: -0.1\n", 5, 18,
-         "training.learning_rate: must be > 0")
-
-
 def test_negative_eval_every_and_seed(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "training:\n  eval_every: -1\n", 5, 15, "training.eval_every: must be 0 (off)")
     fail(tmp_path, CLUSTER + "training:\n  seed: -1\n", 5, 9, "training.seed: must be >= 0")
 
-
-def test_replicas_to_aggregate_above_worker_count(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training:\n  mode: sync\n  replicas_to_aggregate: 2\n", 6, 26,
-         "training.replicas_to_aggregate: must be at most the number of workers (1), got 2")
-
-
 def test_replicas_to_aggregate_zero(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "training:\n  replicas_to_aggregate: 0\n", 5, 26,
          "must be a positive integer, got 0")
-
-
-def test_batch_size_not_divisible_by_gpus_points_at_gpus_when_batch_size_is_default(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "training:\n  gpus: 3\n", 5, 9,
-         "training.batch_size: must be divisible by gpus (3)")
-
 
 def test_batch_size_not_divisible_by_gpus_points_at_batch_size(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "training:\n  batch_size: 10\n  gpus: 3\n", 5, 15,
@@ -767,46 +676,44 @@ def test_batch_size_not_divisible_by_gpus_points_at_batch_size(tmp_path: Path) -
 # --- run_dir and restart ------------------------------------------------------------------
 
 
-def test_run_dir_not_text(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "run_dir: [a, b]\n", 4, 10, "run_dir: expected text, got a list")
+#: One-line mistakes: (text, line, column, message fragment).
+RUN_DIR_AND_RESTART_ERRORS = [
+    pytest.param(CLUSTER + "run_dir: [a, b]\n", 4, 10, "run_dir: expected text, got a list",
+                 id="run_dir_not_text"),
+    pytest.param(CLUSTER + "restart:\n  policy: on_failure\n", 5, 11,
+        "restart.policy: expected one of never, on-failure, got 'on_failure'; did you mean 'on-failure'?",
+                 id="restart_bad_policy"),
+    pytest.param(CLUSTER + "restart:\n  max_restarts: -1\n", 5, 17,
+        "restart.max_restarts: expected a whole number >= 0, got '-1'", id="restart_negative_max_restarts"),
+    pytest.param(CLUSTER + "restart: {backoff: soon}\n", 4, 20, "expected a number >= 0, got 'soon'",
+                 id="restart_backoff_not_a_number"),
+    pytest.param(CLUSTER + "run_dir: !!binary aGVsbG8=\n", 4, 10, "unsupported YAML tag '!!binary'",
+                 id="binary_tag"),
+    pytest.param(CLUSTER + "restart: {ps: never}\n", 4, 15, "restart.ps: expected a mapping",
+                 id="restart_override_not_a_mapping"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column", "fragment"), RUN_DIR_AND_RESTART_ERRORS)
+def test_run_dir_and_restart_errors_are_located(tmp_path: Path, text: str | bytes, line: int | None,
+                                 column: int | None, fragment: str) -> None:
+    fail(tmp_path, text, line, column, fragment)
 
 
 def test_run_dir_empty(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "run_dir: ''\n", 4, 10, "run_dir: expected text")
-
-
-def test_restart_bad_policy(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "restart:\n  policy: on_failure\n", 5, 11,
-         "restart.policy: expected one of never, on-failure, got 'on_failure'; did you mean 'on-failure'?")
-
 
 def test_restart_policy_yaml_boolean(tmp_path: Path) -> None:
     error = fail(tmp_path, CLUSTER + "restart: {policy: no}\n", 4, 19,
                  "expected one of never, on-failure, got 'no'")
     assert "boolean" in error.message
 
-
-def test_restart_negative_max_restarts(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "restart:\n  max_restarts: -1\n", 5, 17,
-         "restart.max_restarts: expected a whole number >= 0, got '-1'")
-
-
 def test_restart_negative_backoff(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "restart:\n  worker:\n    backoff: -0.5\n", 6, 14,
          "restart.worker.backoff: expected a number >= 0, got '-0.5'")
 
-
-def test_restart_backoff_not_a_number(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "restart: {backoff: soon}\n", 4, 20, "expected a number >= 0, got 'soon'")
-
-
 def test_restart_backoff_infinite(tmp_path: Path) -> None:
     fail(tmp_path, CLUSTER + "restart: {backoff: .inf}\n", 4, 20, "expected a number >= 0, got '.inf'")
-
-
-def test_binary_tag(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "run_dir: !!binary aGVsbG8=\n", 4, 10, "unsupported YAML tag '!!binary'")
-
 
 @pytest.mark.parametrize(("text", "line", "column", "where"), [
     (CLUSTER + 'run_dir: "runs\\0x"\n', 4, 10, "run_dir"),
@@ -816,11 +723,6 @@ def test_binary_tag(tmp_path: Path) -> None:
 ])
 def test_nul_character_in_text(tmp_path: Path, text: str, line: int, column: int, where: str) -> None:
     fail(tmp_path, text, line, column, f"{where}: must not contain a NUL character")
-
-
-def test_restart_override_not_a_mapping(tmp_path: Path) -> None:
-    fail(tmp_path, CLUSTER + "restart: {ps: never}\n", 4, 15, "restart.ps: expected a mapping")
-
 
 # --- apply_overrides -----------------------------------------------------------------------
 

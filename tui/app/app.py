@@ -5,7 +5,7 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
@@ -17,7 +17,6 @@ from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, Tab
 
 from trainer import protocol
 from trainer.settings import Mode, PlacementStrategy, TrainingSettings
-from tui import leftovers
 from tui.app.bridge import Core, CoreBridge
 from tui.app.messages import (
     AllTasksRequested,
@@ -33,12 +32,15 @@ from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.state import Dashboard
 from tui.app.widgets import HintBar, LogPane, PlacementView, StatusBar, TaskTable, ThroughputView
+from tui.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
+from tui.controls import CONTROLS
 from tui.describe import describe_exit
 from tui.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskState, TaskStateChanged
-from tui.launch.router import Router
 from tui.options import ExitCode, RunOptions
+from tui.plan import program_for
 from tui.preview import PreviewError, preview_placement
-from tui.supervisor import Supervisor
+from tui.program.base import Setting, TaskProgram
+from tui.session import Session
 from tui.traffic import TrafficMonitor
 
 REFRESH_SECONDS = 0.1
@@ -60,23 +62,9 @@ class TfdistApp(App[int]):
 
     TITLE = "tfdist-tui"
     CSS_PATH = "app.tcss"
-    BINDINGS = [
-        Binding("s", "start_task", "Start"),
-        Binding("x", "stop_task", "Stop"),
-        Binding("r", "restart_task", "Restart"),
-        Binding("S", "start_all", "Start all"),
-        Binding("X", "stop_all", "Stop all"),
-        Binding("m", "toggle_mode", "Sync/async"),
-        Binding("plus", "partitions(1)", "+Part"),
-        Binding("minus", "partitions(-1)", "-Part"),
-        Binding("p", "toggle_placement", "Placement"),
-        Binding("R", "relaunch", "Relaunch"),
-        Binding("slash", "filter", "Filter"),
-        Binding("tab", "next_pane", "Pane", priority=True),
-        Binding("shift+tab", "previous_pane", "Pane", show=False, priority=True),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
-    ]
+    # Made from the one declaration of the operator's keys (tui.controls).
+    BINDINGS = [Binding(c.key, c.action, c.name, show=c.footer, priority=c.priority)
+                for c in CONTROLS if c.action is not None and c.pane is None]
 
     def __init__(self, options: RunOptions, *,
                  core_factory: Callable[[TfdistApp], Core] | None = None,
@@ -93,8 +81,7 @@ class TfdistApp(App[int]):
         self.autostart = autostart
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
-        self._router: Router | None = None
-        self.traffic: TrafficMonitor | None = None
+        self.traffic: TrafficMonitor | None = None  # the session's, read on each refresh
         self.start_failed = False
         self._last_table_refresh = 0.0
         self._charted_revision = -1  # the progress revision the throughput pane shows
@@ -102,17 +89,17 @@ class TfdistApp(App[int]):
 
     # -- wiring ---------------------------------------------------------------------------
 
+    @property
+    def _program(self) -> TaskProgram:
+        """What the tasks run: it says which toggles mean something."""
+        return program_for(self.options.config)
+
     def _default_core(self, app: TfdistApp) -> Core:
         options = self.options
-        router = self._router = options.launcher()
-        traffic = self.traffic = TrafficMonitor(options.config, router.run_command)
-
-        def supervisor() -> Supervisor:
-            made = Supervisor(options.config, runs_root=options.runs_root, launcher=router)
-            made.subscribe(traffic.handle)  # on the core's thread, like the supervisor
-            return made
-
-        return CoreBridge(supervisor)
+        bridge = CoreBridge(lambda: Session.from_options(options))
+        # Sampled on the core's thread; the refresh timer only reads its latest sample.
+        self.traffic = bridge.session.traffic if bridge.session is not None else None
+        return bridge
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -140,16 +127,7 @@ class TfdistApp(App[int]):
         self.set_interval(REFRESH_SECONDS, self.refresh_dashboard)
         self.refresh_dashboard()
         if self.autostart:
-            self._request("start the cluster", self._sweep_then_start)
-
-    async def _sweep_then_start(self, supervisor: Supervisor) -> None:
-        """On the core's loop: report tasks of earlier runs, then start this one."""
-        if self._router is not None:
-            for line in await leftovers.sweep(self._router, self.options.config,
-                                              self.options.stop_leftovers):
-                self.call_from_thread(self.notify, line, title="leftover tasks", severity="warning",
-                                      timeout=20)
-        await supervisor.start()
+            self._request(StartRun())
 
     @property
     def table(self) -> TaskTable:
@@ -163,15 +141,15 @@ class TfdistApp(App[int]):
     def merged_log(self) -> LogPane:
         return self.query_one("#merged-log", LogPane)
 
-    def _request(self, what: str, action: Callable[[Supervisor], Awaitable[Any]]) -> None:
-        """Ask the core to act; a failure comes back as a :class:`CoreActionFailed`."""
+    def _request(self, command: Command) -> None:
+        """Send the core a command; a failure comes back as a :class:`CoreActionFailed`."""
         assert self.core is not None
-        future = self.core.call(action)
+        future = self.core.send(command)
 
-        def done(f: Future[Any]) -> None:
+        def done(f: Future[None]) -> None:
             error = f.exception()
             if error is not None:
-                self.post_message(CoreActionFailed(what, str(error) or type(error).__name__))
+                self.post_message(CoreActionFailed(command, str(error) or type(error).__name__))
 
         future.add_done_callback(done)
 
@@ -179,8 +157,8 @@ class TfdistApp(App[int]):
 
     def refresh_dashboard(self) -> None:
         """Fold what happened since the last tick into the dashboard and redraw."""
-        if self.core is None:
-            return
+        if self.core is None or not self.query(StatusBar):
+            return  # not started yet, or closing: the widgets are gone
         events, dropped = self.core.drain()
         for event in events:
             self.dashboard.apply(event)
@@ -281,13 +259,14 @@ class TfdistApp(App[int]):
 
     @on(TaskActionRequested)
     def _task_action(self, message: TaskActionRequested) -> None:
-        name = message.task
-        calls: dict[TaskAction, Callable[[Supervisor], Awaitable[None]]] = {
-            TaskAction.START: lambda s: s.start_task(name),
-            TaskAction.STOP: lambda s: s.stop_task(name),
-            TaskAction.RESTART: lambda s: s.restart_task(name),
-        }
-        self._request(f"{message.action.value} {name}", calls[message.action])
+        command: Command
+        if message.action is TaskAction.START:
+            command = StartTask(message.task)
+        elif message.action is TaskAction.STOP:
+            command = StopTask(message.task)
+        else:
+            command = RestartTask(message.task)
+        self._request(command)
 
     def action_start_all(self) -> None:
         self.post_message(AllTasksRequested(start=True))
@@ -308,15 +287,14 @@ class TfdistApp(App[int]):
     @on(AllTasksRequested)
     def _all_tasks(self, message: AllTasksRequested) -> None:
         if not message.start:
-            self._request("stop all", lambda s: s.stop_all())
+            self._request(StopAll())
             return
         if self.dashboard.finished is not None or not self.dashboard.run_id:
-            applied = self.dashboard.settings
-            self._request("start the cluster", lambda s: s.relaunch(applied))
+            self._request(Relaunch(self.dashboard.settings))
             return
-        idle = [n for n, row in self.dashboard.rows.items() if not row.state.is_active]
-        for name in idle:
-            self._request(f"start {name}", lambda s, n=name: s.start_task(n))  # type: ignore[misc]
+        for name, row in self.dashboard.rows.items():
+            if not row.state.is_active:
+                self._request(StartTask(name))
 
     # -- settings -------------------------------------------------------------------------
 
@@ -331,18 +309,32 @@ class TfdistApp(App[int]):
             if self.preview is None:
                 self._compute_preview(pending)
 
+    def _ignored(self, setting: Setting) -> bool:
+        """Say so (instead of pretending) when the run's program ignores ``setting``."""
+        why = self._program.ignores(setting)
+        if why:
+            self.notify(why, severity="warning")
+        return why is not None
+
     def action_toggle_mode(self) -> None:
+        if self._ignored(Setting.MODE):
+            return
         mode = Mode.ASYNC if self.pending.mode is Mode.SYNC else Mode.SYNC
         self._set_pending(self.pending.replace(mode=mode), preview=False)
 
     def action_partitions(self, delta: int) -> None:
+        if self._ignored(Setting.PARTITIONS):
+            return
         partitions = self.pending.partitions + delta
         if partitions < 1:
             self.notify("partitions must be at least 1", severity="warning")
             return
-        self._set_pending(self.pending.replace(partitions=partitions), preview=True)
+        self._set_pending(self.pending.replace(partitions=partitions),
+                          preview=self._program.previews_placement)
 
     def action_toggle_placement(self) -> None:
+        if self._ignored(Setting.PLACEMENT):
+            return
         placement = (PlacementStrategy.ROUND_ROBIN if self.pending.placement is PlacementStrategy.GREEDY
                      else PlacementStrategy.GREEDY)
         self._set_pending(self.pending.replace(placement=placement), preview=True)
@@ -389,13 +381,12 @@ class TfdistApp(App[int]):
 
     @on(RelaunchRequested)
     def _relaunch(self, message: RelaunchRequested) -> None:
-        settings = message.settings
         self.preview, self.preview_note = None, ""
-        self._request("relaunch", lambda s: s.relaunch(settings))
+        self._request(Relaunch(message.settings))
 
     @on(CoreActionFailed)
     def _core_action_failed(self, message: CoreActionFailed) -> None:
-        if message.what == "start the cluster" and not self.dashboard.run_id:
+        if isinstance(message.command, (StartRun, Relaunch)) and not self.dashboard.run_id:
             self.start_failed = True
         self.notify(f"{message.what}: {message.reason}", title="cannot do that",
                     severity="error", timeout=15)
@@ -439,11 +430,10 @@ class TfdistApp(App[int]):
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for binding in self.BINDINGS:
-            assert isinstance(binding, Binding)
-            if binding.show and binding.action not in ("quit", "help"):
-                yield SystemCommand(binding.description, f"key: {binding.key}",
-                                    lambda a=binding.action: self.run_action(a))
+        for control in CONTROLS:
+            if control.in_palette:
+                yield SystemCommand(control.name, f"{control.help_line()} (key: {control.display})",
+                                    lambda a=control.action: self.run_action(a))
 
     # -- quitting -------------------------------------------------------------------------
 

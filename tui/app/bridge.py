@@ -1,20 +1,20 @@
-"""The supervisor on its own thread and event loop, so that parsing a flood of task output
-never delays a keypress. The UI thread asks it to act through :meth:`CoreBridge.call` and
-collects what happened with :meth:`CoreBridge.drain` on a timer."""
+"""The session (supervisor and launchers) on its own thread and event loop, so that parsing
+a flood of task output never delays a keypress. The UI thread sends it typed commands
+(:mod:`tui.commands`) through :meth:`CoreBridge.send` and collects what happened with
+:meth:`CoreBridge.drain` on a timer."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Protocol, TypeVar
+from typing import Protocol
 
+from tui.commands import Command
 from tui.events import ControllerEvent, TaskOutput
-from tui.supervisor import Supervisor
-
-T = TypeVar("T")
+from tui.session import Session
 
 #: Output lines waiting for the UI. If the UI falls this far behind, further lines are
 #: dropped from the screen only (and counted); the run directory is written by the
@@ -25,7 +25,7 @@ MAX_PENDING_OUTPUT = 50_000
 class Core(Protocol):
     """What the app needs from the controller core (a scripted fake in layout tests)."""
 
-    def call(self, action: Callable[[Supervisor], Awaitable[T]]) -> Future[T]: ...
+    def send(self, command: Command) -> Future[None]: ...
 
     def drain(self) -> tuple[list[ControllerEvent], int]: ...
 
@@ -36,7 +36,7 @@ class CoreBridge:
     """Owns the supervisor's thread. Events wait in one inbox, in order; output lines beyond
     :data:`MAX_PENDING_OUTPUT` are dropped (and counted), other events never are."""
 
-    def __init__(self, supervisor_factory: Callable[[], Supervisor],
+    def __init__(self, session_factory: Callable[[], Session],
                  on_event: Callable[[], None] | None = None) -> None:
         self._loop = asyncio.new_event_loop()
         self._inbox: deque[ControllerEvent] = deque()
@@ -46,15 +46,15 @@ class CoreBridge:
         self._on_event = on_event
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="tfdist-core", daemon=True)
-        self._factory = supervisor_factory
-        self.supervisor: Supervisor | None = None
+        self._factory = session_factory
+        self.session: Session | None = None
         self._thread.start()
         self._ready.wait()
 
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self.supervisor = self._factory()
-        self.supervisor.subscribe(self._sink)
+        self.session = self._factory()
+        self.session.supervisor.subscribe(self._sink)
         self._ready.set()
         self._loop.run_forever()
 
@@ -70,15 +70,10 @@ class CoreBridge:
         if self._on_event is not None and not is_output:
             self._on_event()
 
-    def call(self, action: Callable[[Supervisor], Awaitable[T]]) -> Future[T]:
-        """Run ``action(supervisor)`` on the core's loop; the future resolves there."""
-        assert self.supervisor is not None
-        supervisor = self.supervisor
-
-        async def invoke() -> T:
-            return await action(supervisor)
-
-        return asyncio.run_coroutine_threadsafe(invoke(), self._loop)
+    def send(self, command: Command) -> Future[None]:
+        """Carry out ``command`` on the core's loop; the future resolves there."""
+        assert self.session is not None
+        return asyncio.run_coroutine_threadsafe(self.session.execute(command), self._loop)
 
     def drain(self) -> tuple[list[ControllerEvent], int]:
         """Everything that happened since the last drain, in order, and how many output
@@ -94,8 +89,9 @@ class CoreBridge:
         """Stop every task, then the loop."""
         if not self._thread.is_alive():
             return
+        assert self.session is not None
         try:
-            self.call(lambda s: s.close()).result(timeout)
+            asyncio.run_coroutine_threadsafe(self.session.close(), self._loop).result(timeout)
         except Exception:  # the loop is going away regardless; tasks die with stdin EOF
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)

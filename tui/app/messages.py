@@ -10,6 +10,7 @@ from textual.message import Message
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui.commands import Command
 
 
 class TaskAction(Enum):
@@ -63,7 +64,11 @@ class PreviewFailed(Message):
 
 @dataclass
 class CoreActionFailed(Message):
-    """A request to the supervisor raised; ``what`` names the request."""
+    """A command sent to the core raised."""
 
-    what: str
+    command: Command
     reason: str
+
+    @property
+    def what(self) -> str:
+        return self.command.describe()

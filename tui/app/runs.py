@@ -12,6 +12,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from tui.compare import COMPARISON_HTML, compare, render_html, render_text
+from tui.controls import CONTROLS
 from tui.runinfo import RunDirError, RunRecord, read_run, runs_of_config
 from tui.traffic import TrafficSample, format_rate
 
@@ -23,11 +24,9 @@ class RunsView(Vertical):
     selected ones (or the two newest) below the table and writes ``comparison.html`` into
     the runs folder; ``g`` reloads the list."""
 
-    BINDINGS = [
-        Binding("space", "toggle_run", "Select run"),
-        Binding("c", "compare_runs", "Compare"),
-        Binding("g", "reload_runs", "Reload runs"),
-    ]
+    # Declared with every other key (tui.controls).
+    BINDINGS = [Binding(c.key, c.action, c.name, show=c.footer) for c in CONTROLS
+                if c.action is not None and c.pane == "runs"]
 
     def __init__(self, runs_root: Path, config_path: Path, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]

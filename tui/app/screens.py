@@ -8,6 +8,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from tui.controls import help_text
+
 
 class ConfirmScreen(ModalScreen[bool]):
     """Ask before acting; says what will change. ``y``/``enter`` confirm, ``n``/``esc`` cancel."""
@@ -41,27 +43,6 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(answer)
 
 
-HELP_TEXT = """\
-[b]Tasks[/b] (the selected row of the table)
-  s  start the task          x  stop it          r  restart it
-  S  start every task        X  stop every task (asks first)
-
-[b]Settings[/b] (pending until you relaunch)
-  m  toggle sync / async     +/-  partition count
-  p  placement: greedy / round_robin
-  R  relaunch the cluster with the pending settings (asks first)
-  Changing partitions or placement previews the new placement (Placement tab).
-
-[b]Views[/b]
-  tab / shift+tab  next / previous pane (Logs, All logs, Placement, Throughput, Runs)
-  Runs pane: space  select a run     c  compare the selected (or two newest)     g  reload
-  /  filter the logs by text (esc clears)     End  follow the log again
-  up/down  select a task     ctrl+p  command palette
-
-  ?  this help               q  quit (stops every task; asks while tasks run)
-
-Full logs, events and the summary of every run are in its run directory.
-"""
 
 
 class HelpScreen(ModalScreen[None]):
@@ -72,7 +53,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="help"):
             yield Static("tfdist-tui keys", id="help-title")
-            yield Static(HELP_TEXT, id="help-text")
+            yield Static(help_text(), id="help-text")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -17,6 +17,7 @@ from tui.describe import describe_event, describe_exit
 from tui.events import (
     ControllerEvent,
     Notice,
+    ProgressUpdate,
     RunFinished,
     RunStarted,
     RunSummary,
@@ -26,6 +27,7 @@ from tui.events import (
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.progress import ProgressSnapshot
 
 LOG_LINES_PER_TASK = 2_000
 MERGED_LOG_LINES = 5_000
@@ -99,15 +101,11 @@ class Dashboard:
     merged: TaskLog = field(default_factory=lambda: TaskLog(deque(maxlen=MERGED_LOG_LINES),
                                                             deque(maxlen=MERGED_LOG_LINES)))
     placement: protocol.Placement | None = None
-    global_step: int = 0
-    target: int = 0
-    loss: float | None = None
-    accuracy: float | None = None
-    worker_rates: dict[str, float] = field(default_factory=dict)
+    #: The core's latest progress snapshot (tui.progress computes it; this only shows it).
+    progress: ProgressSnapshot = field(default_factory=lambda: ProgressSnapshot.empty(0))
     rate_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     worker_history: dict[str, deque[float]] = field(default_factory=dict)
     loss_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    step_history: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=30))
     notices: deque[Notice] = field(default_factory=lambda: deque(maxlen=100))
     sampled_second: int = 0
     tasks_changed: bool = True
@@ -123,6 +121,10 @@ class Dashboard:
             self._output(event)
         elif isinstance(event, TrainerEvent):
             self._trainer_event(event.task, event.event, event.t)
+        elif isinstance(event, ProgressUpdate):
+            self.progress = event.progress
+            self.progress_revision += 1
+            self._sample(event.t)
         elif isinstance(event, TaskStateChanged):
             self._state(event)
         elif isinstance(event, RunStarted):
@@ -142,14 +144,10 @@ class Dashboard:
         self.started = event.t
         self.finished = None
         self.placement = None
-        self.global_step = 0
-        self.target = event.settings.steps
-        self.loss = self.accuracy = None
-        self.worker_rates.clear()
+        self.progress = ProgressSnapshot.empty(event.settings.steps)
         self.worker_history.clear()
         self.rate_history.clear()
         self.loss_history.clear()
-        self.step_history.clear()
         previous = self.rows
         self.rows = {}
         for info in event.tasks:
@@ -179,7 +177,6 @@ class Dashboard:
             row.exit_code = event.exit_code
         row.reason = event.reason
         if event.new.is_finished:
-            self.worker_rates.pop(event.task, None)
             ending = describe_exit(event.exit_code) if event.exit_code is not None else "ended"
             self._add_line(event.task, f"── {event.new.value}: {ending}"
                            + (f" ({event.reason})" if event.reason else ""))
@@ -202,31 +199,17 @@ class Dashboard:
 
     def _trainer_event(self, task: str, event: protocol.Event, t: float) -> None:
         row = self.rows.get(task)
-        self.progress_revision += 1
         if isinstance(event, protocol.Step):
             if row is not None:
                 row.local_step = event.local_step
                 row.examples_per_sec = event.examples_per_sec
-            self.worker_rates[task] = event.examples_per_sec
-            self.global_step = max(self.global_step, event.global_step)
-            if event.target:
-                self.target = event.target
             if event.loss is not None:
-                self.loss = event.loss
                 self.loss_history.append(event.loss)
-            self.step_history.append((t, self.global_step))
-            self._sample(t)
             # Not tasks_changed: a table redraw re-renders every row, and steps arrive many
             # times a second; the table's once-a-second refresh shows them.
-        elif isinstance(event, protocol.Initialized) and event.is_chief:
-            # Authoritative: after a cluster restart the step went back to a checkpoint's.
-            self.global_step = event.global_step
-            self.step_history.clear()
         elif isinstance(event, protocol.Placement):
             self.placement = event
             self.placement_changed = True
-        elif isinstance(event, protocol.Eval):
-            self.accuracy = event.accuracy
         elif isinstance(event, protocol.Ready) and row is not None:
             row.tf_version = event.tf_version
         if not isinstance(event, protocol.Step) or event.local_step == 1:
@@ -252,24 +235,40 @@ class Dashboard:
         if second <= self.sampled_second:
             return
         self.sampled_second = second
-        self.rate_history.append(sum(self.worker_rates.values()))
-        for task, rate in self.worker_rates.items():
-            self.worker_history.setdefault(task, deque(maxlen=HISTORY_POINTS)).append(rate)
+        self.rate_history.append(self.progress.examples_per_sec)
+        for worker in self.progress.workers:
+            self.worker_history.setdefault(worker.task, deque(maxlen=HISTORY_POINTS)).append(
+                worker.examples_per_sec)
 
-    # -- derived --------------------------------------------------------------------------
+    # -- shown as the core computed it ----------------------------------------------------
+
+    @property
+    def global_step(self) -> int:
+        return self.progress.global_step
+
+    @property
+    def target(self) -> int:
+        return self.progress.target
+
+    @property
+    def loss(self) -> float | None:
+        return self.progress.loss
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.progress.accuracy
 
     @property
     def aggregate_rate(self) -> float:
-        return sum(self.worker_rates.values())
+        return self.progress.examples_per_sec
+
+    @property
+    def worker_rates(self) -> dict[str, float]:
+        return {w.task: w.examples_per_sec for w in self.progress.workers}
 
     def eta_seconds(self) -> float | None:
         """Seconds to the target at the recent global-step rate."""
-        if len(self.step_history) < 2 or self.target <= self.global_step:
-            return None
-        (t0, s0), (t1, s1) = self.step_history[0], self.step_history[-1]
-        if t1 <= t0 or s1 <= s0:
-            return None
-        return (self.target - self.global_step) / ((s1 - s0) / (t1 - t0))
+        return self.progress.eta_seconds
 
     def elapsed(self, now: float | None = None) -> float:
         if self.started is None:

@@ -13,12 +13,15 @@ from textual.widgets import DataTable, Log, ProgressBar, Sparkline, Static
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.state import Dashboard, TaskLog
+from tui.controls import TOGGLES, Toggle
 from tui.events import TaskState
 
 STATE_STYLES: dict[TaskState, str] = {
     TaskState.PENDING: "dim",
     TaskState.STARTING: "yellow",
     TaskState.RUNNING: "green",
+    TaskState.STOPPING: "yellow",
+    TaskState.BACKOFF: "bold yellow",
     TaskState.SUCCEEDED: "cyan",
     TaskState.FAILED: "bold red",
     TaskState.STOPPED: "magenta",
@@ -38,6 +41,11 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+def _shown(settings: TrainingSettings, toggle: Toggle) -> str:
+    value = getattr(settings, toggle.setting)
+    return str(getattr(value, "value", value))
+
+
 class StatusBar(Static):
     """Run id, applied settings (pending changes marked), elapsed time."""
 
@@ -47,11 +55,8 @@ class StatusBar(Static):
         applied = dashboard.settings
         text = Text()
         text.append(f" run {dashboard.run_id or '-'} ", style="bold")
-        for label, now, later in (
-            ("", applied.mode.value, pending.mode.value),
-            ("partitions ", str(applied.partitions), str(pending.partitions)),
-            ("", applied.placement.value, pending.placement.value),
-        ):
+        for toggle in TOGGLES:
+            label, now, later = toggle.label, _shown(applied, toggle), _shown(pending, toggle)
             text.append("│ ")
             text.append(f"{label}{now}")
             if later != now:

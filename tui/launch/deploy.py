@@ -1,5 +1,6 @@
 """Getting a remote host ready to run tasks: probe its Python and TensorFlow, and upload the
-``trainer`` package, so a remote host needs nothing but Python and TensorFlow.
+``trainer`` package, so a remote host needs nothing but Python and TensorFlow (and a user's
+``upload:`` folder the same way, see :mod:`tui.launch.package`).
 
 The package goes into a content-addressed directory,
 ``<workdir>/trainer-<first 12 hex of its sha256>/trainer/...``. It is uploaded into a
@@ -11,10 +12,9 @@ another controller) that finds its marker skips the upload.
 from __future__ import annotations
 
 import functools
-import hashlib
 import posixpath
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from tui.config import HostSpec
 from tui.launch import snippets
 from tui.launch.connect import where
 from tui.launch.errors import HostError, HostFailure
+from tui.launch.package import FolderPackage
 from tui.launch.remote_command import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, python_line
 
 PACKAGE = "trainer"
@@ -33,41 +34,18 @@ DEFAULT_PROBE_TIMEOUT = 120.0
 STDERR_LINES = 3
 
 
-@dataclass(frozen=True)
-class PackageFile:
-    path: str  # relative, with "/" separators, e.g. "trainer/loop.py"
-    data: bytes
-
-
-@dataclass(frozen=True)
-class TrainerPackage:
-    """The files of the ``trainer`` package and the digest that names them."""
-
-    files: tuple[PackageFile, ...]
-    digest: str  # 12 hex characters
-
-    @property
-    def dirname(self) -> str:
-        return f"{PACKAGE}-{self.digest}"
+class TrainerPackage(FolderPackage):
+    """The files of the ``trainer`` package (paths start with ``trainer/``) and their digest."""
 
     @classmethod
-    def from_directory(cls, root: Path) -> TrainerPackage:
-        """Read ``root/trainer`` (without caches). The digest covers every path and content."""
-        package = root / PACKAGE
+    def from_directory(cls, folder: Path, *, name: str | None = None, under: str = "",
+                       exclude: Iterable[Path] = ()) -> TrainerPackage:
+        """Read ``folder/trainer`` (without caches)."""
+        package = folder / PACKAGE
         if not (package / "__init__.py").is_file():
-            raise FileNotFoundError(f"no {PACKAGE} package in {root}")
-        files = tuple(
-            PackageFile(path.relative_to(root).as_posix(), path.read_bytes())
-            for path in sorted(package.rglob("*"))
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo")
-        )
-        digest = hashlib.sha256()
-        for file in files:
-            # Length-prefixed, so no two different packages can hash alike by shifting bytes.
-            for part in (file.path.encode(), file.data):
-                digest.update(len(part).to_bytes(8, "big"))
-                digest.update(part)
-        return cls(files, digest.hexdigest()[:12])
+            raise FileNotFoundError(f"no {PACKAGE} package in {folder}")
+        found = FolderPackage.from_directory(package, name=PACKAGE, under=f"{PACKAGE}/")
+        return cls(PACKAGE, found.files, found.digest)
 
 
 @functools.cache
@@ -134,9 +112,10 @@ async def probe(conn: asyncssh.SSHClientConnection, spec: HostSpec,
 
 
 async def deploy(conn: asyncssh.SSHClientConnection, spec: HostSpec, workdir: str,
-                 package: TrainerPackage | None = None) -> Deployment:
-    """Make sure ``<workdir>/trainer-<digest>`` holds ``package`` (default: this controller's
-    trainer). ``workdir`` must be absolute. Raises :class:`HostError` (DEPLOY_FAILED)."""
+                 package: FolderPackage | None = None) -> Deployment:
+    """Make sure ``<workdir>/<name>-<digest>`` holds ``package`` (default: this controller's
+    trainer; a user's ``upload:`` folder otherwise). ``workdir`` must be absolute. Raises
+    :class:`HostError` (DEPLOY_FAILED)."""
     package = package or local_package()
     final = posixpath.join(workdir, package.dirname)
     try:
@@ -161,11 +140,11 @@ async def deploy(conn: asyncssh.SSHClientConnection, spec: HostSpec, workdir: st
     except (asyncssh.Error, OSError) as exc:
         reason = exc.reason if isinstance(exc, asyncssh.Error) else (exc.strerror or str(exc))
         raise HostError(spec.name, where(spec), HostFailure.DEPLOY_FAILED,
-                        f"cannot upload the trainer to {final}: {reason}") from None
+                        f"cannot upload {package.name} to {final}: {reason}") from None
     return Deployment(final, uploaded=True)
 
 
-async def _upload(sftp: asyncssh.SFTPClient, staging: str, package: TrainerPackage) -> None:
+async def _upload(sftp: asyncssh.SFTPClient, staging: str, package: FolderPackage) -> None:
     await sftp.mkdir(staging)
     made = {staging}
     for file in package.files:

@@ -25,11 +25,14 @@ CHUNK_BYTES = 64 * 1024
 @dataclass(frozen=True)
 class OutputLine:
     """One line (without its newline) from one stream of a task. ``partial`` means the line
-    was longer than the limit and continues in the next OutputLine of the same stream."""
+    was longer than the limit and continues in the next OutputLine of the same stream;
+    ``continued`` means this is such a continuation (the one place that state is kept is
+    :class:`LineSplitter`)."""
 
     stream: Stream
     text: str
     partial: bool = False
+    continued: bool = False
 
 
 class ByteSource(Protocol):
@@ -51,6 +54,7 @@ class LineSplitter:
         # Bytes of the buffer already known to hold no newline: rescanning them for every
         # chunk of a long line would make a 4 MB line cost quadratic time.
         self._scanned = 0
+        self._continuing = False  # the last line out was a partial piece
 
     def feed(self, data: bytes) -> list[OutputLine]:
         """Add bytes; return the lines they completed."""
@@ -82,7 +86,10 @@ class LineSplitter:
         return [self._line(raw, partial=False)]
 
     def _line(self, raw: bytes, partial: bool) -> OutputLine:
-        return OutputLine(self._stream, raw.decode("utf-8", errors="replace"), partial)
+        line = OutputLine(self._stream, raw.decode("utf-8", errors="replace"), partial,
+                          continued=self._continuing)
+        self._continuing = partial
+        return line
 
 
 def _utf8_boundary(buffer: bytearray, limit: int) -> int:

@@ -131,5 +131,6 @@ class LocalLauncher:
     @staticmethod
     def _require_local(host: HostSpec) -> None:
         if not host.is_local:
-            raise LaunchError(f"host {host.name}: remote hosts need the SSH launcher, which this "
-                              f"controller does not have yet; only localhost tasks can run")
+            kind = host.launch_kind.value
+            raise LaunchError(f"host {host.name}: {kind} hosts' tasks are started by the "
+                              f"{kind.upper()} launcher (the router picks it), not the local one")

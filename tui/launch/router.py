@@ -1,16 +1,16 @@
-"""The launcher the supervisor uses: ``localhost`` tasks go to the local launcher, every
-other host to the SSH launcher. Implements :class:`tui.launch.base.Launcher`, plus the
-start-up steps that only make sense for a whole cluster (:meth:`Router.connect_all`, the
-leftover sweep)."""
+"""The launcher the supervisor uses: each task goes to its host kind's launcher (``local``
+for ``localhost`` and ``ssh`` for every other host unless hosts.yaml says ``kind:``).
+Implements :class:`tui.launch.base.Launcher`, plus the start-up steps that only make sense
+for a whole cluster (:meth:`Router.connect_all`, the leftover sweep)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from tui.config import ClusterConfig, HostSpec, TaskSpec
+from tui.config import ClusterConfig, HostKind, HostSpec, TaskSpec
 from tui.launch import sweep
 from tui.launch.base import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -21,7 +21,7 @@ from tui.launch.base import (
     PortReservation,
     RunningTask,
 )
-from tui.launch.local import LocalLauncher
+from tui.launch.kinds import KINDS
 from tui.traffic import run_local_command
 
 if TYPE_CHECKING:
@@ -36,43 +36,82 @@ class SweepReport:
     failures: tuple[LaunchError, ...] = ()
 
 
+@runtime_checkable
+class LeftoverSearch(Protocol):
+    """A launcher that can find and stop tasks of earlier runs on its hosts."""
+
+    async def find_leftovers(self, host: HostSpec,
+                             exclude_run_ids: Iterable[str] = ()) -> list[sweep.LeftoverTask]: ...
+
+    async def stop_leftovers(self, host: HostSpec, tasks: Sequence[sweep.LeftoverTask],
+                             grace: float = sweep.DEFAULT_STOP_GRACE) -> list[sweep.StoppedLeftover]: ...
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    """A launcher that can run a short command on its hosts (``ss`` for traffic counters)."""
+
+    async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str: ...
+
+
 class Router:
-    """Dispatches each call by ``host.is_local``. The SSH launcher is made when the first
-    remote host needs it: importing asyncssh takes half a second, which a cluster on this
-    machine alone should not wait for."""
+    """Dispatches each call by the host's kind (:mod:`tui.launch.kinds`). A kind's launcher
+    is made when the first host of that kind needs it: importing asyncssh takes half a
+    second, which a cluster on this machine alone should not wait for."""
 
     def __init__(self, local: Launcher | None = None, remote: SSHLauncher | None = None,
                  **ssh_options: Any) -> None:
-        self.local: Launcher = local or LocalLauncher()
-        self._remote = remote
-        self._ssh_options = ssh_options
+        self._launchers: dict[HostKind, Launcher] = {}
+        if local is not None:
+            self._launchers[HostKind.LOCAL] = local
+        if remote is not None:
+            self._launchers[HostKind.SSH] = remote
+        self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: ssh_options}
 
     @classmethod
     def for_config(cls, config: ClusterConfig, *, accept_new_host_keys: bool = False,
                    insecure_no_host_key_check: bool = False,
                    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> Router:
-        """A router whose SSH launcher knows ``config``'s hosts (for ``jump:`` names)."""
+        """A router whose SSH launcher knows ``config``'s hosts (for ``jump:`` names) and
+        the program's ``upload:`` folder (the run directory is never part of it)."""
+        upload = config.program.upload if config.program is not None else None
         return cls(hosts=config.hosts, accept_new_host_keys=accept_new_host_keys,
                    insecure_no_host_key_check=insecure_no_host_key_check,
-                   connect_timeout=connect_timeout)
+                   connect_timeout=connect_timeout, upload=upload, upload_exclude=(config.run_dir,))
+
+    def launcher(self, kind: HostKind) -> Launcher:
+        """The launcher of ``kind``'s hosts, made on first use."""
+        launcher = self._launchers.get(kind)
+        if launcher is None:
+            launcher = KINDS[kind].make_launcher(self._options.get(kind, {}))
+            self._launchers[kind] = launcher
+        return launcher
+
+    @property
+    def local(self) -> Launcher:
+        return self.launcher(HostKind.LOCAL)
 
     @property
     def remote(self) -> SSHLauncher:
-        if self._remote is None:
-            from tui.launch.ssh import SSHLauncher
-
-            self._remote = SSHLauncher(**self._ssh_options)
-        return self._remote
+        launcher = self.launcher(HostKind.SSH)
+        return launcher  # type: ignore[return-value]  # the SSH kind's factory makes an SSHLauncher
 
     def _for(self, host: HostSpec) -> Launcher:
-        return self.local if host.is_local else self.remote
+        return self.launcher(host.launch_kind)
 
     async def connect_all(self, hosts: Iterable[HostSpec]) -> ConnectReport:
-        """Prepare every remote host at once; see :meth:`SSHLauncher.connect_all`."""
-        remote = [h for h in hosts if not h.is_local]
-        if not remote:
-            return ConnectReport()
-        return await self.remote.connect_all(remote)
+        """Prepare every host at once, each kind's hosts by its launcher (see
+        :meth:`SSHLauncher.connect_all`); the reports are merged."""
+        by_kind: dict[HostKind, list[HostSpec]] = {}
+        for host in hosts:
+            by_kind.setdefault(host.launch_kind, []).append(host)
+        # The local launcher has nothing to connect: don't make launchers just to ask them.
+        by_kind.pop(HostKind.LOCAL, None)
+        reports = await asyncio.gather(*(self.launcher(kind).connect_all(specs)
+                                         for kind, specs in by_kind.items()))
+        return ConnectReport(tuple(h for r in reports for h in r.hosts),
+                             tuple(f for r in reports for f in r.failures),
+                             tuple(w for r in reports for w in r.warnings))
 
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
                     env: Mapping[str, str], cwd: str | None) -> RunningTask:
@@ -87,10 +126,12 @@ class Router:
 
     async def find_leftovers(self, host: HostSpec,
                              exclude_run_ids: Iterable[str] = ()) -> list[sweep.LeftoverTask]:
-        """Tasks of earlier runs still alive on ``host``."""
-        if host.is_local:
-            return await sweep.find_local_leftovers(host.name, exclude_run_ids)
-        return await self.remote.find_leftovers(host, exclude_run_ids)
+        """Tasks of earlier runs still alive on ``host``. A launcher that cannot search (a
+        stand-in) leaves this machine's to the local search."""
+        launcher = self._for(host)
+        if isinstance(launcher, LeftoverSearch):
+            return await launcher.find_leftovers(host, exclude_run_ids)
+        return await sweep.find_local_leftovers(host.name, exclude_run_ids)
 
     async def sweep_hosts(self, hosts: Iterable[HostSpec],
                     exclude_run_ids: Iterable[str] = ()) -> SweepReport:
@@ -113,18 +154,20 @@ class Router:
 
     async def stop_leftovers(self, host: HostSpec, tasks: Sequence[sweep.LeftoverTask],
                              grace: float = sweep.DEFAULT_STOP_GRACE) -> list[sweep.StoppedLeftover]:
-        if host.is_local:
-            return await sweep.stop_local_leftovers(tasks, grace)
-        return await self.remote.stop_leftovers(host, tasks, grace)
+        launcher = self._for(host)
+        if isinstance(launcher, LeftoverSearch):
+            return await launcher.stop_leftovers(host, tasks, grace)
+        return await sweep.stop_local_leftovers(tasks, grace)
 
     async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str:
-        """Run a short command (``ss`` for traffic counters) on ``host``; its stdout.
-        Raises OSError (here) or LaunchError (over SSH) when it cannot run or fails."""
-        if host.is_local:
-            return await run_local_command(argv)
-        return await self.remote.run_command(host, argv)
+        """Run a short command (``ss`` for traffic counters) on ``host``; its stdout. A
+        launcher that cannot run commands leaves it to this machine. Raises OSError (here)
+        or LaunchError (over SSH) when it cannot run or fails."""
+        launcher = self._for(host)
+        if isinstance(launcher, CommandRunner):
+            return await launcher.run_command(host, argv)
+        return await run_local_command(argv)
 
     async def close(self) -> None:
-        await self.local.close()
-        if self._remote is not None:
-            await self._remote.close()
+        for launcher in self._launchers.values():
+            await launcher.close()

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import shlex
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from pathlib import Path
 
 import asyncssh
 
@@ -39,6 +40,7 @@ from tui.launch.connect import ConnectOptions, jump_route, open_connection, wher
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine
+from tui.launch.package import upload_package
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand, parse_pid_line
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
@@ -165,8 +167,13 @@ class SSHLauncher:
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
                  probe_timeout: float = deploy.DEFAULT_PROBE_TIMEOUT,
                  ssh_config: tuple[str, ...] | None = (),
-                 max_line: int = MAX_LINE_BYTES) -> None:
+                 max_line: int = MAX_LINE_BYTES, upload: Path | None = None,
+                 upload_exclude: tuple[Path, ...] = ()) -> None:
         self._specs = dict(hosts or {})
+        # A user's program: its folder, copied to each host next to the trainer.
+        self._upload = upload
+        self._upload_exclude = upload_exclude
+        self._uploads: dict[str, asyncio.Task[deploy.Deployment]] = {}  # by host and digest
         self._options = ConnectOptions(
             host_key_policy=HostKeyPolicy.from_flags(accept_new_host_keys, insecure_no_host_key_check),
             connect_timeout=connect_timeout, ssh_config=ssh_config)
@@ -250,6 +257,8 @@ class SSHLauncher:
         conn = await host.first_connection()
         found = await deploy.probe(conn, host.spec, self._probe_timeout)
         deployment = await deploy.deploy(conn, host.spec, found.workdir)
+        if self._upload is not None:
+            await self._deploy_upload(host, found.workdir)
         log.info("host %s: Python %s, TensorFlow %s, trainer in %s (%s)", host.spec.name,
                  found.python_version, found.tf_version, deployment.path,
                  "uploaded" if deployment.uploaded else "already there")
@@ -257,6 +266,23 @@ class SSHLauncher:
                         tf_version=found.tf_version, workdir=found.workdir, home=found.home,
                         trainer_path=deployment.path, uploaded=deployment.uploaded,
                         configured_workdir=host.spec.workdir)
+
+    async def _deploy_upload(self, host: RemoteHost, workdir: str) -> deploy.Deployment:
+        """Copy the ``upload:`` folder as it is now to ``<workdir>/<name>-<digest>`` (once per
+        content: a relaunch after an edit uploads the new files)."""
+        assert self._upload is not None
+        package = upload_package(self._upload, self._upload_exclude)
+        key = f"{host.spec.name}/{package.digest}"
+        task = self._uploads.get(key)
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            async def upload() -> deploy.Deployment:
+                done = await deploy.deploy(await host.first_connection(), host.spec, workdir, package)
+                log.info("host %s: %s in %s (%s)", host.spec.name, package.name, done.path,
+                         "uploaded" if done.uploaded else "already there")
+                return done
+            task = asyncio.create_task(upload(), name=f"upload to {host.spec.name}")
+            self._uploads[key] = task
+        return await asyncio.shield(task)
 
     async def _forget(self, name: str) -> None:
         entry = self._hosts.pop(name, None)
@@ -287,6 +313,8 @@ class SSHLauncher:
                     env: Mapping[str, str], cwd: str | None) -> SSHTask:
         info = await self.prepare(host)
         remote = await self._remote(host)
+        if self._upload is not None:
+            await self._deploy_upload(remote, info.workdir)
         await remote.releases_settled()
         try:
             command = RemoteCommand(argv=tuple(argv), env=dict(env),

@@ -1,0 +1,45 @@
+"""A user's program in the app: it runs to its end, and the keys whose settings the
+program's command does not use say so instead of pretending."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support import async_wait_until
+from tui.app import TfdistApp
+from tui.config import load_config
+from tui.events import TaskState
+from tui.options import RunOptions
+
+from .helpers import processes_of_runs, program_folder
+
+pytestmark = pytest.mark.integration
+
+
+async def test_keys_a_program_ignores_say_so(tmp_path: Path) -> None:
+    config = load_config(program_folder(tmp_path, "plain.py", """\
+        program:
+          command: python plain.py --job={job} --index={index} --steps={steps}
+          metrics: ['Step: (?P<step>\\d+).*Cost: (?P<loss>[0-9.]+)']
+        cluster: {ps: [localhost:auto], worker: [localhost:auto]}
+        training: {steps: 3}
+        """))
+    app = TfdistApp(RunOptions(config=config, runs_root=config.run_dir))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await async_wait_until(lambda: app.dashboard.finished is not None, 60, what="the run's end",
+                               pause=pilot.pause)
+        assert all(r.state is TaskState.SUCCEEDED for r in app.dashboard.rows.values())
+        before = app.pending
+        await pilot.press("m", "plus", "p")
+        assert app.pending == before
+        messages = [n.message for n in app._notifications]
+        assert "the program's command uses neither {mode} nor {sync}, so changing mode changes nothing" \
+            in messages
+        assert "the program's command uses no {partitions}, so changing partitions changes nothing" \
+            in messages
+        assert any(m.startswith("placement is the built-in trainer's setting") for m in messages)
+        await pilot.press("q")
+        await async_wait_until(lambda: not app.is_running, 30, what="the app to exit", pause=pilot.pause)
+    assert not processes_of_runs(config.run_dir)

@@ -1,0 +1,138 @@
+"""The ``program:`` section: what loads, and a located ConfigError for every mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+
+from trainer.settings import Mode
+from tui.config import ConfigError, HostKind, Job, load_config
+from tui.program.spec import MetricField
+
+CLUSTER = "cluster: {ps: [localhost:auto], worker: [localhost:auto, localhost:auto]}\n"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "train.py").write_text("print('hello')\n")
+    path = tmp_path / "hosts.yaml"
+    path.write_text(dedent(text))
+    return path
+
+
+def test_a_full_program_section_loads(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    config = load_config(write(tmp_path, """\
+        program:
+          command: python -u train.py --job_name={job} --task_index={index} --lr={learning_rate}
+          upload: src
+          batch_size: 32
+          metrics: ['Step: (?P<step>\\d+).*Cost: (?P<loss>[0-9.]+)']
+          shim: false
+        cluster: {ps: [localhost:auto], chief: [localhost:auto], worker: [localhost:auto],
+                  evaluator: [localhost:auto]}
+        training: {mode: sync, partitions: 2, steps: 50, learning_rate: 0.10, model: my_resnet}
+        """))
+    program = config.program
+    assert program is not None
+    assert program.command == ("python", "-u", "train.py", "--job_name={job}", "--task_index={index}",
+                               "--lr={learning_rate}")
+    assert program.upload == tmp_path / "src"
+    assert program.batch_size == 32 and program.shim is False
+    assert program.metrics[0].fields == {MetricField.STEP, MetricField.LOSS}
+    # Driven settings keep their meaning; everything else is text as written.
+    assert (config.training.mode, config.training.partitions, config.training.steps) == (Mode.SYNC, 2, 50)
+    assert program.values == {"learning_rate": "0.10", "model": "my_resnet"}
+    assert [t.name for t in config.tasks] == ["ps0", "worker0", "chief0", "evaluator0"]
+    assert config.chief.job is Job.CHIEF
+    assert program.placeholders == {"job", "index", "learning_rate"}
+
+
+def test_a_yaml_list_command_and_no_chief(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, CLUSTER + 'program: {command: [python, train.py, "--x={ps_hosts}", '
+                                                    '"two words"]}\n'))
+    assert config.program is not None
+    assert config.program.command == ("python", "train.py", "--x={ps_hosts}", "two words")
+    assert config.chief.name == "worker0"
+    assert config.program.shim is True
+
+
+def test_hosts_kind_is_explicit_or_inferred(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, CLUSTER + dedent("""\
+        hosts:
+          localhost: {kind: ssh, port: 2200}
+          box: {address: 127.0.0.1, kind: local}
+          gpu1: {address: 10.0.0.1}
+        """)))
+    assert config.hosts["localhost"].launch_kind is HostKind.SSH and not config.hosts["localhost"].is_local
+    assert config.hosts["box"].is_local
+    assert config.hosts["gpu1"].launch_kind is HostKind.SSH
+
+
+# (text after the cluster line, line, column, message fragment)
+ERRORS = [
+    ("program:\n  command: python train.py --a={nope}\n", 3, 32, "unknown placeholder {nope}"),
+    ("program:\n  command: python train.py --a={stesp}\n", 3, 32, "did you mean {steps}?"),
+    ("program:\n  command: [python, train.py, '{job', x]\n", 3, 32, "program.command"),
+    ("program:\n  command: python train.py --s={steps:05d}\n", 3, 32, "no format"),
+    ("program:\n  command: python missing.py --a=1\n", 3, 19, "script 'missing.py' does not exist"),
+    ("program:\n  command: ./run.sh\n", 3, 12, "program './run.sh' does not exist"),
+    ("program:\n  command: ''\n", 3, 3, "empty command"),
+    ("program:\n  command: []\n", 3, 3, "empty command"),
+    ("program:\n  command:\n", 3, 3, "empty command"),
+    ("program:\n  command: python 'train.py\n", 3, 12, "cannot be split"),
+    ("program:\n  upload: .\n", 2, 1, "missing key 'command'"),
+    ("program:\n  command: python train.py\n  shim: maybe\n", 4, 9, "expected true or false"),
+    ("program:\n  command: python train.py\n  batch_size: 0\n", 4, 15, "whole number >= 1"),
+    ("program:\n  command: python train.py\n  upload: nothere\n", 4, 11, "is not a folder"),
+    ("program:\n  command: python train.py\n  metrics: ['(?P<step>\\d+']\n", 4, 13,
+     "not a valid regular expression: missing ), unterminated subpattern at character 1"),
+    ("program:\n  command: python train.py\n  metrics: ['step (\\d+)']\n", 4, 13, "no named group"),
+    ("program:\n  command: python train.py\n  metrics: ['(?P<epoch>\\d+)']\n", 4, 13,
+     "unknown group name 'epoch'"),
+    ("program:\n  command: python train.py\n  colour: red\n", 4, 3, "unknown key 'colour' in program"),
+    ("program:\n  command: python train.py\ntraining: {mode: fast}\n", 4, 18, "training.mode"),
+    ("program:\n  command: python train.py\ntraining: {steps: 0}\n", 4, 19, "training.steps"),
+    ("program:\n  command: python train.py\ntraining: {lr: [1, 2]}\n", 4, 16, "expected a single value"),
+    ("program: python train.py\n", 2, 10, "expected a mapping"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column", "message"), ERRORS)
+def test_bad_program_values_are_located(tmp_path: Path, text: str, line: int, column: int,
+                                        message: str) -> None:
+    path = write(tmp_path, CLUSTER + text)
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    error = raised.value
+    assert message in error.message
+    assert (error.line, error.column) == (line, column), str(error)
+
+
+@pytest.mark.parametrize(("cluster", "line", "column", "message"), [
+    ("cluster: {ps: [localhost:auto], worker: [localhost:auto], chief: [localhost:auto]}\n", 1, 59,
+     "a chief job needs a program: section"),
+    ("cluster: {ps: [localhost:auto], worker: [localhost:auto], evaluator: [localhost:auto]}\n", 1, 59,
+     "an evaluator job needs a program"),
+    ("cluster: {ps: [localhost:auto], worker: [localhost:auto]}\nhosts: {gpu1: {kind: slurm}}\n", 2, 22,
+     "expected one of local, ssh, got 'slurm'"),
+])
+def test_jobs_and_kinds_without_a_program(tmp_path: Path, cluster: str, line: int, column: int,
+                                          message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(tmp_path, cluster))
+    assert message in raised.value.message
+    assert (raised.value.line, raised.value.column) == (line, column), str(raised.value)
+
+
+def test_two_chiefs_and_a_chief_with_no_workers(tmp_path: Path) -> None:
+    program = "program: {command: python train.py}\n"
+    with pytest.raises(ConfigError, match="one chief at most"):
+        load_config(write(tmp_path, "cluster: {ps: [localhost:auto], chief: [localhost:auto, "
+                                    "localhost:auto]}\n" + program))
+    config = load_config(write(tmp_path, "cluster: {ps: [localhost:auto], chief: [localhost:auto]}\n"
+                               + program))
+    assert [t.name for t in config.tasks] == ["ps0", "chief0"]
+    with pytest.raises(ConfigError, match="at least one worker"):
+        load_config(write(tmp_path, "cluster: {ps: [localhost:auto]}\n" + program))

@@ -1,0 +1,129 @@
+"""Users' own programs through the headless controller, with real processes: a plain script
+that the shim cannot hook, a cluster restart after a ps is killed, bad program: values."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+
+from trainer import protocol
+from tui import cli
+from tui.events import ControllerEvent, RunFinished, TaskState, TrainerEvent
+from tui.options import ExitCode
+from tui.supervisor import Supervisor, SupervisorOptions
+
+from .helpers import load, processes_of_runs, program_folder, run_program
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+STEP_PATTERN = "'Step: (?P<step>\\d+).*Cost: (?P<loss>[0-9.]+)'"
+
+
+def summary_of(events: list[ControllerEvent]) -> RunFinished:
+    (finished,) = [e for e in events if isinstance(e, RunFinished)]
+    return finished
+
+
+async def test_a_plain_script_runs_under_the_shim_and_is_measured_from_its_log(tmp_path: Path) -> None:
+    config = load(program_folder(tmp_path, "plain.py", f"""\
+        program:
+          command: python plain.py --job={{job}} --index={{index}} --steps={{steps}}
+          metrics: [{STEP_PATTERN}]
+        cluster: {{ps: [localhost:auto], worker: [localhost:auto, localhost:auto]}}
+        training: {{steps: 6}}
+        """))
+    runs = tmp_path / "runs"
+    run = await run_program(config, runs)
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    summary = summary_of(run.events).summary
+    assert (summary.global_step, summary.target, summary.final_loss) == (6, 6, 0.167)
+    assert {t.name: t.state for t in summary.tasks} == dict.fromkeys(("ps0", "worker0", "worker1"),
+                                                                     TaskState.SUCCEEDED)
+    (run_dir,) = runs.iterdir()
+    command = json.loads((run_dir / "tasks" / "worker1.json").read_text())["argv"]
+    assert command[1:4] == ["-m", "trainer.shim", "plain.py"]
+    assert "worker1 | Step: 6 (worker1), Cost: 0.167" in run.out
+    assert not processes_of_runs(runs)
+
+
+async def test_a_killed_ps_restarts_the_cluster_which_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    config = load(program_folder(tmp_path, "toy_cluster.py", f"""\
+        program:
+          command: >-
+            python toy_cluster.py --job={{job}} --address={{address}} --ps={{ps_hosts}}
+            --steps={{steps}} --ckpt={{checkpoint_dir}}
+          shim: false
+          metrics: [{STEP_PATTERN}]
+        cluster: {{ps: [localhost:auto], worker: [localhost:auto, localhost:auto]}}
+        training: {{steps: 100}}
+        restart: {{policy: on-failure, max_restarts: 1, backoff: 0.2}}
+        """))
+    runs = tmp_path / "runs"
+    supervisor = Supervisor(config, runs_root=runs, options=SupervisorOptions(grace=1.0))
+    kills: list[int] = []
+    after_kill: list[int] = []
+
+    def kill_the_ps(event: ControllerEvent) -> None:
+        if not isinstance(event, TrainerEvent) or not isinstance(event.event, protocol.Step):
+            return
+        if kills:
+            after_kill.append(event.event.global_step)
+        elif event.event.global_step >= 15 and all(t.state is TaskState.RUNNING for t in supervisor.tasks()):
+            # Once the whole cluster is up: a ps that fails then takes the cluster with it.
+            pid = next(t.pid for t in supervisor.tasks() if t.name == "ps0")
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            kills.append(event.event.global_step)
+
+    supervisor.subscribe(kill_the_ps)
+    run = await run_program(config, runs, supervisor)
+    assert kills and run.code is ExitCode.OK, run.out[-3000:]
+    summary = summary_of(run.events).summary
+    (incident,) = summary.incidents
+    assert (incident.kind.value, incident.task) == ("cluster_restart", "ps0")
+    # Training went on from the program's checkpoint, not from the start.
+    assert after_kill and min(after_kill) > kills[0] - 5 and summary.global_step >= 100
+    ps0 = next(t for t in summary.tasks if t.name == "ps0")
+    assert ps0.state is TaskState.SUCCEEDED and "after every worker finished" in ps0.reason
+    assert not processes_of_runs(runs)
+
+
+@pytest.mark.parametrize(("command", "where", "message"), [
+    ("python train.py --lr={lrate}", "hosts.yaml:2:33:", "unknown placeholder {lrate}"),
+    ("python missing.py", "hosts.yaml:2:19:", "script 'missing.py' does not exist"),
+    ("''", "hosts.yaml:2:3:", "empty command"),
+])
+def test_bad_program_values_exit_2_with_a_location_and_nothing_started(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, where: str, message: str) -> None:
+    (tmp_path / "train.py").write_text("raise SystemExit('must not run')\n")
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(f"program:\n  command: {command}\ncluster: {{ps: [localhost:auto], "
+                     f"worker: [localhost:auto]}}\ntraining: {{lr: 0.1}}\n")
+    assert cli.main([str(hosts), "--no-ui"]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert where in err and message in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_overrides_a_program_ignores_are_warned_about(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "train.py").write_text("raise SystemExit('must not run')\n")
+    hosts = tmp_path / "hosts.yaml"
+    with socket.socket() as taken:  # the preflight refuses the run: nothing starts
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        hosts.write_text(f"program: {{command: 'python train.py --steps={{steps}}'}}\n"
+                         f"cluster: {{ps: ['localhost:{port}'], worker: [localhost:auto]}}\n")
+        assert cli.main([str(hosts), "--no-ui", "--mode", "sync", "--partitions", "2", "--steps", "5"]) \
+            == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "warning: --mode: the program's command uses neither {mode} nor {sync}" in err
+    assert "warning: --partitions: the program's command uses no {partitions}" in err
+    assert "--steps" not in err
+    assert not (tmp_path / "runs").exists()

@@ -1,0 +1,47 @@
+"""``python -m trainer.shim script.py args...``: run a user's own TensorFlow program, unchanged,
+as one task of a run the controller drives (issue 12).
+
+The contract with the controller (its plan builds the command line):
+
+- **Invocation**: ``<python> -m trainer.shim <script.py> <args...>``, cwd the folder of
+  hosts.yaml (the uploaded folder remotely), env ``TF_CONFIG`` (standard format), plus
+  ``TFDIST_RUN_ID``, ``TFDIST_SHIM=1``, ``PYTHONUNBUFFERED=1`` and a ``PYTHONPATH`` holding the
+  directory of the ``trainer`` package and :data:`REPORT_DIR`. The script runs as
+  ``__main__`` (``runpy``; ``sys.argv = [script, *args]``; the script's folder first on
+  ``sys.path``, then :data:`REPORT_DIR`), so argparse, absl and ``tf.compat.v1.app.flags``
+  see its own flags.
+- **Events** on stdout, one :mod:`trainer.protocol` JSON line each; every other line is the
+  program's own. ``ready`` when the task's ``tf.train.Server`` / ``tf.distribute.Server``
+  has started; ``placement`` once per worker/chief when its graph is finalized (or its first
+  session is created), with the variables and shards on each ps and, in ``unattributed``,
+  what sits on a ps but has no byte count (SyncReplicas accumulators, token queues) or a
+  variable on no ps; ``initialized`` when a worker's ``SessionManager`` hands it a usable
+  session; ``step`` about once a second while the global step moves, read beside the user's
+  session (``local_step`` counts the global steps this task has seen since its session
+  started, ``loss`` is null: the shim cannot see the program's own steps); ``done``
+  (reason ``program_ended``) when the script returns normally or ``sys.exit(0)``; ``error``
+  before a non-zero exit caused by an exception. The role and index come from the
+  ``Server(...)`` call, else from ``TF_CONFIG``.
+- **stdin**: the line ``end`` makes every ``server.join()`` return (a ps's script then ends
+  and the task exits 0 by itself); stdin EOF or the death of the parent process makes the
+  task exit 143 (:mod:`trainer.lifecycle`). The shim owns stdin: a program that reads its
+  own stdin does not get it.
+- **Avoidable waits**: ``SessionManager``'s ``recovery_wait_secs`` (30 s: how long a
+  non-chief sleeps before it looks again whether the chief has initialised the model) is
+  capped at :data:`~trainer.shim.hooks.RECOVERY_WAIT_SECS`; what the program computes does
+  not change.
+- **Never break**: each hook is wrapped; one that fails prints one line
+  ``tfdist shim: <what> failed: <why> (the program runs on)`` on stderr, once, and the
+  program goes on as if the hook were not there. TensorFlow is not imported by the shim: the
+  hooks are installed when the program imports ``tensorflow``, so a script without
+  TensorFlow runs as it would alone.
+- **Reporting module**: ``from tfdist_report import step, eval`` (in :data:`REPORT_DIR`,
+  standard library only) lets a program report exact loss and accuracy; see its docstring.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The folder holding ``tfdist_report.py``; the controller puts it on ``PYTHONPATH``.
+REPORT_DIR = Path(__file__).resolve().parent / "userlib"

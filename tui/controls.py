@@ -1,0 +1,127 @@
+"""Every key the operator has, declared once: the app's bindings, its help screen, its
+command palette and its status bar are made from :data:`CONTROLS` and :data:`TOGGLES`, and
+the command line offers an override (``--mode`` ...) for every toggled setting. Adding a
+control is one entry here plus the app's ``action_<name>`` method. (Data only: the core
+never imports Textual.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Section(Enum):
+    """Where a control is listed on the help screen."""
+
+    TASKS = "Tasks[/b] (the selected row of the table)"
+    SETTINGS = "Settings[/b] (pending until you relaunch)"
+    VIEWS = "Views"
+
+
+@dataclass(frozen=True)
+class Toggle:
+    """A training setting the operator can change in the app (it applies on relaunch), and
+    so the command line can override: ``--<setting>``. ``label`` precedes its value in the
+    status bar."""
+
+    setting: str
+    label: str = ""
+
+
+#: In status-bar order.
+TOGGLES = (Toggle("mode"), Toggle("partitions", "partitions "), Toggle("placement"))
+
+
+@dataclass(frozen=True)
+class Control:
+    """One key. ``key``: Textual's key name; ``display``: how people write it; ``action``:
+    the app's action (None: a key a widget handles itself, listed in the help only);
+    ``name``: the footer label; ``help``: one line for the help screen and the palette;
+    ``confirm``: it asks first (the help says so); ``footer``: shown in the footer; ``priority``: wins over
+    the focused widget's own binding; ``pane``: the pane whose view owns the action (its
+    bindings, while it has focus), else the app's."""
+
+    key: str
+    display: str
+    action: str | None
+    name: str
+    help: str
+    section: Section
+    confirm: bool = False
+    footer: bool = True
+    priority: bool = False
+    pane: str | None = None
+
+    @property
+    def in_palette(self) -> bool:
+        """Offered in the command palette (quit and help are there already); a pane's keys
+        only act in their pane."""
+        return (self.action is not None and self.footer and self.pane is None
+                and self.action not in ("quit", "help"))
+
+    def help_line(self) -> str:
+        return self.help + (" (asks first)" if self.confirm else "")
+
+
+_T, _S, _V = Section.TASKS, Section.SETTINGS, Section.VIEWS
+
+CONTROLS: tuple[Control, ...] = (
+    Control("s", "s", "start_task", "Start", "start the task", _T),
+    Control("x", "x", "stop_task", "Stop", "stop it", _T),
+    Control("r", "r", "restart_task", "Restart", "restart it", _T),
+    Control("S", "S", "start_all", "Start all", "start every task", _T),
+    Control("X", "X", "stop_all", "Stop all", "stop every task", _T, confirm=True),
+    Control("m", "m", "toggle_mode", "Sync/async", "toggle sync / async", _S),
+    Control("plus", "+", "partitions(1)", "+Part", "one more partition", _S),
+    Control("minus", "-", "partitions(-1)", "-Part", "one partition fewer", _S),
+    Control("p", "p", "toggle_placement", "Placement", "placement: greedy / round_robin", _S),
+    Control("R", "R", "relaunch", "Relaunch", "relaunch the cluster with the pending settings", _S,
+            confirm=True),
+    Control("slash", "/", "filter", "Filter", "filter the logs by text (esc clears)", _V),
+    Control("tab", "tab", "next_pane", "Pane", "next pane", _V, priority=True),
+    Control("shift+tab", "shift+tab", "previous_pane", "Pane", "previous pane", _V, footer=False,
+            priority=True),
+    Control("end", "End", None, "Follow", "follow the log again", _V),
+    Control("up,down", "up/down", None, "Select", "select a task", _V),
+    Control("ctrl+p", "ctrl+p", None, "Palette", "command palette", _V),
+    Control("question_mark", "?", "help", "Help", "this help", _V),
+    # The Runs pane's list (tui.app.runs.RunsView binds these while it has focus).
+    Control("space", "space", "toggle_run", "Select run", "select a run", _V, pane="runs"),
+    Control("c", "c", "compare_runs", "Compare", "compare selected runs", _V, pane="runs"),
+    Control("g", "g", "reload_runs", "Reload runs", "reload runs", _V, pane="runs"),
+    Control("q", "q", "quit", "Quit", "quit (stops every task; asks while tasks run)", _V),
+)
+
+
+#: Said once on the help screen, below its section.
+SECTION_NOTES = {
+    Section.SETTINGS: "+, - and p preview the new placement (Placement tab).",
+}
+
+
+#: The help screen's text width: it fits 80 columns.
+_WIDTH = 72
+
+
+def help_text() -> str:
+    """The help screen's text (Rich markup), every control by section, short entries packed
+    side by side so the screen fits 80x24."""
+    lines: list[str] = []
+    for section in Section:
+        title = section.value if "[/b]" in section.value else f"{section.value}[/b]"
+        lines.append(f"[b]{title}")
+        line = ""
+        for control in (c for c in CONTROLS if c.section is section and c.help):
+            entry = f"{control.display}  {control.help_line()}"
+            if line and len(line) + 4 + len(entry) <= _WIDTH:
+                line += "    " + entry
+            else:
+                if line:
+                    lines.append("  " + line)
+                line = entry
+        lines.append("  " + line)
+        if note := SECTION_NOTES.get(section):
+            lines.append(f"  {note}")
+    lines.append("")
+    lines.append("Full logs, events and the summary of every run are in its run directory.")
+    return "\n".join(lines) + "\n"

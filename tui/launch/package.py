@@ -1,0 +1,90 @@
+"""A folder's files and the digest that names them: what is uploaded to a remote host into a
+content-addressed directory ``<name>-<digest>`` (see :mod:`tui.launch.deploy`). Pure: no
+connection here, so plans can name the directory a task will run in."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Never uploaded: caches, version control, and compiled files.
+SKIPPED_PARTS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache",
+                           ".ruff_cache"})
+SKIPPED_SUFFIXES = frozenset({".pyc", ".pyo"})
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    path: str  # relative, with "/" separators, e.g. "trainer/loop.py"
+    data: bytes
+
+
+@dataclass(frozen=True)
+class FolderPackage:
+    """Files to upload (paths relative to the uploaded directory) and their digest."""
+
+    name: str
+    files: tuple[PackageFile, ...]
+    digest: str  # 12 hex characters
+
+    @property
+    def dirname(self) -> str:
+        return f"{self.name}-{self.digest}"
+
+    @classmethod
+    def of(cls, name: str, files: Iterable[PackageFile]) -> FolderPackage:
+        """A package of ``files``; the digest covers every path and content."""
+        files = tuple(sorted(files, key=lambda f: f.path))
+        digest = hashlib.sha256()
+        for file in files:
+            # Length-prefixed, so no two different packages can hash alike by shifting bytes.
+            for part in (file.path.encode(), file.data):
+                digest.update(len(part).to_bytes(8, "big"))
+                digest.update(part)
+        return cls(name, files, digest.hexdigest()[:12])
+
+    @classmethod
+    def from_directory(cls, folder: Path, *, name: str | None = None, under: str = "",
+                       exclude: Iterable[Path] = ()) -> FolderPackage:
+        """The files below ``folder`` (``under`` prefixes their paths), without caches and
+        without the folders in ``exclude`` (such as a run directory inside it)."""
+        excluded = tuple(p.resolve() for p in exclude)
+        found = []
+        for path in sorted(folder.rglob("*")):
+            relative = path.relative_to(folder)
+            if not path.is_file() or SKIPPED_PARTS & set(relative.parts) or path.suffix in SKIPPED_SUFFIXES:
+                continue
+            if any(path.resolve().is_relative_to(e) for e in excluded):
+                continue
+            found.append(PackageFile(f"{under}{relative.as_posix()}", path.read_bytes()))
+        return cls.of(name or folder.resolve().name or "upload", found)
+
+
+def upload_package(folder: Path, exclude: Iterable[Path] = ()) -> FolderPackage:
+    """A user's ``upload:`` folder, read again only when a file in it changed (so a relaunch
+    after an edit uploads the new files, and a plan can name the directory cheaply)."""
+    folder = folder.resolve()
+    excluded = tuple(p.resolve() for p in exclude)
+    return _cached_upload(folder, excluded, _signature(folder, excluded))
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_upload(folder: Path, exclude: tuple[Path, ...], signature: int) -> FolderPackage:
+    return FolderPackage.from_directory(folder, exclude=exclude)
+
+
+def _signature(folder: Path, exclude: tuple[Path, ...]) -> int:
+    """Changes when any file below ``folder`` is added, removed, resized or touched."""
+    entries = []
+    for path in folder.rglob("*"):
+        if any(path.is_relative_to(e) for e in exclude) or SKIPPED_PARTS & set(path.parts):
+            continue
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        entries.append((str(path), stat.st_size, stat.st_mtime_ns))
+    return hash(tuple(sorted(entries)))

@@ -1,0 +1,146 @@
+"""The task-program interface: what a task runs and how the controller deals with it.
+
+A :class:`TaskProgram` answers, for the supervisor and the plan, every question that used to
+assume the built-in trainer: the command line, environment and working folder of each task
+(:meth:`TaskProgram.command`), whether tasks are launched held and released with ``go``
+(:attr:`TaskProgram.holds`), how readiness is known (:attr:`TaskProgram.readiness`), how a ps
+ends (:attr:`TaskProgram.ps_ending`), what output lines mean (:meth:`TaskProgram.reader`), and
+which training settings it honours (:meth:`TaskProgram.honours`). The contract with the task
+process itself (``--hold``, ``go``, ``end``, EOF, exit codes) is documented once, in
+:mod:`trainer.protocol`. Implementations: :mod:`tui.program.trainer` (the built-in trainer)
+and :mod:`tui.program.user` (the user's own program, ``program:`` in hosts.yaml).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from trainer import protocol
+from trainer.settings import TrainingSettings
+from tui.config import ClusterConfig, HostSpec, TaskSpec
+from tui.launch.kinds import Kind
+
+
+class Readiness(Enum):
+    """How the controller learns that a task's server is up."""
+
+    EVENT = "event"      # the task emits a protocol ``ready`` event
+    SERVER = "server"    # ``ready`` if it comes, else TF's "Started server" line or the port accepting
+
+
+class PsEnding(Enum):
+    """How a ps task ends once every worker (and the chief) has exited 0."""
+
+    EXITS = "exits"      # it exits 0 by itself (the trainer's handshake with the workers)
+    END_LINE = "end"     # the controller sends protocol.END_LINE, it exits 0 (the shim)
+    STOP = "stop"        # the controller stops it and counts it as succeeded
+
+
+class Setting(Enum):
+    """Training settings the app's toggles change; a program may or may not honour each."""
+
+    MODE = "mode"
+    PARTITIONS = "partitions"
+    PLACEMENT = "placement"
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """Everything a program needs to render one task's command."""
+
+    config: ClusterConfig
+    spec: TaskSpec
+    host: HostSpec
+    #: Resolved ports of every task, by name.
+    ports: Mapping[str, int]
+    settings: TrainingSettings
+    run_id: str
+    #: The run directory on this machine (None: not recorded, e.g. a preview or a benchmark).
+    run_dir: Path | None
+    #: The interpreter ``python`` means on this task's host.
+    python: str
+    #: What the host's kind means for paths (local ones, or the host's).
+    kind: Kind
+
+    @property
+    def run_dir_name(self) -> Path:
+        """The run directory on this machine (``run_dir`` in the config's when not recorded)."""
+        return self.run_dir if self.run_dir is not None else self.config.run_dir / self.run_id
+
+    def address(self, task: TaskSpec) -> str:
+        """``host:port`` of ``task`` as the other tasks reach it."""
+        return f"{self.config.host_of(task).address}:{self.ports[task.name]}"
+
+
+@dataclass(frozen=True)
+class TaskCommand:
+    """What the launcher runs for one task. ``env`` is added to the host's environment;
+    ``cwd`` None inherits the launcher's."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    #: Folders (relative to the trainer's root, ``/``-separated) to put on PYTHONPATH after
+    #: the trainer's, where the plan sets it (the host's kind says whether it does).
+    python_path: tuple[str, ...] = ()
+
+
+class OutputReader(ABC):
+    """Turns one task's output lines into protocol events (and keeps any state that needs,
+    such as the previous step for a rate). One reader per task process."""
+
+    @abstractmethod
+    def read(self, line: str, now: float) -> list[protocol.Event]:
+        """The events ``line`` means (none for plain log text). ``now`` is the time it was read."""
+
+
+class EventReader(OutputReader):
+    """Only protocol event lines mean anything (the built-in trainer)."""
+
+    def read(self, line: str, now: float) -> list[protocol.Event]:
+        event = protocol.parse_event(line)
+        return [event] if event is not None else []
+
+
+class TaskProgram(ABC):
+    """What every task of a run executes; see the module docstring."""
+
+    #: Tasks are launched with ``--hold`` and wait for ``go`` before starting their servers.
+    holds: bool = False
+    readiness: Readiness = Readiness.EVENT
+    ps_ending: PsEnding = PsEnding.EXITS
+    #: Its output on stderr means something too (TensorFlow's own log lines).
+    reads_stderr: bool = False
+    #: Its placement can be computed without running it (``python -m trainer plan``).
+    previews_placement: bool = False
+
+    def target(self, settings: TrainingSettings) -> int:
+        """The step the program trains to, when the controller knows it and the program may
+        hang after reaching it (then a worker stuck there is ended); 0 otherwise."""
+        return 0
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """What the run runs, in a few words (for summaries and the run directory)."""
+
+    @abstractmethod
+    def command(self, ctx: TaskContext) -> TaskCommand:
+        """The command line, environment and working folder of ``ctx.spec``."""
+
+    @abstractmethod
+    def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
+        """A fresh reader for one process of task ``spec`` in a run with ``settings``."""
+
+    @abstractmethod
+    def honours(self, setting: Setting) -> bool:
+        """Whether changing ``setting`` changes what the program does."""
+
+    def ignores(self, setting: Setting) -> str | None:
+        """Why changing ``setting`` would change nothing (for the key or flag that changes
+        it to say so instead of pretending), or None when the program honours it."""
+        return None

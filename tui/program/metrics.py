@@ -1,0 +1,141 @@
+"""Training progress read from log text, for what the shim does not see (and for programs
+that are not Python): TensorFlow's standard lines, Keras progress bars, and the user's own
+``metrics:`` patterns. Pure: lines in, :class:`trainer.protocol.Step` events out."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trainer import protocol
+from tui.program.spec import MetricField, MetricPattern
+
+#: Colour and cursor codes a terminal-minded program writes (Keras does).
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
+#: ``INFO:tensorflow:global_step/sec: 12.3`` (StepCounterHook).
+STEP_RATE = re.compile(rf"global_step/sec: (?P<rate>{_NUMBER})")
+#: ``INFO:tensorflow:loss = 0.25, step = 120 (0.5 sec)`` (the LoggingTensorHook of Estimators
+#: and MonitoredTrainingSession users).
+LOSS_STEP = re.compile(rf"\bloss = (?P<loss>{_NUMBER}), step = (?P<step>\d+)")
+#: ``Epoch 3/10`` (Keras).
+KERAS_EPOCH = re.compile(r"^Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s*$")
+#: `` 12/100 [==>....] - ETA: 3s - loss: 0.5 - accuracy: 0.8`` (Keras 2) or
+#: ``12/100 ━━━━━━ 1s 9ms/step - accuracy: 0.8 - loss: 0.5`` (Keras 3).
+KERAS_PROGRESS = re.compile(r"^\s*(?P<batch>\d+)/(?P<batches>\d+|Unknown)\s+(?:\[|━|\S*\s)")
+KERAS_METRIC = re.compile(rf"\b(?P<name>loss|acc|accuracy): (?P<value>{_NUMBER})")
+
+
+@dataclass
+class _Keras:
+    epoch: int = 1
+    batches: int = 0
+    last_batch: int = 0
+
+
+class LogMetrics:
+    """Reads one task's log lines. A line may hold several ``\\r``-separated progress
+    updates (Keras redraws its bar); the last one counts. ``examples_per_step``: what this
+    task contributes per step of the steps its lines count, for examples/sec."""
+
+    def __init__(self, role: str, index: int, *, patterns: Sequence[MetricPattern] = (),
+                 examples_per_step: float | None = None, target: int = 0) -> None:
+        self._role = role
+        self._index = index
+        self._patterns = tuple(patterns)
+        self._examples_per_step = examples_per_step
+        self._target = target
+        self._keras = _Keras()
+        self._local_steps = 0
+        self._last: tuple[int, float] | None = None  # (step, time) of the last step event
+        self._rate: float | None = None  # global steps/sec, when a line said so
+        self._loss: float | None = None
+
+    def read(self, line: str, now: float) -> list[protocol.Event]:
+        """The step events ``line`` means (none for other text)."""
+        text = ANSI.sub("", line).rstrip("\n")
+        updates = [part for part in text.split("\r") if part.strip()]
+        if not updates:
+            return []
+        step = self._parse(updates[-1])
+        if step is None:
+            return []
+        global_step, loss, accuracy, examples_per_sec = step
+        if loss is not None:
+            self._loss = loss
+        events: list[protocol.Event] = []
+        if global_step is not None:
+            events.append(self._step(global_step, now, examples_per_sec))
+        if accuracy is not None and global_step is not None:
+            events.append(protocol.Eval(role=self._role, index=self._index, t=now, global_step=global_step,
+                                        accuracy=accuracy, loss=self._loss, examples=0))
+        return events
+
+    def _parse(self, text: str) -> tuple[int | None, float | None, float | None, float | None] | None:
+        """(step, loss, accuracy, examples/sec) from one update, or None if it has none."""
+        for pattern in self._patterns:
+            match = pattern.regex.search(text)
+            if match:
+                found = {MetricField(k): v for k, v in match.groupdict().items() if v is not None}
+                return (_int(found.get(MetricField.STEP)), _float(found.get(MetricField.LOSS)),
+                        _float(found.get(MetricField.ACCURACY)),
+                        _float(found.get(MetricField.EXAMPLES_PER_SEC)))
+        if match := LOSS_STEP.search(text):
+            return int(match["step"]), _float(match["loss"]), None, None
+        if match := STEP_RATE.search(text):
+            self._rate = _float(match["rate"])
+            return None
+        if match := KERAS_EPOCH.match(text):
+            self._keras.epoch = int(match["epoch"])
+            return None
+        if match := KERAS_PROGRESS.match(text):
+            return self._keras_step(match, text)
+        return None
+
+    def _keras_step(self, match: re.Match[str], text: str) -> tuple[int | None, float | None, float | None,
+                                                                     float | None]:
+        keras = self._keras
+        batch = int(match["batch"])
+        if match["batches"].isdigit():
+            keras.batches = int(match["batches"])
+        keras.last_batch = batch
+        metrics = {m["name"]: _float(m["value"]) for m in KERAS_METRIC.finditer(text)}
+        accuracy = metrics.get("accuracy", metrics.get("acc"))
+        # Batches count from 1 in each epoch; the run's step counts through the epochs.
+        step = (keras.epoch - 1) * keras.batches + batch if keras.batches else batch
+        return step, metrics.get("loss"), accuracy, None
+
+    def _step(self, global_step: int, now: float, examples_per_sec: float | None) -> protocol.Step:
+        step_time = 0.0
+        if self._last is not None and global_step > self._last[0] and now > self._last[1]:
+            step_time = (now - self._last[1]) / (global_step - self._last[0])
+        if examples_per_sec is None:
+            rate = self._rate if self._rate is not None else (1 / step_time if step_time else None)
+            per_step = self._examples_per_step
+            examples_per_sec = rate * per_step if rate is not None and per_step else 0.0
+        if self._last is None or global_step != self._last[0]:
+            self._local_steps += 1
+        self._last = (global_step, now)
+        return protocol.Step(role=self._role, index=self._index, t=now, global_step=global_step,
+                             local_step=self._local_steps, loss=self._loss, examples_per_sec=examples_per_sec,
+                             step_time=step_time, target=self._target)
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def _float(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None

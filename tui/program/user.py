@@ -1,0 +1,170 @@
+"""The user's own program (``program:`` in hosts.yaml) as a
+:class:`~tui.program.base.TaskProgram`: the command with its placeholders rendered per task,
+run in hosts.yaml's folder (remotely: in the uploaded copy of ``upload:``), a Python script
+under the shim (``python -m trainer.shim``) unless ``shim: false``, never held. Ready by the
+shim's ``ready`` event, TensorFlow's "Started server" line or its port; a ps ends by ``end``
+on stdin under the shim, else the controller stops it. Output: protocol events (the shim's
+and ``tfdist_report``'s), else metrics read from the log text."""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import re
+
+from trainer import protocol
+from trainer.settings import Mode, TrainingSettings
+from tui.config import Job, TaskSpec
+from tui.launch.kinds import CHECKPOINTS, SUMMARIES
+from tui.launch.package import upload_package
+from tui.program.base import (
+    OutputReader,
+    PsEnding,
+    Readiness,
+    Setting,
+    TaskCommand,
+    TaskContext,
+    TaskProgram,
+)
+from tui.program.metrics import LogMetrics
+from tui.program.section import is_python, script_index
+from tui.program.spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramSpec
+
+#: ``python -m trainer.shim script.py args``: the shim runs the script as ``__main__``.
+SHIM_MODULE = "trainer.shim"
+#: Set for a task under the shim.
+SHIM_ENV = "TFDIST_SHIM"
+#: Where ``tfdist_report`` lives, relative to the trainer's root (the shim's ``REPORT_DIR``);
+#: on a remote host the shim puts it on ``sys.path`` itself.
+REPORT_PATH = "trainer/shim/userlib"
+#: ``... Started server with target: grpc://localhost:2222``
+_PLACEHOLDERS_OF = {Setting.MODE: MODE_PLACEHOLDERS, Setting.PARTITIONS: PARTITION_PLACEHOLDERS}
+_STARTED = re.compile(re.escape(protocol.SERVER_STARTED) + r":?\s*(?:grpc://)?(?P<address>\S+)")
+
+
+class UserProgram(TaskProgram):
+    """Runs :class:`~tui.program.spec.ProgramSpec`'s command on every task."""
+
+    holds = False
+    readiness = Readiness.SERVER
+    reads_stderr = True
+
+    def __init__(self, spec: ProgramSpec, workers: int = 1) -> None:
+        self.spec = spec
+        self.workers = workers  # tasks that train: workers and the chief
+        self.ps_ending = PsEnding.END_LINE if self.uses_shim else PsEnding.STOP
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.spec.command)
+
+    @property
+    def uses_shim(self) -> bool:
+        """The command runs a Python script, and the shim is not turned off."""
+        argv = self.spec.command
+        index = script_index(argv) if is_python(argv[0]) else None
+        return self.spec.shim and index is not None and argv[index].endswith(".py")
+
+    def command(self, ctx: TaskContext) -> TaskCommand:
+        folder = self._folder(ctx)
+        values = placeholder_values(ctx, from_subfolder=folder is not None and not ctx.kind.local_files)
+        argv = [arg.format_map(values) for arg in self.spec.command]
+        env: dict[str, str] = {}
+        python_path: tuple[str, ...] = ()
+        if is_python(argv[0]):
+            argv[0] = ctx.python
+            if self.uses_shim:
+                index = script_index(tuple(argv))
+                assert index is not None  # uses_shim found it
+                argv[index:index] = ["-m", SHIM_MODULE]
+                env[SHIM_ENV] = "1"
+                python_path = (REPORT_PATH,)
+        cwd = str(self.spec.base_dir) if ctx.kind.local_files else ctx.kind.cwd(ctx.host, folder)
+        return TaskCommand(argv=tuple(argv), env=env, cwd=cwd, python_path=python_path)
+
+    def _folder(self, ctx: TaskContext) -> str | None:
+        """The uploaded folder's name on a remote host (None: no upload)."""
+        if self.spec.upload is None or ctx.kind.local_files:
+            return None
+        return upload_package(self.spec.upload, exclude=(ctx.config.run_dir,)).dirname
+
+    def target(self, settings: TrainingSettings) -> int:
+        return settings.steps if "steps" in self.spec.placeholders else 0
+
+    def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
+        share = self.examples_per_step(settings or TrainingSettings())
+        return ProgramReader(spec, LogMetrics(spec.job.value, spec.index, patterns=self.spec.metrics,
+                                              examples_per_step=share), share)
+
+    def examples_per_step(self, settings: TrainingSettings) -> float | None:
+        """Examples one task contributes per global step, to turn the global step's rate
+        (all that the shim and most logs show) into this task's examples/sec: a sync step
+        takes a batch from every worker, an async step one worker's batch."""
+        if not self.spec.batch_size:
+            return None
+        if settings.mode is Mode.SYNC:
+            return float(self.spec.batch_size)
+        return self.spec.batch_size / max(1, self.workers)
+
+    def honours(self, setting: Setting) -> bool:
+        return setting in _PLACEHOLDERS_OF and self.spec.uses_any(_PLACEHOLDERS_OF[setting])
+
+    def ignores(self, setting: Setting) -> str | None:
+        if self.honours(setting):
+            return None
+        if setting not in _PLACEHOLDERS_OF:
+            return f"{setting.value} is the built-in trainer's setting; your program decides its own"
+        names = sorted(f"{{{name}}}" for name in _PLACEHOLDERS_OF[setting])
+        used = f"neither {' nor '.join(names)}" if len(names) > 1 else f"no {names[0]}"
+        return f"the program's command uses {used}, so changing {setting.value} changes nothing"
+
+
+class ProgramReader(OutputReader):
+    """Protocol events (the shim's, ``tfdist_report``'s) as they are; TensorFlow's "Started
+    server" line as ``ready``; anything else through :class:`LogMetrics`."""
+
+    def __init__(self, spec: TaskSpec, metrics: LogMetrics, examples_per_step: float | None = None) -> None:
+        self._spec = spec
+        self._metrics = metrics
+        self._share = examples_per_step
+
+    def read(self, line: str, now: float) -> list[protocol.Event]:
+        event = protocol.parse_event(line)
+        if isinstance(event, protocol.Step) and not event.examples_per_sec and event.step_time > 0 \
+                and self._share:
+            # The shim measures the global step's pace; the batch size makes it examples.
+            event = dataclasses.replace(event, examples_per_sec=self._share / event.step_time)
+        if event is not None:
+            return [event]
+        if protocol.SERVER_STARTED in line:
+            match = _STARTED.search(line)
+            return [protocol.Ready(role=self._spec.job.value, index=self._spec.index, t=now, pid=0,
+                                   address=match["address"] if match else "")]
+        return self._metrics.read(line, now)
+
+
+def placeholder_values(ctx: TaskContext, *, from_subfolder: bool = False) -> dict[str, str]:
+    """What each placeholder means for ``ctx``'s task (training: values included)."""
+    config, settings = ctx.config, ctx.settings
+    run_dir = ctx.kind.run_dir(ctx.run_dir_name, ctx.run_id, from_subfolder=from_subfolder)
+
+    def hosts(job: Job) -> str:
+        return ",".join(ctx.address(t) for t in config.of_job(job))
+
+    values = dict(config.program.values) if config.program else {}
+    values.update({
+        "job": ctx.spec.job.value,
+        "index": str(ctx.spec.index),
+        "ps_hosts": hosts(Job.PS),
+        "worker_hosts": hosts(Job.WORKER),
+        "chief_hosts": hosts(Job.CHIEF),
+        "address": ctx.address(ctx.spec),
+        "mode": settings.mode.value,
+        "sync": "true" if settings.mode.value == "sync" else "false",
+        "partitions": str(settings.partitions),
+        "steps": str(settings.steps),
+        "run_dir": run_dir,
+        "checkpoint_dir": settings.checkpoint_dir or posixpath.join(run_dir, CHECKPOINTS),
+        "summary_dir": settings.summary_dir or posixpath.join(run_dir, SUMMARIES),
+    })
+    return values
