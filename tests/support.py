@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import shutil
+import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -130,3 +133,27 @@ def with_progress(events: Sequence[ControllerEvent]) -> list[ControllerEvent]:
                     and tracker.worker_exited(event.task))):
             out.append(ProgressUpdate(progress=tracker.snapshot(), t=event.t))
     return out
+
+
+@contextmanager
+def small_filesystem(path: Path, size: str = "256k") -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``path`` (made if needed) for the block: a disk that
+    fills up. CI runs as root, so this needs no skip; it is unmounted whatever happens."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def fill(directory: Path, leave: int = 0) -> None:
+    """Fill ``directory``'s filesystem until at most ``leave`` bytes are free."""
+    with open(directory / "filler", "wb") as handle:
+        chunk = b"\0" * 4096
+        try:
+            while shutil.disk_usage(directory).free > leave:
+                handle.write(chunk)
+                handle.flush()
+        except OSError:
+            pass  # full

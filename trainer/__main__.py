@@ -10,7 +10,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from trainer import lifecycle, protocol
+from trainer import lifecycle, portclaim, protocol
 from trainer import settings as settings_mod
 from trainer.cluster import Cluster, Role, UsageError, resolve
 from trainer.lifecycle import EXIT_FAILED, EXIT_OK, emit, exit_now, fail_usage
@@ -116,6 +116,11 @@ def run(argv: Sequence[str]) -> None:
     if ns.hold and ns.watch_stdin == "no":
         fail_usage("--hold reads 'go' from stdin; it cannot be combined with --watch-stdin no")
     lifecycle.watch_parent("yes" if ns.hold else ns.watch_stdin)
+    if not (ns.hold and os.environ.get(protocol.PORT_HELD_ENV)):
+        try:
+            portclaim.claim((cluster.ps if role.job == "ps" else cluster.worker)[role.index])
+        except portclaim.PortInUse as exc:
+            _fail(role, "port_in_use", str(exc), show_traceback=False)
     from trainer import data
     from trainer.loop import run_ps, run_worker
     from trainer.tfimport import import_tf
@@ -131,8 +136,7 @@ def run(argv: Sequence[str]) -> None:
     except data.DatasetMissing as exc:
         fail_usage(str(exc), role.job, role.index)
     except tf.errors.OpError as exc:
-        message = (exc.message or str(exc)).strip().splitlines()[0]
-        _fail(role, type(exc).__name__, message, show_traceback=False)
+        _fail(role, type(exc).__name__, lifecycle.root_cause(exc.message or str(exc)), show_traceback=False)
     except Exception as exc:  # a bug: keep the traceback for the log
         _fail(role, type(exc).__name__, str(exc), show_traceback=True)
     exit_now(EXIT_OK)

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from types import TracebackType
 
 from trainer import protocol
 
@@ -74,6 +75,16 @@ def filter_stderr() -> None:
 
     _stderr_forwarder = threading.Thread(target=forward, name="stderr-filter", daemon=True)
     _stderr_forwarder.start()
+    # An uncaught exception (e.g. a ModuleNotFoundError importing TensorFlow with the wrong
+    # python) is printed to fd 2 at exit, and a daemon forwarder would die before passing it
+    # on: the task would end with no stderr at all. Print it, then leave through exit_now,
+    # which waits for the forwarder.
+    sys.excepthook = _report_and_exit
+
+
+def _report_and_exit(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    sys.__excepthook__(kind, value, tb)
+    exit_now(EXIT_FAILED)
 
 
 def exit_now(code: int) -> None:
@@ -88,6 +99,32 @@ def exit_now(code: int) -> None:
             _stderr_forwarder.join(timeout=1.0)
     finally:
         os._exit(code)
+
+
+#: Lines of a TensorFlow error message that wrap the status rather than say what went wrong.
+_TF_WRAPPING = re.compile(
+    r"Graph execution error:|Detected at node .* \(most recent call last\):|\s+File \"|"
+    r"Node: '|\s*\[\[\{\{node |Hint: |Original stack trace for ")
+
+
+def root_cause(message: str) -> str:
+    """The status message of a TensorFlow error, whole, on one line. TF wraps it in a header
+    ("Graph execution error:"), the Python stack that built the failing node and hints; the
+    first line alone never says "No space left on device"."""
+    kept: list[str] = []
+    in_stack = False
+    for line in message.splitlines():
+        if line.startswith("Original stack trace for "):
+            break  # str(error) appends the whole construction stack
+        if line.startswith("Detected at node "):
+            in_stack = True
+            continue
+        if in_stack and (line.startswith((" ", "\t")) or not line.strip()):
+            continue  # the indented stack of the "Detected at node" block
+        in_stack = False
+        if line.strip() and not _TF_WRAPPING.match(line):
+            kept.append(line.strip())
+    return "; ".join(kept) or message.strip().replace("\n", " ")
 
 
 def fail_usage(message: str, role: str = "", index: int = 0) -> None:
@@ -140,7 +177,10 @@ def _set_parent_death_signal() -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+        # SIGKILL, not SIGTERM: a stopped task (SIGSTOP, a debugger) keeps a SIGTERM pending
+        # until it is continued, which after its controller's death is never; SIGKILL ends a
+        # stopped process too. Nothing is lost: SIGTERM's default action was to die as well.
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         return
     # The parent may have died between fork and prctl.

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from trainer import data as datasets
-from trainer import lifecycle, protocol
+from trainer import lifecycle, portclaim, protocol
 from trainer.cluster import Cluster, Role
 from trainer.graph import TrainGraph, build, done_queue
-from trainer.lifecycle import PROCESS_START, emit, log
+from trainer.lifecycle import PROCESS_START, emit, log, root_cause
 from trainer.settings import Mode, TrainingSettings
 
 #: How often a non-chief worker checks whether the chief has initialised the model. The
@@ -37,6 +37,7 @@ def server_config(tf: Any, role: Role, devices: int = 1) -> Any:
 
 
 def start_server(tf: Any, cluster: Cluster, role: Role, devices: int = 1) -> Any:
+    portclaim.release()  # held since the process started; see trainer.portclaim
     server = tf.train.Server(tf.train.ClusterSpec(cluster.spec()), job_name=role.job,
                              task_index=role.index, config=server_config(tf, role, devices),
                              start=True)
@@ -145,7 +146,7 @@ class Worker:
             g.saver.restore(self.sess, latest)
         except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, ValueError) as exc:
             self.sess.run(g.init_op)
-            reason = str(exc).strip().splitlines()[0][:300]
+            reason = root_cause(str(exc))[:300]
             emit(protocol.Checkpoint(role="worker", index=0, action=protocol.CHECKPOINT_FRESH,
                                      global_step=0, path=latest,
                                      reason=f"cannot restore ({type(exc).__name__}): {reason}"))

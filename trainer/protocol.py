@@ -75,6 +75,10 @@ CHECKPOINT_SAVED = "saved"
 CHECKPOINT_RESTORED = "restored"
 CHECKPOINT_FRESH = "fresh"
 
+#: Set (to "1") by the controller in a task's environment when the controller holds the
+#: task's port itself until it sends the task ``go`` (trainer.portclaim).
+PORT_HELD_ENV = "TFDIST_PORT_HELD"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Event:

@@ -158,6 +158,20 @@ def choices(field_name: str) -> tuple[str, ...] | None:
     return None
 
 
+#: How long a value may be in a message before it is shortened.
+SHOWN_CHARS = 60
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``value`` as it reads in a message: quoted, with control characters, terminal escapes,
+    line breaks and lone surrogates escaped (so a message stays one harmless line), and
+    shortened to ``limit`` characters with the full length said."""
+    if not isinstance(value, str):
+        return repr(value)  # numbers, booleans, None: already safe and short
+    text = value
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def convert(field_name: str, value: Any) -> Any:
     """Convert one raw value (string from a flag, or a YAML scalar) to the field's type.
     Raises ValueError with a message saying what was expected."""
@@ -169,11 +183,11 @@ def convert(field_name: str, value: Any) -> Any:
         if isinstance(value, Enum):
             value = value.value
         if not isinstance(value, str) or value not in allowed:
-            raise ValueError(f"expected one of {', '.join(allowed)}, got {value!r}")
+            raise ValueError(f"expected one of {', '.join(allowed)}, got {shown(value)}")
         return kind(value)
     if kind is int:
         if isinstance(value, bool):
-            raise ValueError(f"expected an integer, got {value!r}")
+            raise ValueError(f"expected an integer, got {shown(value)}")
         if isinstance(value, int):
             return value
         if isinstance(value, str):
@@ -181,10 +195,10 @@ def convert(field_name: str, value: Any) -> Any:
                 return int(value.strip())
             except ValueError:
                 pass
-        raise ValueError(f"expected an integer, got {value!r}")
+        raise ValueError(f"expected an integer, got {shown(value)}")
     if kind is float:
         if isinstance(value, bool):
-            raise ValueError(f"expected a number, got {value!r}")
+            raise ValueError(f"expected a number, got {shown(value)}")
         if isinstance(value, (int, float)):
             return float(value)
         if isinstance(value, str):
@@ -192,9 +206,9 @@ def convert(field_name: str, value: Any) -> Any:
                 return float(value.strip())
             except ValueError:
                 pass
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {shown(value)}")
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise ValueError(f"expected a string, got {value!r}")
+        raise ValueError(f"expected a string, got {shown(value)}")
     return str(value)
 
 

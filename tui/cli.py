@@ -21,6 +21,7 @@ from tui.controls import TOGGLES
 from tui.options import ExitCode, RunOptions
 from tui.plan import program_for
 from tui.program.base import Setting
+from tui.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
 from tui.textcommand import positive_int, positive_seconds
 
 
@@ -85,7 +86,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how long to wait for each SSH host (default 10)")
     parser.add_argument("--stop-leftovers", action="store_true",
                         help="stop tasks of earlier runs found still running on the hosts")
+    parser.add_argument("--stall-timeout", type=_seconds_or_zero, default=DEFAULT_STALL_TIMEOUT,
+                        metavar="SECONDS",
+                        help="report a running task that makes no progress for this long (a quarter "
+                             "of it while other workers progress; default 60, 0: never)")
+    parser.add_argument("--on-stall", choices=[p.value for p in StallPolicy], default=StallPolicy.WARN.value,
+                        help="what to do with a stalled task: warn (default), restart it (the "
+                             "restart policy decides), or fail the run")
     return parser
+
+
+def _seconds_or_zero(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0.0") else positive_seconds(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     options = RunOptions(config=config, runs_root=args.run_dir or config.run_dir, timeout=args.timeout,
                          json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,
                          insecure_no_host_key_check=args.insecure_no_host_key_check,
-                         connect_timeout=args.connect_timeout, stop_leftovers=args.stop_leftovers)
+                         connect_timeout=args.connect_timeout, stop_leftovers=args.stop_leftovers,
+                         stall_timeout=args.stall_timeout, on_stall=StallPolicy(args.on_stall))
     # asyncssh logs whole remote commands at INFO, env values from hosts.yaml included.
     logging.getLogger("asyncssh").setLevel(logging.WARNING)
 

@@ -143,6 +143,20 @@ class Notice:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TaskStalled:
+    """A running task made no progress for ``seconds`` (the stall watchdog,
+    :mod:`tui.supervision.stall`): ``stopped`` when its process is stopped (SIGSTOP),
+    ``last_line`` what it last said, ``policy`` what ``on_stall`` does about it."""
+
+    task: str
+    seconds: float
+    stopped: bool
+    last_line: str
+    policy: str
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskHint:
     """A task's output (or its exit code) matched a known failure: ``hint`` says in one line
     what probably went wrong and what to do (:mod:`tui.hints`). Once per launch."""
@@ -251,7 +265,7 @@ class RunFinished:
 
 
 ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, ProgressUpdate,
-                        Notice, TaskHint, RunFinished]
+                        Notice, TaskStalled, TaskHint, RunFinished]
 
 _RECORD_TYPES: dict[type[Any], str] = {
     RunStarted: "run_started",
@@ -260,6 +274,7 @@ _RECORD_TYPES: dict[type[Any], str] = {
     TrainerEvent: "trainer_event",
     ProgressUpdate: "progress",
     Notice: "notice",
+    TaskStalled: "task_stalled",
     TaskHint: "task_hint",
     RunFinished: "run_finished",
 }

@@ -24,7 +24,7 @@ import yaml
 
 from tui import textcommand
 from tui.config import LOCALHOST, ClusterConfig, ConfigError, HostSpec, Job, load_config
-from tui.plan import RUN_ID_ENV, TaskPlan, plan_run
+from tui.plan import CONTROLLER_ONLY_ENV, TaskPlan, plan_run
 from tui.tfjob import ExportError, TFJobOptions, job_name_from, standalone_program, tfjob_manifest
 
 #: Where ``auto`` ports start (TensorFlow's customary first port).
@@ -73,7 +73,7 @@ def export_plans(config: ClusterConfig) -> tuple[TaskPlan, ...]:
 
 
 def _task_env(plan: TaskPlan) -> dict[str, str]:
-    return {k: v for k, v in plan.env.items() if k != RUN_ID_ENV}
+    return {k: v for k, v in plan.env.items() if k not in CONTROLLER_ONLY_ENV}
 
 
 def tf_config_lines(config: ClusterConfig) -> list[str]:

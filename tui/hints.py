@@ -24,8 +24,8 @@ class KnownFailure:
     hint: str
 
 
-PORT_IN_USE = ("port already taken: another process holds this task's port; stop it (ss -ltnp shows "
-               "which) or use localhost:auto in hosts.yaml")
+PORT_IN_USE = ("port already taken: another process holds this task's port (another controller on the "
+               "same fixed ports?); stop it (ss -ltnp shows which) or use localhost:auto in hosts.yaml")
 UNAVAILABLE = ("a ps or peer task is gone or unreachable: check that it is still running and that its "
                "host:port is reachable from here (firewall, hostname)")
 CREATE_SESSION = ("a task the session needs is not up: check that every ps/worker started, and the "
@@ -40,8 +40,10 @@ SCAN_CHARS = 16_384
 
 #: Every known failure, tried in order; the first match gives the hint.
 HINTS: tuple[KnownFailure, ...] = (
-    KnownFailure("port in use", re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE),
-                 PORT_IN_USE),
+    # TensorFlow's own words when its server cannot bind; the trainer's port claim
+    # (trainer.portclaim) says "address already in use" before TensorFlow is even imported.
+    KnownFailure("port in use", re.compile(r"address already in use|EADDRINUSE|Could not start gRPC server",
+                                           re.IGNORECASE), PORT_IN_USE),
     KnownFailure("create session waiting", re.compile(r"CreateSession still waiting"), CREATE_SESSION),
     KnownFailure("unavailable", re.compile(r"\bUnavailableError\b|\bUNAVAILABLE\b"), UNAVAILABLE),
     KnownFailure("dataset missing",

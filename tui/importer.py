@@ -11,7 +11,6 @@ round-trip to an equivalent hosts.yaml.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import shlex
 from collections.abc import Mapping, Sequence
@@ -24,20 +23,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 
 from trainer import settings as settings_mod
 from tui import textcommand
-from tui.config import (
-    ClusterConfig,
-    ConfigError,
-    Job,
-    RestartMode,
-    _compose,
-    _Item,
-    _Loader,
-    _parse_port,
-    _read_text,
-    _split_host_port,
-    _valid_host,
-)
+from tui.config import ConfigError, Job, RestartMode, parse_port, split_host_port, valid_host
 from tui.tfjob import KIND, REPLICA_TYPES, RESTART_POLICIES
+from tui.yamlload import Item, NodeReader, compose, read_text
 
 #: TFJob replica types (and the old ``Master``) as our job names.
 _FROM_REPLICA = {**{v: k for k, v in REPLICA_TYPES.items()}, "Master": "chief"}
@@ -46,16 +34,11 @@ _JOB_ORDER = ("ps", "chief", "worker", "evaluator")
 _TRAINER = ("-m", "trainer")
 
 
-def supports_program() -> bool:
-    """Whether hosts.yaml has ``program:`` (the user's own program) in this version."""
-    return "program" in {f.name for f in dataclasses.fields(ClusterConfig)}
-
-
 def supported_jobs(with_program: bool) -> frozenset[str]:
     """The jobs hosts.yaml accepts: ``chief`` and ``evaluator`` only with a ``program:``
     (the built-in trainer's chief is worker 0)."""
     jobs = frozenset(job.value for job in Job)
-    return jobs if with_program and supports_program() else jobs & {"ps", "worker"}
+    return jobs if with_program else jobs & {"ps", "worker"}
 
 
 @dataclass
@@ -70,17 +53,17 @@ class Imported:
     notes: list[str] = field(default_factory=list)
 
 
-class _Reader(_Loader):
-    """hosts.yaml's node walker, pointed at an imported file."""
+class _Reader(NodeReader):
+    """The located-error node walker, pointed at an imported file."""
 
     def address(self, node: Node, where: str) -> str:
         text = self.text(node, where)
         try:
-            host, port = _split_host_port(text)
-            _parse_port(port, allow_auto=False)
+            host, port = split_host_port(text)
+            parse_port(port, allow_auto=False)
         except ValueError as exc:
             raise self.error(node, f"{where}: {exc}") from None
-        if not _valid_host(host):
+        if not valid_host(host):
             raise self.error(node, f"{where}: {host!r} is not a host name or IP address")
         return text.strip()
 
@@ -152,12 +135,12 @@ class _Reader(_Loader):
         self.max_restarts(imported, backoff)
         return imported
 
-    def need(self, items: Mapping[str, _Item], key: str, node: Node, where: str) -> _Item:
+    def need(self, items: Mapping[str, Item], key: str, node: Node, where: str) -> Item:
         if key not in items:
             raise self.error(node, f"{where}: missing key {key!r}")
         return items[key]
 
-    def optional_integer(self, spec: Mapping[str, _Item], section: str, key: str) -> int | None:
+    def optional_integer(self, spec: Mapping[str, Item], section: str, key: str) -> int | None:
         if section not in spec:
             return None
         items = self.mapping(spec[section].value, f"spec.{section}")
@@ -175,8 +158,8 @@ class _Reader(_Loader):
                                   "(restart a task that exits with an error)")
         return RestartMode.ON_FAILURE, None
 
-    def container(self, replica: Mapping[str, _Item], where: str, node: Node
-                  ) -> tuple[dict[str, _Item], str]:
+    def container(self, replica: Mapping[str, Item], where: str, node: Node
+                  ) -> tuple[dict[str, Item], str]:
         template = self.mapping(self.need(replica, "template", node, where).value, f"{where}.template")
         pod = self.mapping(self.need(template, "spec", replica["template"].value, f"{where}.template").value,
                            f"{where}.template.spec")
@@ -193,7 +176,7 @@ class _Reader(_Loader):
                 return items, f"{where}.template.spec.containers[{i}]"
         return self.mapping(containers[0], where), f"{where}.template.spec.containers[0]"
 
-    def commands(self, container: Mapping[str, _Item], where: str, count: int) -> list[list[str]]:
+    def commands(self, container: Mapping[str, Item], where: str, count: int) -> list[list[str]]:
         """Each replica's argv (command + args). ``sh -c 'case ... esac'`` as export writes
         it for replicas whose commands differ is read back per index."""
         argv: list[str] = []
@@ -212,7 +195,7 @@ class _Reader(_Loader):
                 return per_index
         return [argv] * count
 
-    def gpus(self, container: Mapping[str, _Item], where: str) -> int:
+    def gpus(self, container: Mapping[str, Item], where: str) -> int:
         if "resources" not in container:
             return 0
         resources = self.mapping(container["resources"].value, f"{where}.resources")
@@ -290,7 +273,7 @@ def parse_trainer_flags(argv: Sequence[str]) -> dict[str, object]:
 def read_input(path: Path) -> Imported:
     """Parse ``path`` (a TF_CONFIG JSON or a TFJob YAML). Raises located ConfigErrors."""
     label = str(path)
-    text = _read_text(path, label)
+    text = read_text(path, label)
     if text.lstrip().startswith("{"):
         try:
             json.loads(text)
@@ -298,7 +281,7 @@ def read_input(path: Path) -> Imported:
             raise ConfigError(label, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") from None
         # Columns stay where they are: a tab is one character, as a space is.
         text = text.replace("\t", " ")
-    root = _compose(text, label)
+    root = compose(text, label)
     reader = _Reader(label, path.absolute().parent)
     if root is None:
         raise ConfigError(label, 1, 1, "file is empty; expected a TF_CONFIG (JSON) or a TFJob manifest")
@@ -338,10 +321,7 @@ def hosts_yaml(imported: Imported, source: Path) -> str:
             lines.append(f"  {job}:")
             lines += [f"    - {_flow(task)}" for task in jobs[job]]
     if imported.program is not None:
-        prefix = "" if supports_program() else "# "
-        if prefix:
-            lines += ["", "# The command of the TFJob (this version runs only the built-in trainer):"]
-        lines += ["", f"{prefix}program:", f"{prefix}  command: {_flow(imported.program)}"]
+        lines += ["", "program:", f"  command: {_flow(imported.program)}"]
     if imported.training:
         lines += ["", "training:"] + [f"  {k}: {_flow(v)}" for k, v in imported.training.items()]
     if imported.restart:

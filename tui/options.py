@@ -10,6 +10,8 @@ from tui.config import ClusterConfig
 from tui.events import RunOutcome
 from tui.launch.base import DEFAULT_CONNECT_TIMEOUT
 from tui.launch.router import Router
+from tui.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
+from tui.supervision.records import SupervisorOptions
 
 
 class ExitCode(IntEnum):
@@ -47,6 +49,12 @@ class RunOptions:
     insecure_no_host_key_check: bool = False
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     stop_leftovers: bool = False
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    on_stall: StallPolicy = StallPolicy.WARN
+
+    def supervisor_options(self) -> SupervisorOptions:
+        """How the front ends' supervisor runs tasks, as the command line says."""
+        return SupervisorOptions(stall_timeout=self.stall_timeout, on_stall=self.on_stall)
 
     def launcher(self) -> Router:
         """Local tasks as processes, remote ones over SSH, with these host-key rules."""

@@ -23,18 +23,22 @@ from trainer.settings import TrainingSettings
 from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.events import TaskInfo
 from tui.launch.kinds import CHECKPOINTS, kind_of
+from tui.owner import CONTROLLER_ENV, ControllerId, this_controller
 from tui.program.base import TaskContext, TaskProgram
 from tui.program.trainer import TRAINER_ARGV, BuiltinTrainer
 from tui.program.user import UserProgram
 
-__all__ = ["CHECKPOINTS", "GO_LINE", "HOLD_FLAG", "RUN_ID_ENV", "TRAINER_ARGV", "TaskPlan",
-           "plan_run", "program_for", "tf_config", "trainer_root"]
+__all__ = ["CHECKPOINTS", "CONTROLLER_ONLY_ENV", "GO_LINE", "HOLD_FLAG", "RUN_ID_ENV", "TRAINER_ARGV",
+           "TaskPlan", "plan_run", "program_for", "tf_config", "trainer_root"]
 
 #: The task contract's hold flag and release line (documented in :mod:`trainer.protocol`).
 HOLD_FLAG = protocol.HOLD_FLAG
 GO_LINE = protocol.GO_LINE
 #: Names the run in each task's environment, so a task (or a test) can tell whose it is.
 RUN_ID_ENV = "TFDIST_RUN_ID"
+#: Variables that only mean something to a task under this controller (whose run, whose task,
+#: who holds its port): an export for another launcher leaves them out.
+CONTROLLER_ONLY_ENV = frozenset({RUN_ID_ENV, CONTROLLER_ENV, protocol.PORT_HELD_ENV})
 #: Jobs TF_CONFIG's cluster lists (TensorFlow leaves the evaluator out of the cluster).
 _CLUSTER_JOBS = (Job.CHIEF, Job.PS, Job.WORKER)
 
@@ -109,7 +113,8 @@ def tf_config(config: ClusterConfig, ports: Mapping[str, int], task: TaskSpec) -
 def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[str, int],
              run_id: str, *, program: TaskProgram | None = None,
              trainer_argv: Sequence[str] = TRAINER_ARGV, local_python: str = sys.executable,
-             hold: bool = True, run_dir: Path | None = None) -> tuple[TaskPlan, ...]:
+             hold: bool = True, run_dir: Path | None = None,
+             controller: ControllerId | None = None) -> tuple[TaskPlan, ...]:
     """One plan per task, in the config's order. ``ports`` maps task names to resolved
     ports (``auto`` already chosen); ``program`` defaults to :func:`program_for` (with
     ``trainer_argv`` and ``hold``); ``run_dir`` (the run's directory) gives the default
@@ -119,7 +124,7 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
     for spec in config.tasks:
         host = config.host_of(spec)
         kind = kind_of(host)
-        python = kind.python(host, spec.host in config.hosts, local_python)
+        python = kind.python(host, local_python)
         ctx = TaskContext(config=config, spec=spec, host=host, ports=ports, settings=settings,
                           run_id=run_id, run_dir=run_dir, python=python, kind=kind)
         command = program.command(ctx)
@@ -131,7 +136,11 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
             "PYTHONUNBUFFERED": "1",
             RUN_ID_ENV: run_id,
             **command.env,
+            # Whose task this is: the sweep leaves tasks of a live controller alone.
+            CONTROLLER_ENV: str(controller or this_controller()),
         }
+        if spec.port is None and program.holds:
+            env[protocol.PORT_HELD_ENV] = "1"  # we hold the auto port until `go`; see trainer.portclaim
         if kind.sets_pythonpath:
             inherited = host.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
             root = trainer_root()

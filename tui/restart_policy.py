@@ -23,6 +23,17 @@ from tui.config import ClusterConfig, Job, RestartMode
 
 #: How long a worker that lost its ps waits for that ps's failure before being judged alone.
 PEER_LOSS_SETTLE = 2.0
+#: How long a running task may make no progress before the stall watchdog reports it.
+DEFAULT_STALL_TIMEOUT = 60.0
+
+
+class StallPolicy(str, Enum):
+    """What to do with a task the stall watchdog reports (``--on-stall``): only say so, kill
+    it so that the restart policy restarts it like any failed task, or fail the run."""
+
+    WARN = "warn"
+    RESTART = "restart"
+    FAIL = "fail"
 
 
 class Decision(Enum):

@@ -3,6 +3,7 @@
 Layout of ``<root>/<run-id>/``::
 
     config.yaml          the resolved config (auto ports chosen, overrides applied)
+    controller.lock      locked by the run's controller while it runs (see tui.owner)
     tasks/<task>.json    each task's TF_CONFIG, argv and shell-quoted command line
     logs/<task>.log      every output line of the task, stdout and stderr interleaved
     events.jsonl         every controller event except raw output lines, one JSON a line
@@ -13,14 +14,24 @@ controller's own marks such as starts and exits). A line too long for one read i
 in pieces, the continuation pieces marked ``out+``/``err+``; nothing is ever truncated.
 Writes go to buffered files; :meth:`RunDirectory.flush_periodically` flushes them on a
 timer so a crash loses at most a second, and :meth:`RunDirectory.close` flushes the rest.
+
+The directory is the run's record, so a write that fails (a full disk, a lost mount) is never
+silent and never an exception in the caller's path: it is caught where it happens and becomes
+one :class:`WriteFailure` naming the file and the OS's reason, handed to ``on_failure`` once
+(the supervisor stops the run: a run without its record must not end "succeeded"). Later
+writes are still tried (space may come back), and ``summary.json`` is written atomically, so
+it is either whole or absent, never empty.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import secrets
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import IO, Any
@@ -39,6 +50,7 @@ from tui.events import (
     summary_record,
     to_json,
 )
+from tui.owner import lock_run
 from tui.plan import TaskPlan
 from tui.program.section import DRIVEN_SETTINGS
 
@@ -50,15 +62,38 @@ def new_run_id(now: float) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + "-" + secrets.token_hex(3)
 
 
+@dataclass(frozen=True)
+class WriteFailure:
+    """A file of the run directory could not be written: which, and the OS's reason."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
+
+    @classmethod
+    def of(cls, path: Path, exc: OSError) -> WriteFailure:
+        return cls(path, exc.strerror or str(exc))
+
+
 class RunDirectory:
-    """Writer for one run's directory. Not thread-safe: use it from the event loop."""
+    """Writer for one run's directory. Not thread-safe: use it from the event loop.
+
+    Only :meth:`create`, :meth:`write_config` and :meth:`write_task` (before the run starts)
+    raise OSError; every later write reports a failure through :attr:`failure` and
+    ``on_failure`` instead."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._logs: dict[str, IO[str]] = {}
         self._events: IO[str] | None = None
         self._closed = False
-        # Which streams of which task are in the middle of an over-long line.
+        #: The first write that failed, if any.
+        self.failure: WriteFailure | None = None
+        #: Called once, with the first failure.
+        self.on_failure: Callable[[WriteFailure], None] | None = None
+        self._lock: IO[bytes] | None = None
 
     @classmethod
     def create(cls, root: Path, run_id: str) -> RunDirectory:
@@ -68,8 +103,11 @@ class RunDirectory:
         (path / "logs").mkdir()
         (path / "tasks").mkdir()
         directory = cls(path)
+        # Held until close() (the kernel drops it if we die): the sweep of another
+        # controller sees that this run is controlled.
+        directory._lock = lock_run(path)
         # Held open for the whole run (buffered appends are cheap); closed by close().
-        directory._events = open(path / "events.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+        directory._events = open(directory._events_path, "w", encoding="utf-8")  # noqa: SIM115
         return directory
 
     def write_config(self, config: ClusterConfig, settings: TrainingSettings,
@@ -105,44 +143,89 @@ class RunDirectory:
             return
         if isinstance(event, TaskOutput):
             mark = ("out" if event.stream is Stream.STDOUT else "err") + ("+" if event.continued else "")
-            self._log(event.task).write(f"{_clock(event.t)} {mark} | {event.text}\n")
+            self._write_log(event.task, f"{_clock(event.t)} {mark} | {event.text}\n")
             return
         if isinstance(event, TaskStateChanged):
-            self._log(event.task).write(f"{_clock(event.t)} ctl | {_describe_state(event)}\n")
-        assert self._events is not None
-        self._events.write(to_json(event) + "\n")
+            self._write_log(event.task, f"{_clock(event.t)} ctl | {_describe_state(event)}\n")
+        if self._events is not None:
+            self._guarded(self._events_path, self._events.write, to_json(event) + "\n")
 
     def write_summary(self, summary: RunSummary) -> None:
-        """Write ``summary.json``."""
+        """Write ``summary.json`` atomically: a temporary file, synced, renamed over it."""
         text = json.dumps(summary_record(summary), indent=2) + "\n"
-        (self.path / "summary.json").write_text(text, encoding="utf-8")
+        target = self.path / "summary.json"
+        temporary = target.with_name(f".{target.name}.tmp")
+        try:
+            with open(temporary, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, target)
+        except OSError as exc:
+            self._failed(WriteFailure.of(target, exc))
+            temporary.unlink(missing_ok=True)
 
     def flush(self) -> None:
-        for handle in (*self._logs.values(), *([self._events] if self._events else [])):
-            handle.flush()
+        """Write out what is buffered; a failure is reported, never raised."""
+        if self._closed:
+            return  # close() flushed; a flusher waking after it has nothing to do
+        for path, handle in self._handles():
+            self._guarded(path, handle.flush)
 
     async def flush_periodically(self, clock: Clock, interval: float = FLUSH_INTERVAL) -> None:
         """Flush every ``interval`` seconds until cancelled."""
         while not self._closed:
             await clock.sleep(interval)
-            self.flush()
+            self.flush()  # never raises: a full disk must not end the flushing for good
 
     def close(self) -> None:
         """Flush and close every file. Later :meth:`record` calls are ignored."""
         if self._closed:
             return
         self._closed = True
-        for handle in (*self._logs.values(), *([self._events] if self._events else [])):
-            handle.close()
+        for path, handle in self._handles():
+            # A failed flush still closes the file (io closes the descriptor, then raises).
+            self._guarded(path, handle.close)
+        if self._lock is not None:
+            self._lock.close()  # releases the lock; nothing was buffered
 
-    def _log(self, task: str) -> IO[str]:
+    def _log_path(self, task: str) -> Path:
+        return self.path / "logs" / f"{task}.log"
+
+    @property
+    def _events_path(self) -> Path:
+        return self.path / "events.jsonl"
+
+    def _handles(self) -> list[tuple[Path, IO[str]]]:
+        handles = [(self._log_path(task), handle) for task, handle in self._logs.items()]
+        return handles + ([(self._events_path, self._events)] if self._events else [])
+
+    def _write_log(self, task: str, text: str) -> None:
         handle = self._logs.get(task)
         if handle is None:
-            # Append: a restarted task keeps writing to the same log.
-            handle = open(self.path / "logs" / f"{task}.log", "a", encoding="utf-8",  # noqa: SIM115
-                          errors="replace")
+            try:
+                # Append: a restarted task keeps writing to the same log.
+                handle = open(self._log_path(task), "a", encoding="utf-8",  # noqa: SIM115
+                              errors="replace")
+            except OSError as exc:
+                self._failed(WriteFailure.of(self._log_path(task), exc))
+                return
             self._logs[task] = handle
-        return handle
+        self._guarded(self._log_path(task), handle.write, text)
+
+    def _guarded(self, path: Path, action: Callable[..., object], *args: object) -> None:
+        """``action(*args)``, a write to ``path``, with an OSError turned into a failure."""
+        try:
+            action(*args)
+        except OSError as exc:
+            self._failed(WriteFailure.of(path, exc))
+
+    def _failed(self, failure: WriteFailure) -> None:
+        if self.failure is not None:
+            return  # the first failure says it; the rest are the same full disk
+        self.failure = failure
+        if self.on_failure is not None:
+            self.on_failure(failure)
 
 
 def resolved_config(config: ClusterConfig, settings: TrainingSettings,

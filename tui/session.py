@@ -40,7 +40,7 @@ class Session:
         (reading counters with the same launchers)."""
         router = options.launcher()
         supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router,
-                                options=supervisor_options)
+                                options=supervisor_options or options.supervisor_options())
         return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers,
                    traffic=TrafficMonitor(options.config, router.run_command))
 

@@ -57,12 +57,13 @@ from tui.preflight import PreflightError, resolve_ports
 from tui.program.base import TaskProgram
 from tui.progress import ProgressSnapshot
 from tui.restart_policy import PEER_LOSS_SETTLE
-from tui.rundir import RunDirectory, new_run_id
+from tui.rundir import RunDirectory, WriteFailure, new_run_id
 from tui.supervision import recovery
 from tui.supervision.ending import end_hung_workers
 from tui.supervision.process import launch
 from tui.supervision.records import RunRecord, Sink, SupervisorOptions, TaskRecord, TaskView
 from tui.supervision.staged import expect_ready, start_in_order
+from tui.supervision.stall import watch_stalls
 from tui.supervision.stopping import kill_everything, let_ps_exit, stop_one, stop_tasks
 from tui.supervision.summary import summarize
 from tui.task_state import RunPhase
@@ -209,7 +210,9 @@ class Supervisor:
             run.notify(Level.INFO, f"host {host.name}: Python {host.python_version}, "
                        f"TensorFlow {host.tf_version}, trainer "
                        f"{'uploaded to' if host.uploaded else 'found in'} {host.trainer_path}")
+        directory.on_failure = functools.partial(_record_lost, run)
         run.spawn(directory.flush_periodically(self._clock))
+        run.spawn(watch_stalls(run))
         run.spawn(self._lifecycle(run))
 
     async def wait(self) -> RunSummary:
@@ -341,17 +344,22 @@ class Supervisor:
         for task in list(run.background):
             if task is not asyncio.current_task():
                 task.cancel()
-        try:
-            run.directory.write_summary(summary)
-            run.directory.close()
-        except OSError as exc:
-            run.notify(Level.ERROR, f"run directory: cannot write the summary: {exc}")
+        run.directory.write_summary(summary)  # a failure is reported by _record_lost
+        run.directory.close()
         run.finished.set_result(summary)
 
     def _require_run(self) -> RunRecord:
         if self._run is None:
             raise RuntimeError("no run has been started")
         return self._run
+
+
+def _record_lost(run: RunRecord, failure: WriteFailure) -> None:
+    """The run directory cannot be written (a full disk): say so, and stop the run. A run
+    whose record is lost must not end as if it succeeded; training is not worth more than
+    knowing what it did."""
+    run.notify(Level.ERROR, f"run directory: {failure}")
+    run.request_stop(RunOutcome.FAILED, f"run directory: {failure}")
 
 
 def _local_tasks_remote_peers_cannot_reach(config: ClusterConfig) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.config import ClusterConfig, HostSpec, RestartMode, TaskSpec
-from tui.plan import RUN_ID_ENV, TaskPlan, plan_run, program_for
+from tui.plan import CONTROLLER_ONLY_ENV, TaskPlan, plan_run, program_for
 from tui.program.base import TaskProgram
 
 API_VERSION = "kubeflow.org/v1"
@@ -41,7 +41,7 @@ TO_TFJOB_RESTART: Mapping[RestartMode, str] = {RestartMode.NEVER: "Never",
 CONTAINER_PYTHON = "python"
 #: Environment a task of ours gets that means nothing inside a pod (the operator sets
 #: TF_CONFIG itself; the run id names controller runs).
-_DROPPED_ENV = frozenset({"TF_CONFIG", RUN_ID_ENV, "PYTHONPATH"})
+_DROPPED_ENV = CONTROLLER_ONLY_ENV | {"TF_CONFIG", "PYTHONPATH"}
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 

@@ -4,19 +4,27 @@ controller (config loading, headless front end, signals) without TensorFlow."""
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tui import cli, session
+from tui.options import RunOptions
+from tui.session import Session
 from tui.supervisor import SupervisorOptions
 
 FAKE_TRAINER = Path(__file__).resolve().parent / "fake_trainer.py"
 
 if __name__ == "__main__":
-    # The one seam: every front end builds its session with Session.from_options.
-    session.Session.from_options = functools.partial(  # type: ignore[method-assign]
-        session.Session.from_options, supervisor_options=SupervisorOptions(trainer_argv=[str(FAKE_TRAINER)]))
+    # The one seam: every front end builds its session with Session.from_options. The
+    # command line's supervisor options (stall timeout, ...) are kept; only the trainer differs.
+    build = session.Session.from_options
+
+    def from_options(options: RunOptions, supervisor_options: SupervisorOptions | None = None) -> Session:
+        base = supervisor_options or options.supervisor_options()
+        return build(options, dataclasses.replace(base, trainer_argv=[str(FAKE_TRAINER)]))
+
+    session.Session.from_options = from_options  # type: ignore[method-assign]
     sys.exit(cli.main())

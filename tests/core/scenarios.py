@@ -82,8 +82,8 @@ async def default_run_succeeds(tmp_path: Path, fake: bool) -> None:
     # its workers write TensorBoard event files there (no summary_dir set).
     checkpoints = [] if fake else ["checkpoints", "tensorboard"]
     assert sorted(p.name for p in run_dir.iterdir()) == sorted([
-        "config.yaml", "events.jsonl", "logs", "summary.json", "tasks", "traffic.json",
-        "traffic.jsonl", *checkpoints])
+        "config.yaml", "controller.lock", "events.jsonl", "logs", "summary.json", "tasks",
+        "traffic.json", "traffic.jsonl", *checkpoints])
     if not fake:
         assert list((run_dir / "checkpoints").glob("model.ckpt-*.index"))
         assert_tensorboard_scalars(run_dir / "tensorboard", summary_step=2000)
@@ -186,3 +186,24 @@ async def timeout_exits_3(tmp_path: Path, fake: bool) -> None:
                                str(tmp_path / "runs")], tmp_path, fake, **env)
     assert result.code == 3, result.out[-3000:] + result.err[-3000:]
     assert "tfdist  | run timeout: timed out after 3 s" in result.out
+
+
+async def stopped_task_dies_with_controller(tmp_path: Path, fake: bool, sig: signal.Signals) -> None:
+    """A task stopped with SIGSTOP (a hung GPU driver, a debugger) is stopped with the others
+    on SIGTERM, and dies with its controller on SIGKILL: a stopped process acts on neither
+    SIGTERM nor its stdin closing until it is continued."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", training={"steps": 10_000_000})
+    env = {"FAKE_FOREVER": "*"} if fake else {}
+    async with controller([str(hosts), "--json", "--run-dir", str(tmp_path / "runs")], tmp_path,
+                          fake, **env) as (process, tag):
+        await read_json_until(process, all_running(["ps0", "worker0", "worker1"]), RUN_TIMEOUT[fake])
+        (stopped,) = [p for p in survivors(tag)
+                      if json.loads(p.environ()["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}]
+        stopped.suspend()
+        process.send_signal(sig)
+        rest = asyncio.ensure_future(process.communicate())
+        code = await asyncio.wait_for(process.wait(), STOP_WITHIN + 5)
+        await rest
+        left = await wait_no_survivors(tag, STOP_WITHIN)
+        assert not left, f"trainer processes survived {sig.name}: {[(p.pid, p.status()) for p in left]}"
+        assert code == (-signal.SIGKILL if sig is signal.SIGKILL else 130)

@@ -124,3 +124,12 @@ def test_python_dash_m_tui_runs_the_cli() -> None:
     result = subprocess.run([sys.executable, "-m", "tui", "--help"], cwd=REPO, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0 and "usage: tfdist-tui" in result.stdout
+
+
+def test_stall_flags_reach_the_supervisor_options(tmp_path: Path, captured: list[RunOptions]) -> None:
+    hosts = write_hosts(tmp_path / "hosts.yaml")
+    assert cli.main([str(hosts), "--no-ui", "--stall-timeout", "5", "--on-stall", "restart"]) == 0
+    assert cli.main([str(hosts), "--no-ui", "--stall-timeout", "0"]) == 0
+    first, second = (options.supervisor_options() for options in captured)
+    assert (first.stall_timeout, first.on_stall.value) == (5.0, "restart")
+    assert (second.stall_timeout, second.on_stall.value) == (0.0, "warn")

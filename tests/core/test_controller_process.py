@@ -31,3 +31,9 @@ async def test_signal_leaves_no_task_behind(tmp_path: Path, sig: signal.Signals)
 
 async def test_timeout_exits_3(tmp_path: Path) -> None:
     await scenarios.timeout_exits_3(tmp_path, fake=True)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+async def test_a_stopped_task_dies_with_its_controller(tmp_path: Path, sig: signal.Signals) -> None:
+    await scenarios.stopped_task_dies_with_controller(tmp_path, fake=True, sig=sig)

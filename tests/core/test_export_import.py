@@ -19,7 +19,7 @@ from tui import cli
 from tui.config import ClusterConfig, Job, RestartMode, load_config
 from tui.export import export_plans, export_ports, shell_script, tf_config_lines
 from tui.options import ExitCode
-from tui.plan import TaskPlan, plan_run
+from tui.plan import CONTROLLER_ONLY_ENV, TaskPlan, plan_run
 from tui.tfjob import REPLICA_TYPES, TFJobOptions, kubernetes_plans, tfjob_manifest
 
 # TFJob v1 (kubeflow.org/v1): the replica types and restart policies the operator accepts.
@@ -95,6 +95,8 @@ def test_tfjob_manifest_has_tfjob_v1_fields(config: ClusterConfig, tmp_path: Pat
         assert container["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
         assert all(isinstance(word, str) for word in container["command"])
         assert "TF_CONFIG" not in {e["name"] for e in container.get("env", [])}
+        # Whose run, whose controller, who holds the port: nothing outside our controller.
+        assert not {e["name"] for e in container.get("env", [])} & CONTROLLER_ONLY_ENV
     ps = specs["PS"]["template"]["spec"]["containers"][0]
     assert ps["command"][:3] == ["python", "-m", "trainer"] and "--hold" not in ps["command"]
     assert "resources" not in ps

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
+from tui.config import ClusterConfig, HostSpec, Job, TaskSpec, load_config
 from tui.describe import describe_event, describe_exit
 from tui.events import (
     Incident,
@@ -191,3 +191,15 @@ def test_incident_lines() -> None:
                       global_step=50, t=0.0)
     assert worker.steps_lost is None
     assert worker.describe() == "worker2 was killed by SIGKILL at step 50: restarted, did not rejoin"
+
+
+def test_a_localhost_entry_without_python_keeps_the_controllers_interpreter(tmp_path: Path) -> None:
+    """hosts: localhost: env: {...} alone used to switch local tasks to python3 from PATH."""
+    path = tmp_path / "hosts.yaml"
+    path.write_text("hosts:\n  localhost:\n    env: {A: '1'}\n  gpu1: {}\n"
+                    "cluster:\n  ps: [localhost:1]\n  worker: [gpu1:2]\n")
+    config = load_config(path)
+    ps0, worker0 = plan_run(config, config.training, {"ps0": 1, "worker0": 2}, "r",
+                            local_python="/the/controllers/python")
+    assert ps0.argv[0] == "/the/controllers/python" and ps0.env["A"] == "1"
+    assert worker0.argv[0] == "python3"  # a remote host without python: takes PATH's

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -9,12 +11,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.core.fakes import FakeClock, FakeLauncher, Recorder, make_config
+from tests.support import fill, small_filesystem
 from trainer import protocol
-from tui.events import ControllerEvent, RunOutcome, Stream, TaskOutput, TaskState, TaskStateChanged
-from tui.rundir import RunDirectory, new_run_id
+from tui.events import (
+    ControllerEvent,
+    RunOutcome,
+    RunSummary,
+    Stream,
+    TaskOutput,
+    TaskState,
+    TaskStateChanged,
+)
+from tui.rundir import RunDirectory, WriteFailure, new_run_id
 from tui.supervisor import Supervisor
-
-from .fakes import FakeClock, FakeLauncher, Recorder, make_config
 
 
 def test_run_ids_sort_by_time_and_are_unique() -> None:
@@ -65,7 +75,7 @@ async def test_a_run_leaves_a_complete_directory(tmp_path: Path) -> None:
     run_dir = summary.run_dir
     assert run_dir.parent == tmp_path / "runs" and run_dir.name == supervisor.run_id
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "config.yaml", "events.jsonl", "logs", "summary.json", "tasks"]
+        "config.yaml", "controller.lock", "events.jsonl", "logs", "summary.json", "tasks"]
 
     resolved = yaml.safe_load((run_dir / "config.yaml").read_text())
     worker_port = resolved["cluster"]["worker"][0].rsplit(":", 1)[1]
@@ -112,3 +122,57 @@ def test_protocol_events_round_trip_through_events_jsonl(tmp_path: Path) -> None
     directory.close()
     (record,) = [json.loads(line) for line in (tmp_path / "r/events.jsonl").read_text().splitlines()]
     assert protocol.parse_event(json.dumps(record["event"])) == event
+
+
+# --- A full disk ------------------------------------------------------------------------------
+
+
+def _output(text: str) -> TaskOutput:
+    return TaskOutput(task="worker0", stream=Stream.STDOUT, text=text, t=0.0)
+
+
+@pytest.mark.asyncio
+async def test_a_full_disk_is_one_clear_failure_and_flushing_goes_on(tmp_path: Path) -> None:
+    """On a real filesystem that fills up: the failure names the file and the OS's reason,
+    is reported once, nothing raises (flush_periodically keeps running), and summary.json
+    is whole or absent, never empty."""
+    with small_filesystem(tmp_path / "disk") as disk:
+        directory = RunDirectory.create(disk, "r")
+        failures: list[WriteFailure] = []
+        directory.on_failure = failures.append
+        directory.record(_output("before the disk fills"))
+        directory.flush()
+        summary = RunSummary(run_id="r", run_dir=directory.path, outcome=RunOutcome.SUCCEEDED, reason="",
+                             started_at=0.0, wall_time=1.0, global_step=1, target=1, final_loss=None,
+                             final_accuracy=None, tasks=())
+        directory.write_summary(summary)
+        whole = (directory.path / "summary.json").read_text()
+        fill(disk)
+        clock = FakeClock()
+        flusher = asyncio.ensure_future(directory.flush_periodically(clock, interval=1.0))
+        for _ in range(3):
+            for _ in range(100):
+                directory.record(_output("x" * 100))
+            await clock.sleeping(1.0)
+            clock.advance(1.0)
+        assert not flusher.done()  # still flushing, no "Task exception was never retrieved"
+        directory.write_summary(dataclasses.replace(summary, outcome=RunOutcome.FAILED))
+        assert (directory.path / "summary.json").read_text() == whole  # old one intact
+        assert not list(directory.path.glob(".*.tmp"))
+        directory.close()
+        await asyncio.wait_for(flusher, 5.0)
+    assert failures == [WriteFailure(directory.path / "logs/worker0.log", "No space left on device")]
+    assert directory.failure == failures[0]
+    assert str(failures[0]) == f"cannot write {directory.path}/logs/worker0.log: No space left on device"
+
+
+def test_summary_json_is_written_atomically(tmp_path: Path) -> None:
+    directory = RunDirectory.create(tmp_path, "r")
+    summary = RunSummary(run_id="r", run_dir=directory.path, outcome=RunOutcome.SUCCEEDED, reason="",
+                         started_at=0.0, wall_time=1.0, global_step=1, target=1, final_loss=0.5,
+                         final_accuracy=None, tasks=())
+    directory.write_summary(summary)
+    (directory.path / "summary.json").chmod(0o444)  # replaced by rename, not rewritten in place
+    directory.write_summary(dataclasses.replace(summary, reason="again"))
+    assert json.loads((directory.path / "summary.json").read_text())["reason"] == "again"
+    assert directory.failure is None

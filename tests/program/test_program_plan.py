@@ -119,8 +119,8 @@ def test_the_builtin_trainer_behind_the_interface(tmp_path: Path) -> None:
     assert isinstance(program, BuiltinTrainer) and program.holds
     assert (program.readiness, program.ps_ending) == (Readiness.EVENT, PsEnding.EXITS)
     box, far = plan_run(config, config.training, {"ps0": 1, "worker0": 2}, "r4", run_dir=tmp_path / "r4")
-    # kind: local runs here: the host's python as written (an explicit entry), local paths.
-    assert box.argv[:4] == ("python3", "-m", "trainer", protocol.HOLD_FLAG)
+    # kind: local runs here: no python: written, so the controller's own interpreter; local paths.
+    assert box.argv[:4] == (sys.executable, "-m", "trainer", protocol.HOLD_FLAG)
     assert box.cwd is None and "PYTHONPATH" in box.env
     assert far.cwd == "~/tfdist" and "PYTHONPATH" not in far.env
     assert far.shell_command.startswith("cd ~/tfdist && TF_CONFIG=")

@@ -25,7 +25,7 @@ async def main(entry: dict[str, object], run_id: str) -> None:
                  "task": {"type": "worker", "index": 0}}
     for reservation in ports:
         reservation.release()
-    argv = [spec.python, *TRAINER_ARGV, HOLD_FLAG, "--steps", "30", "--hidden-units", "16"]
+    argv = [spec.interpreter, *TRAINER_ARGV, HOLD_FLAG, "--steps", "30", "--hidden-units", "16"]
     env = {"TF_CONFIG": json.dumps(tf_config), "PYTHONUNBUFFERED": "1", RUN_ID_ENV: run_id}
     process = await launcher.start(TaskSpec(Job.WORKER, 0, "remote", None), spec, argv, env, spec.workdir)
     async for line in process.output():

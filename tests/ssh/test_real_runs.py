@@ -86,7 +86,8 @@ async def test_a_training_run_on_two_remote_hosts(sshd: SshServer, tmp_path: Pat
 
     run_dir = summary.run_dir
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "config.yaml", "events.jsonl", "logs", "summary.json", "tasks", "traffic.json", "traffic.jsonl"]
+        "config.yaml", "controller.lock", "events.jsonl", "logs", "summary.json", "tasks",
+        "traffic.json", "traffic.jsonl"]
     names = ("ps0", "worker0", "worker1")
     assert sorted(p.name for p in (run_dir / "logs").iterdir()) == [f"{n}.log" for n in names]
     records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]

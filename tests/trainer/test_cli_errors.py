@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 from tests.trainer.cluster_runner import REPO
 from trainer import protocol
+from trainer.lifecycle import root_cause
 
 CLUSTER = json.dumps({"cluster": {"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]},
                       "task": {"type": "worker", "index": 0}})
@@ -91,3 +94,73 @@ def test_plan_table_uses_tf_config_cluster() -> None:
     assert "fc1/weights" in result.stdout
     assert "max/mean" in result.stdout and "(round_robin, partitions 1, 3 ps)" in result.stdout
     assert "ps2" in result.stdout
+
+
+#: TensorFlow 2's message for a checkpoint written to a full disk (from a real run).
+FULL_DISK = """Graph execution error:
+
+Detected at node 'save/SaveV2' defined at (most recent call last):
+    File "<stdin>", line 4, in <module>
+Node: 'save/SaveV2'
+/tmp/disk/ckpt.data-00000-of-00001.tempstate139; No space left on device
+\t [[{{node save/SaveV2}}]]
+Hint: If you want to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom.
+
+Original stack trace for 'save/SaveV2':
+  File "<stdin>", line 4, in <module>
+"""
+
+
+def test_a_tensorflow_error_is_reported_by_its_root_cause() -> None:
+    assert root_cause(FULL_DISK) == "/tmp/disk/ckpt.data-00000-of-00001.tempstate139; No space left on device"
+    assert root_cause("Connection reset\nby peer") == "Connection reset; by peer"
+    assert root_cause("Graph execution error:") == "Graph execution error:"
+
+
+def test_a_missing_tensorflow_shows_on_stderr(tmp_path) -> None:
+    """The wrong python (one without TensorFlow): the traceback must pass the trainer's
+    stderr filter before it exits, or the controller shows "its last 0 lines"."""
+    package = tmp_path / "tensorflow"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'tensorflow'\")\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}:{REPO}",
+           "TF_CONFIG": json.dumps({"cluster": {"ps": ["localhost:1"], "worker": ["localhost:2"]},
+                                    "task": {"type": "ps", "index": 0}})}
+    result = subprocess.run([sys.executable, "-m", "trainer", "--watch-stdin", "no"], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1
+    assert "ModuleNotFoundError: No module named 'tensorflow'" in result.stderr
+
+
+def test_two_tasks_started_at_once_on_one_port_the_loser_names_the_port(tmp_path) -> None:
+    """Two controllers on the same fixed ports launch their ps at the same moment: one must
+    fail at once (before importing TensorFlow), saying the port is in use, not with
+    TensorFlow's "Could not start gRPC server" seconds later."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO),
+           "TF_CONFIG": json.dumps({"cluster": {"ps": [f"localhost:{port}"], "worker": ["localhost:1"]},
+                                    "task": {"type": "ps", "index": 0}})}
+    start = time.monotonic()
+    tasks = [subprocess.Popen([sys.executable, "-m", "trainer", "--watch-stdin", "no"], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        loser = None
+        while loser is None and time.monotonic() - start < 20:
+            loser = next((t for t in tasks if t.poll() is not None), None)
+            time.sleep(0.05)
+        assert loser is not None, "neither task failed"
+        elapsed = time.monotonic() - start
+    finally:
+        for task in tasks:
+            task.kill()
+    out, err = loser.communicate(timeout=10)
+    assert loser.returncode == 1
+    assert f"port {port} of localhost:{port} cannot be used: address already in use" in err
+    (event,) = [protocol.parse_event(line) for line in out.splitlines()]
+    assert isinstance(event, protocol.Error) and event.type == "port_in_use"
+    assert elapsed < 10  # TensorFlow's import alone takes longer on a loaded machine
+    winner = next(t for t in tasks if t is not loser)
+    winner.communicate(timeout=10)

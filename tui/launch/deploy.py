@@ -83,11 +83,11 @@ async def probe(conn: asyncssh.SSHClientConnection, spec: HostSpec,
     def fail(failure: HostFailure, detail: str) -> HostError:
         return HostError(spec.name, where(spec), failure, detail)
 
-    line = python_line(spec.python, snippets.source("probe"), [spec.workdir], env=spec.env)
+    line = python_line(spec.interpreter, snippets.source("probe"), [spec.workdir], env=spec.env)
     try:
         result = await conn.run(line, timeout=timeout, encoding="utf-8", errors="replace")
     except asyncssh.TimeoutError:
-        raise fail(HostFailure.COMMAND_FAILED, f"{spec.python} did not answer within {timeout:g} s "
+        raise fail(HostFailure.COMMAND_FAILED, f"{spec.interpreter} did not answer within {timeout:g} s "
                                                f"(importing tensorflow hangs?)") from None
     except (asyncssh.Error, OSError) as exc:
         raise fail(HostFailure.CONNECTION_LOST, f"while probing python: {exc}") from None
@@ -95,17 +95,18 @@ async def probe(conn: asyncssh.SSHClientConnection, spec: HostSpec,
     if result.exit_status in (EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE):
         how = "was not found" if result.exit_status == EXIT_NOT_FOUND else "is not executable"
         raise fail(HostFailure.PYTHON_MISSING,
-                   f"{spec.python} {how} on the host; set python: in hosts.yaml to an interpreter "
+                   f"{spec.interpreter} {how} on the host; set python: in hosts.yaml to an interpreter "
                    f"that has TensorFlow")
     answer = snippets.parse_result(str(result.stdout or ""))
     if not isinstance(answer, Mapping):
         raise fail(HostFailure.PYTHON_MISSING if "SyntaxError" in stderr else HostFailure.COMMAND_FAILED,
-                   f"{spec.python} did not run the probe ({describe_status(result)}): {last_lines(stderr)}")
+                   f"{spec.interpreter} did not run the probe ({describe_status(result)}): "
+                   f"{last_lines(stderr)}")
     if answer.get("tf_error") or not answer.get("tf_version"):
         raise fail(HostFailure.TENSORFLOW_MISSING,
-                   f"{spec.python} ({answer.get('executable') or answer.get('python')}, Python "
+                   f"{spec.interpreter} ({answer.get('executable') or answer.get('python')}, Python "
                    f"{answer.get('python_version')}) cannot import tensorflow: {answer.get('tf_error')}")
-    return HostProbe(python=spec.python, executable=str(answer.get("python", "")),
+    return HostProbe(python=spec.interpreter, executable=str(answer.get("python", "")),
                      python_version=str(answer.get("python_version", "")),
                      tf_version=str(answer["tf_version"]), workdir=str(answer["workdir"]),
                      home=str(answer.get("home", "")))

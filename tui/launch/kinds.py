@@ -44,10 +44,12 @@ class Kind:
     sets_pythonpath: bool
     make_launcher: Callable[[dict[str, Any]], Launcher]
 
-    def python(self, host: HostSpec, explicit: bool, local_python: str) -> str:
-        """The interpreter for ``python`` commands on ``host``; ``explicit``: hosts.yaml has
-        an entry for it."""
-        return local_python if self.shares_interpreter and not explicit else host.python
+    def python(self, host: HostSpec, local_python: str) -> str:
+        """The interpreter for ``python`` commands on ``host``: its ``python:`` if hosts.yaml
+        names one; else the controller's own (``local_python``) where the kind shares it, so a
+        localhost entry that only sets ``env:`` does not switch to whatever python3 is on PATH;
+        else ``python3`` from the host's PATH."""
+        return (host.python or local_python) if self.shares_interpreter else host.interpreter
 
     def cwd(self, host: HostSpec, folder: str | None = None) -> str | None:
         """The task's working folder: ``folder`` (relative to the host's workdir on a

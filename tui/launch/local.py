@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+import sys
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 
 from tui.config import HostSpec, TaskSpec
 from tui.events import Stream
@@ -14,6 +16,28 @@ from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine
 from tui.launch.streams import merged_lines
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A pre-exec hook that makes the kernel SIGKILL the task when the controller dies, even
+    a SIGKILLed controller and even a stopped task (a stopped process does not see its
+    stdin close, and keeps a SIGTERM pending until continued). Resolved once, here, so the
+    forked child only calls into libc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def hook() -> None:
+        prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+
+    return hook
+
+
+_DIE_WITH_PARENT = _die_with_parent()
 
 
 class LocalTask:
@@ -51,6 +75,8 @@ class LocalTask:
     async def terminate(self) -> None:
         self._close_stdin()
         self._signal_group(signal.SIGTERM)
+        # A stopped task (SIGSTOP, a debugger) acts on SIGTERM only once continued.
+        self._signal_group(signal.SIGCONT)
 
     async def kill(self) -> None:
         self._close_stdin()
@@ -96,6 +122,7 @@ class LocalLauncher:
                 # controller, which then stops tasks in order; signals to the group reach
                 # the task's children too.
                 start_new_session=True,
+                preexec_fn=_DIE_WITH_PARENT,
             )
         except OSError as exc:
             raise LaunchError(f"{task.name}: cannot run {argv[0]}: {exc.strerror or exc}") from exc

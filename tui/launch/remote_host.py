@@ -148,8 +148,8 @@ class RemoteHost:
 
     async def run_snippet(self, name: str, args: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> object:
         """Run one of :mod:`tui.launch.snippets` with the host's python; its answer."""
-        result = await self.run(python_line(self.spec.python, snippets.source(name), args, env=self.spec.env),
-                                timeout)
+        line = python_line(self.spec.interpreter, snippets.source(name), args, env=self.spec.env)
+        result = await self.run(line, timeout)
         answer = snippets.parse_result(str(result.stdout or ""))
         if answer is None:
             raise self.error(HostFailure.COMMAND_FAILED,

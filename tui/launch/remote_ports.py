@@ -22,7 +22,7 @@ from tui.launch.streams import Prefixed, merged_lines, read_first_line
 
 async def hold_ports(host: RemoteHost, n: int, avoid: frozenset[int]) -> list[PortReservation]:
     """Reserve ``n`` distinct free ports on ``host``, none in ``avoid``. Raises HostError."""
-    line = python_line(host.spec.python, snippets.source("ports"),
+    line = python_line(host.spec.interpreter, snippets.source("ports"),
                        ["hold", str(n), *(str(p) for p in sorted(avoid))], env=host.spec.env)
     try:
         process = await host.open_process(line)

@@ -18,6 +18,7 @@ from typing import Any
 
 from tui.launch import snippets
 from tui.launch.base import LaunchError
+from tui.owner import CONTROLLER_ENV, ControllerId
 from tui.plan import RUN_ID_ENV
 
 DEFAULT_STOP_GRACE = 3.0
@@ -35,6 +36,8 @@ class LeftoverTask:
     pgid: int
     run_id: str
     cmdline: tuple[str, ...]
+    #: The controller that started it (None for tasks of versions that did not say).
+    controller: ControllerId | None = None
 
     @property
     def command(self) -> str:
@@ -58,7 +61,7 @@ class StoppedLeftover:
 
 
 def find_args(var: str = RUN_ID_ENV) -> list[str]:
-    return ["find", var]
+    return ["find", var, CONTROLLER_ENV]
 
 
 def stop_args(tasks: Sequence[LeftoverTask], grace: float, var: str = RUN_ID_ENV) -> list[str]:
@@ -80,7 +83,8 @@ def parse_found(host: str, answer: Any, exclude_run_ids: Iterable[str] = ()) -> 
             continue
         found.append(LeftoverTask(host=host, pid=int(item["pid"]), pgid=int(item["pgid"]),
                                   run_id=str(item["run_id"]),
-                                  cmdline=tuple(str(a) for a in item.get("cmdline", ()))))
+                                  cmdline=tuple(str(a) for a in item.get("cmdline", ())),
+                                  controller=ControllerId.parse(str(item.get("controller") or ""))))
     return sorted(found, key=lambda t: (t.run_id, t.pid))
 
 

@@ -16,9 +16,10 @@ from yaml.nodes import Node, ScalarNode, SequenceNode
 
 from trainer.settings import TrainingSettings
 from tui.program.spec import MetricField, MetricPattern, Placeholder, ProgramSpec, placeholder_names
+from tui.yamlload import ConfigError, Item
 
 if TYPE_CHECKING:
-    from tui.config import ConfigError, _Item, _Loader
+    from tui.config import _Loader
 
 PROGRAM_KEYS = ("command", "upload", "batch_size", "metrics", "shim")
 #: ``training:`` keys that keep their meaning with a user's program (toggles, progress,
@@ -48,7 +49,7 @@ def script_index(argv: tuple[str, ...]) -> int | None:
     return None
 
 
-def load(loader: _Loader, item: _Item, training: _Item | None) -> tuple[TrainingSettings, ProgramSpec]:
+def load(loader: _Loader, item: Item, training: Item | None) -> tuple[TrainingSettings, ProgramSpec]:
     """The training settings the controller drives and the program, from ``program:`` and
     ``training:``."""
     settings, values = _training(loader, training)
@@ -75,7 +76,7 @@ def load(loader: _Loader, item: _Item, training: _Item | None) -> tuple[Training
     return settings, ProgramSpec(**fields)
 
 
-def _training(loader: _Loader, item: _Item | None) -> tuple[TrainingSettings, dict[str, str]]:
+def _training(loader: _Loader, item: Item | None) -> tuple[TrainingSettings, dict[str, str]]:
     items = loader.mapping(item.value, "training", "a mapping of values") if item else {}
     driven: dict[str, Any] = {}
     values: dict[str, str] = {}
@@ -87,7 +88,7 @@ def _training(loader: _Loader, item: _Item | None) -> tuple[TrainingSettings, di
             raise loader.error(entry.key, f"training: {name!r} cannot be a placeholder name "
                                           f"(letters, digits and '_')")
         scalar = loader.scalar(entry.value, f"training.{name}", "a single value")
-        loader.check_no_nul(scalar, f"training.{name}")
+        loader.check_usable(scalar, f"training.{name}")
         values[name] = str(scalar.value)  # as written: "0.10" stays "0.10"
     settings = dataclasses.replace(TrainingSettings(), **driven)
     for name, problem in settings.problems():
@@ -95,7 +96,7 @@ def _training(loader: _Loader, item: _Item | None) -> tuple[TrainingSettings, di
     return settings, values
 
 
-def _command(loader: _Loader, item: _Item, known: frozenset[str]) -> tuple[str, ...]:
+def _command(loader: _Loader, item: Item, known: frozenset[str]) -> tuple[str, ...]:
     node = item.value
     where = "program.command"
     expected = "a command line (text) or a list of arguments"
@@ -104,11 +105,11 @@ def _command(loader: _Loader, item: _Item, known: frozenset[str]) -> tuple[str, 
         parts = []
         for i, element in enumerate(loader.sequence(node, where, expected)):
             scalar = loader.scalar(element, f"{where}[{i}]", "text")
-            loader.check_no_nul(scalar, f"{where}[{i}]")
+            loader.check_usable(scalar, f"{where}[{i}]")
             parts.append((str(scalar.value), scalar))
     else:
         scalar = loader.scalar(node, where, expected)
-        loader.check_no_nul(scalar, where)
+        loader.check_usable(scalar, where)
         text = "" if loader.typed(scalar, where) is None else str(scalar.value)
         try:
             parts = [(arg, scalar) for arg in shlex.split(text)]
@@ -165,8 +166,6 @@ def _check_executable(loader: _Loader, argv: tuple[str, ...], parts: list[tuple[
 
 def _at(loader: _Loader, node: ScalarNode, text: str, message: str) -> ConfigError:
     """An error at ``text`` inside ``node`` when it is written there literally, else at the node."""
-    from tui.config import ConfigError
-
     start, end = node.start_mark, node.end_mark
     buffer = start.buffer or ""
     found = buffer.find(text, start.pointer, end.pointer) if text else -1

@@ -34,6 +34,7 @@ from tui.plan import TRAINER_ARGV, TaskPlan, program_for
 from tui.program.base import EventReader, OutputReader, TaskProgram
 from tui.program.ending import HangWatch
 from tui.progress import ProgressTracker
+from tui.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
 from tui.rundir import RunDirectory
 from tui.task_state import RunPhase, check_run_transition, check_task_transition
 
@@ -54,7 +55,9 @@ class SupervisorOptions:
     restarted) stops the run. ``hold``: launch every task at once with ``--hold`` and release
     each stage with ``go``. ``trainer_argv`` / ``local_python``: what a task runs.
     ``program``: what the tasks run (default: the config's ``program:``, else the built-in
-    trainer with ``hold`` and ``trainer_argv``; see :func:`tui.plan.program_for`)."""
+    trainer with ``hold`` and ``trainer_argv``; see :func:`tui.plan.program_for`).
+    ``stall_timeout``: seconds without progress before a running task is reported stalled
+    (0: never); ``on_stall``: what then (:mod:`tui.supervision.stall`)."""
 
     ready_timeout: float = 120.0
     grace: float = 3.0
@@ -64,6 +67,8 @@ class SupervisorOptions:
     trainer_argv: Sequence[str] = TRAINER_ARGV
     local_python: str = sys.executable
     program: TaskProgram | None = None
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    on_stall: StallPolicy = StallPolicy.WARN
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,7 @@ class TaskRecord:
         self.exit_code: int | None = None
         self.hint = ""  # the first known-failure hint of this launch (tui.hints)
         self.reader = self._new_reader()  # what this launch's output means (tui.program)
+        self.stall_reported = False  # the stall watchdog reports a launch once
 
     def judge(self, verdict: Verdict) -> None:
         """Record the controller's verdict on this launch: a failure overrides a stop, and
@@ -194,7 +200,6 @@ class RunRecord:
         self.kill_now = asyncio.Event()
         self.finished: asyncio.Future[RunSummary] = asyncio.get_running_loop().create_future()
         self.background: set[asyncio.Task[None]] = set()
-        self.write_failed = False
         self.incidents: list[Incident] = []
         # task name -> index in `incidents` of the incident that task's `initialized` closes
         self.awaiting_resume: dict[str, int] = {}
@@ -297,13 +302,8 @@ class RunRecord:
         self.publish(ProgressUpdate(progress=self.progress.snapshot(), t=self.clock.time()))
 
     def publish(self, event: ControllerEvent) -> None:
-        try:
-            if not isinstance(event, ProgressUpdate):  # derived from events kept there
-                self.directory.record(event)
-        except OSError as exc:
-            if not self.write_failed:  # say it once, then keep the run going without the files
-                self.write_failed = True
-                self.notify(Level.ERROR, f"run directory: write failed: {exc}")
+        if not isinstance(event, ProgressUpdate):  # derived from events kept there
+            self.directory.record(event)  # never raises: see RunDirectory.on_failure
         for sink in list(self._sinks):
             try:
                 sink(event)

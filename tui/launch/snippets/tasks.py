@@ -1,7 +1,8 @@
 """Remote sweep for tasks of earlier runs: processes whose environment holds the run-id
 variable (``TFDIST_RUN_ID``, :data:`tui.plan.RUN_ID_ENV`).
 
-``python -c SOURCE find VAR`` lists them (our own processes only, unless we are root).
+``python -c SOURCE find VAR OWNER_VAR`` lists them, each with OWNER_VAR's value (our own
+processes only, unless we are root).
 ``python -c SOURCE stop VAR GRACE PID=RUNID...`` stops them: SIGTERM to the process group
 when the task leads one (as every task we launch does), SIGKILL after GRACE seconds. A pid is
 only signalled while it still carries the same run id, so a reused pid is left alone."""
@@ -22,7 +23,7 @@ def read(path: str) -> bytes:
         return f.read()
 
 
-def run_id(pid: int, var: str) -> str | None:
+def environ_value(pid: int, var: str) -> str | None:
     prefix = (var + "=").encode()
     try:
         for entry in read(f"/proc/{pid}/environ").split(b"\0"):
@@ -31,6 +32,10 @@ def run_id(pid: int, var: str) -> str | None:
     except OSError:
         pass
     return None
+
+
+def run_id(pid: int, var: str) -> str | None:
+    return environ_value(pid, var)
 
 
 def stat(pid: int) -> tuple[str, int] | None:
@@ -48,7 +53,7 @@ def alive(pid: int) -> bool:
     return state is not None and state[0] not in ("Z", "X")
 
 
-def find(var: str) -> list[dict[str, object]]:
+def find(var: str, owner_var: str) -> list[dict[str, object]]:
     me = os.getpid()
     found: list[dict[str, object]] = []
     for name in os.listdir("/proc"):
@@ -65,7 +70,8 @@ def find(var: str) -> list[dict[str, object]]:
             continue
         while cmdline and not cmdline[-1]:
             cmdline.pop()
-        found.append({"pid": pid, "pgid": state[1], "run_id": tag, "cmdline": cmdline})
+        found.append({"pid": pid, "pgid": state[1], "run_id": tag, "cmdline": cmdline,
+                      "controller": environ_value(pid, owner_var)})
     return found
 
 
@@ -112,7 +118,9 @@ def stop(var: str, grace: float, targets: dict[int, str]) -> dict[str, str]:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["find"]:
-        print(RESULT_PREFIX + json.dumps(find(argv[1])))
+        # The owner variable names the task's controller; the controller judges whether
+        # that one still lives (it may run on another machine).
+        print(RESULT_PREFIX + json.dumps(find(argv[1], argv[2] if len(argv) > 2 else "")))
     elif argv[:1] == ["stop"]:
         targets = {}
         for word in argv[3:]:
@@ -120,7 +128,7 @@ def main(argv: list[str]) -> None:
             targets[int(pid)] = tag
         print(RESULT_PREFIX + json.dumps(stop(argv[1], float(argv[2]), targets)))
     else:
-        sys.exit("usage: find VAR | stop VAR GRACE PID=RUNID...")
+        sys.exit("usage: find VAR [OWNER_VAR] | stop VAR GRACE PID=RUNID...")
 
 
 if __name__ == "__main__":
