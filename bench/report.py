@@ -246,3 +246,16 @@ def load_average() -> str:
         return f"{os.getloadavg()[0]:.1f}"
     except OSError:
         return "unknown"
+
+
+def replace_section(report: str, title: str, markdown: str) -> str:
+    """``report`` with its ``## title`` section (up to the next ``## `` heading) replaced by
+    ``markdown``, or with ``markdown`` appended when it has no such section."""
+    lines = report.splitlines(keepends=True)
+    heading = f"## {title}"
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == heading), None)
+    if start is None:
+        return report.rstrip("\n") + ("\n\n" if report.strip() else "") + markdown
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    tail = "".join(lines[end:])
+    return "".join(lines[:start]) + markdown + ("\n" + tail if tail else "")

@@ -121,10 +121,11 @@ def run(argv: Sequence[str]) -> None:
             portclaim.claim((cluster.ps if role.job == "ps" else cluster.worker)[role.index])
         except portclaim.PortInUse as exc:
             _fail(role, "port_in_use", str(exc), show_traceback=False)
-    from trainer import data
+    from trainer import data, threads
     from trainer.loop import run_ps, run_worker
     from trainer.tfimport import import_tf
 
+    threads.pin(threads.from_env())  # before TensorFlow starts any thread
     if not ns.verbose:
         lifecycle.filter_stderr()
     tf = import_tf(ns.verbose)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from trainer import data as datasets
-from trainer import lifecycle, portclaim, protocol
+from trainer import lifecycle, portclaim, protocol, threads
 from trainer.cluster import Cluster, Role
 from trainer.graph import TrainGraph, build, done_queue
 from trainer.lifecycle import PROCESS_START, emit, log, root_cause
@@ -31,6 +31,7 @@ def server_config(tf: Any, role: Role, devices: int = 1) -> Any:
     filters = [f"/job:ps/task:{role.index}"] if role.job == "ps" else \
         ["/job:ps", f"/job:worker/task:{role.index}"]
     config = tf.ConfigProto(device_filters=filters, allow_soft_placement=True)
+    threads.apply(config, threads.from_env())
     if devices > 1:
         config.device_count["CPU"] = devices
     return config

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from trainer.settings import TrainingSettings
 from tui.program.spec import ProgramSpec
+from tui.resource_settings import ResourceSettings
 
 LOCALHOST = "localhost"
 DEFAULT_PYTHON = "python3"
@@ -122,6 +123,8 @@ class ClusterConfig:
     restart_overrides: Mapping[Job, RestartPolicy] = field(default_factory=dict)
     #: The user's own program (``program:``); None runs the built-in trainer.
     program: ProgramSpec | None = None
+    #: How each host's cores and GPUs are shared among its tasks (tui.resources).
+    resources: ResourceSettings = field(default_factory=ResourceSettings)
 
     @property
     def ps_tasks(self) -> tuple[TaskSpec, ...]:

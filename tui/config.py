@@ -17,6 +17,7 @@ from typing import Any
 from yaml.nodes import MappingNode, Node
 
 from trainer.settings import FIELD_NAMES, FIELD_TYPES, TrainingSettings, choices, convert, shown
+from tui import resource_settings
 from tui.cluster_spec import (
     LOCALHOST,
     ClusterConfig,
@@ -89,7 +90,7 @@ def _command_line_error(message: str) -> ConfigError:
     return ConfigError("command line", None, None, message)
 
 
-_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart", "program")
+_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart", "program", "resources")
 _HOST_KEYS = ("address", "port", "user", "identity", "known_hosts", "jump", "python", "workdir", "env",
               "kind")
 _HOST_TEXT_KEYS = ("address", "user", "identity", "known_hosts", "jump", "python", "workdir")
@@ -141,9 +142,10 @@ class _Loader(NodeReader):
         restart, overrides = self.restart(top["restart"].value) if "restart" in top else (RestartPolicy(), {})
         run_dir = self.run_dir(top["run_dir"].value) if "run_dir" in top \
             else (self.base_dir / _DEFAULT_RUN_DIR).resolve()
+        resources = resource_settings.load(self, top.get("resources"), _JOB_KEYS, (t.name for t in tasks))
         return ClusterConfig(path=path, hosts=hosts, tasks=tasks, training=training,
-                             run_dir=run_dir, restart=restart, restart_overrides=overrides,
-                             program=program)
+                             run_dir=run_dir, restart=restart, restart_overrides=overrides, program=program,
+                             resources=resources)
 
     def hosts(self, node: Node) -> dict[str, HostSpec]:
         items = self.mapping(node, "hosts", "a mapping of host names to how to reach them")

@@ -77,6 +77,8 @@ class TaskInfo:
     index: int
     host: str
     port: int
+    #: Its share of the host's cores and GPUs (tui.resources), e.g. ``1 core, GPU 0``.
+    share: str = ""
 
     @property
     def address(self) -> str:

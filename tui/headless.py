@@ -160,6 +160,8 @@ class Printer:
         self._line(CONTROLLER, f"training {s.model.value} on {s.dataset.value}, {s.mode.value}, "
                                f"{s.steps} steps, {s.partitions} partition(s), {s.placement.value}")
         self._line(CONTROLLER, f"run dir {event.run_dir}")
+        if shares := [f"{t.name} {t.share}" for t in event.tasks if t.share]:
+            self._line(CONTROLLER, f"shares: {'; '.join(shares)}")
 
     def _state(self, event: TaskStateChanged) -> None:
         if event.new is TaskState.STOPPING:

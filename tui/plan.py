@@ -27,6 +27,7 @@ from tui.owner import CONTROLLER_ENV, ControllerId, this_controller
 from tui.program.base import TaskContext, TaskProgram
 from tui.program.trainer import TRAINER_ARGV, BuiltinTrainer
 from tui.program.user import UserProgram
+from tui.resources import GROWTH_ENV, VISIBLE_GPUS_ENV, Allocation, TaskShare
 
 __all__ = ["CHECKPOINTS", "CONTROLLER_ONLY_ENV", "GO_LINE", "HOLD_FLAG", "RUN_ID_ENV", "TRAINER_ARGV",
            "TaskPlan", "plan_run", "program_for", "tf_config", "trainer_root"]
@@ -54,6 +55,8 @@ class TaskPlan:
     argv: tuple[str, ...]
     env: Mapping[str, str]
     cwd: str | None
+    #: The task's share of its host (None: planned without an allocation).
+    share: TaskShare | None = None
 
     @property
     def name(self) -> str:
@@ -61,7 +64,8 @@ class TaskPlan:
 
     @property
     def info(self) -> TaskInfo:
-        return TaskInfo(self.spec.name, self.spec.job, self.spec.index, self.spec.host, self.port)
+        return TaskInfo(self.spec.name, self.spec.job, self.spec.index, self.spec.host, self.port,
+                        self.share.describe() if self.share is not None else "")
 
     @property
     def command(self) -> str:
@@ -70,9 +74,12 @@ class TaskPlan:
 
     @property
     def shell_command(self) -> str:
-        """A line that reruns the task by hand from a shell (TF_CONFIG included)."""
+        """A line that reruns the task by hand from a shell (TF_CONFIG and the variables of
+        its share of the host included)."""
         cd = f"cd {_shell_path(self.cwd)} && " if self.cwd else ""
-        return f"{cd}TF_CONFIG={shlex.quote(self.tf_config)} {self.command}"
+        share = self.share.env() if self.share is not None else {}
+        words = [f"{k}={shlex.quote(self.env[k])}" for k in share if k in self.env]
+        return cd + " ".join([*words, f"TF_CONFIG={shlex.quote(self.tf_config)}", self.command])
 
 
 def _shell_path(path: str) -> str:
@@ -114,11 +121,13 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
              run_id: str, *, program: TaskProgram | None = None,
              trainer_argv: Sequence[str] = TRAINER_ARGV, local_python: str = sys.executable,
              hold: bool = True, run_dir: Path | None = None,
-             controller: ControllerId | None = None) -> tuple[TaskPlan, ...]:
+             controller: ControllerId | None = None,
+             allocation: Allocation | None = None) -> tuple[TaskPlan, ...]:
     """One plan per task, in the config's order. ``ports`` maps task names to resolved
     ports (``auto`` already chosen); ``program`` defaults to :func:`program_for` (with
     ``trainer_argv`` and ``hold``); ``run_dir`` (the run's directory) gives the default
-    checkpoint directory."""
+    checkpoint directory; ``allocation`` (:func:`tui.resources.allocate`) adds each task's
+    share to its environment, whatever program it runs."""
     program = program or program_for(config, trainer_argv=trainer_argv, hold=hold)
     plans = []
     for spec in config.tasks:
@@ -129,8 +138,15 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
                           run_id=run_id, run_dir=run_dir, python=python, kind=kind)
         command = program.command(ctx)
         config_json = json.dumps(tf_config(config, ports, spec), separators=(",", ":"))
+        share = allocation.shares.get(spec.name) if allocation is not None else None
+        share_env = share.env() if share is not None else {}
+        # Thread counts the user set in hosts.yaml's env win over ours; the GPU list does not
+        # (the probe already read the host's own CUDA_VISIBLE_DEVICES and chose from it).
+        gpu_env = {k: share_env.pop(k) for k in (VISIBLE_GPUS_ENV, GROWTH_ENV) if k in share_env}
         env = {
+            **share_env,
             **host.env,
+            **gpu_env,
             "TF_CONFIG": config_json,
             # Events must reach us line by line, not in 8 KB blocks.
             "PYTHONUNBUFFERED": "1",
@@ -147,5 +163,5 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
             ours = (str(root), *(str(root.joinpath(*p.split("/"))) for p in command.python_path))
             env["PYTHONPATH"] = os.pathsep.join(p for p in (*ours, inherited) if p)
         plans.append(TaskPlan(spec=spec, host=host, port=ports[spec.name], tf_config=config_json,
-                              argv=command.argv, env=env, cwd=command.cwd))
+                              argv=command.argv, env=env, cwd=command.cwd, share=share))
     return tuple(plans)

@@ -132,6 +132,9 @@ class RunDirectory:
             "shell": plan.shell_command,
             "env": dict(plan.env),
             "cwd": plan.cwd,
+            # Its share of the host (tui.resources); the variables that give it are in env.
+            "share": None if plan.share is None else {
+                **dataclasses.asdict(plan.share), "text": plan.share.describe()},
         }
         text = json.dumps(record, indent=2) + "\n"
         (self.path / "tasks" / f"{plan.name}.json").write_text(text, encoding="utf-8")

@@ -56,6 +56,7 @@ from tui.plan import plan_run, program_for
 from tui.preflight import PreflightError, resolve_ports
 from tui.program.base import TaskProgram
 from tui.progress import ProgressSnapshot
+from tui.resources import ResourceError, allocate_for
 from tui.restart_policy import PEER_LOSS_SETTLE
 from tui.rundir import RunDirectory, WriteFailure, new_run_id
 from tui.supervision import recovery
@@ -172,12 +173,17 @@ class Supervisor:
         report = await self._launcher.connect_all(self._config.host_of(t) for t in self._config.tasks)
         if report.failures:
             raise PreflightError([str(f) for f in report.failures])
+        try:
+            allocation = await allocate_for(self._config, {h.name: h.resources for h in report.hosts})
+        except ResourceError as exc:
+            raise PreflightError([str(exc)]) from None
         ports, reservations = await resolve_ports(self._config, self._launcher)
         started_wall = self._clock.time()
         run_id = new_run_id(started_wall)
         options = self._options
         plans = plan_run(self._config, self._settings, ports, run_id, program=self._program,
-                         local_python=options.local_python, run_dir=self._runs_root / run_id)
+                         local_python=options.local_python, run_dir=self._runs_root / run_id,
+                         allocation=allocation)
         try:
             directory = RunDirectory.create(self._runs_root, run_id)
             directory.write_config(self._config, self._settings, plans)
@@ -199,7 +205,7 @@ class Supervisor:
         run.publish(RunStarted(run_id=run_id, run_dir=directory.path,
                                tasks=tuple(p.info for p in plans), settings=self._settings,
                                t=started_wall))
-        for text in report.warnings:
+        for text in (*report.warnings, *allocation.notes):
             run.notify(Level.WARNING, text)
         if unreachable_local := _local_tasks_remote_peers_cannot_reach(self._config):
             run.notify(Level.WARNING,

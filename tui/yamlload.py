@@ -340,6 +340,13 @@ class NodeReader:
             raise self.error(node, f"{where}: expected {expected}, got {self.describe(node)}")
         return float(value)
 
+    def boolean(self, node: Node, where: str) -> bool:
+        """``true`` or ``false`` (YAML 1.1's other spellings of them too)."""
+        value = self.typed(self.scalar(node, where, "true or false"), where)
+        if not isinstance(value, bool):
+            raise self.error(node, f"{where}: expected true or false, got {self.describe(node)}")
+        return value
+
     def choice(self, node: Node, where: str, enum: type[_E]) -> _E:
         """One of ``enum``'s values, written as its text."""
         allowed = tuple(member.value for member in enum)

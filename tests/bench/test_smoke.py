@@ -107,3 +107,25 @@ def test_bench_command_writes_the_report(tmp_path: Path, tiny_report: Report,
     output = tmp_path / "BENCHMARKS.md"
     assert command.main([*TINY, "--output", str(output)]) == 0
     assert output.read_text() == tiny_report.text
+
+
+def test_scaling_benchmark_smoke(tmp_path: Path) -> None:
+    """bench.scaling's two measurements at a tiny size, side by side (timings not judged)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bench.report import replace_section
+    from bench.scaling import TITLE, Row, section
+    from bench.scaling_runs import measure_cluster, measure_limit
+    from tui.resource_settings import ThreadsMode
+
+    with ThreadPoolExecutor(2) as pool:
+        cluster = pool.submit(measure_cluster, "mlp", 1, ThreadsMode.AUTO, 0.5, tmp_path)
+        limit = pool.submit(measure_limit, "mlp", 1, ThreadsMode.AUTO, 0.5)
+        (measured, allocation), alone = cluster.result(), limit.result()
+    assert measured.examples_per_sec > 0 and measured.seconds >= 0.5 and alone.examples_per_sec > 0
+    assert set(allocation.shares) == {"ps0", "worker0"}
+    row = Row("mlp", 1, alone, {ThreadsMode.AUTO: measured, ThreadsMode.TENSORFLOW: None})
+    text = section([row], 0.5).markdown()
+    assert f"## {TITLE}" in text and "| mlp | 1 |" in text and "failed" in text
+    report = replace_section("# B\n\n## 6. Sync end\n\nold\n", TITLE, text)
+    assert replace_section(report, TITLE, text) == report and report.startswith("# B\n\n## 6.")

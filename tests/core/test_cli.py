@@ -133,3 +133,14 @@ def test_stall_flags_reach_the_supervisor_options(tmp_path: Path, captured: list
     first, second = (options.supervisor_options() for options in captured)
     assert (first.stall_timeout, first.on_stall.value) == (5.0, "restart")
     assert (second.stall_timeout, second.on_stall.value) == (0.0, "warn")
+
+
+def test_more_gpus_than_the_host_has_exits_2_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the probe then finds no GPU on any machine
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("cluster:\n  ps: [localhost:auto]\n  worker: [{host: localhost, gpus: 1}]\n"
+                     f"run_dir: {tmp_path / 'runs'}\n")
+    assert cli.main([str(hosts), "--no-ui"]) == ExitCode.USAGE
+    assert "error: host localhost: tasks ask for 1 GPU (worker0: 1) but it has 0" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()  # nothing started, not even a run directory

@@ -279,3 +279,12 @@ async def test_a_signal_during_preflight_is_held_and_a_second_one_kills() -> Non
     assert err.getvalue().splitlines() == [
         "tfdist: SIGINT: stopping every task (again to kill them now)",
         "tfdist: SIGTERM: killing every task"]
+
+
+def test_start_up_lines_show_each_tasks_share_of_its_host() -> None:
+    tasks = (TaskInfo("ps0", Job.PS, 0, "localhost", 2222, "1 core"),
+             TaskInfo("worker0", Job.WORKER, 0, "gpu1", 2223, "4 cores (8 threads), GPU 0,1"))
+    text = printed(RunStarted(run_id="r1", run_dir=Path("/runs/r1"), tasks=tasks,
+                              settings=TrainingSettings(steps=100), t=0.0))
+    assert "tfdist  | shares: ps0 1 core; worker0 4 cores (8 threads), GPU 0,1\n" in text
+    assert "shares:" not in printed(started())  # planned without shares: no line

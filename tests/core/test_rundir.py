@@ -87,6 +87,10 @@ async def test_a_run_leaves_a_complete_directory(tmp_path: Path) -> None:
     assert task["tf_config"]["task"] == {"type": "worker", "index": 0}
     assert task["argv"] == list(launcher.processes["worker0"][0].argv)
     assert task["port"] == int(worker_port)
+    # Its share of this machine (tui.resources), and the variables that give it.
+    assert task["share"]["cores"] >= 1 and task["share"]["text"].startswith(f"{task['share']['cores']} core")
+    assert task["env"]["TF_NUM_INTRAOP_THREADS"] == str(task["share"]["intra_op"])
+    assert json.loads((run_dir / "tasks/ps0.json").read_text())["env"]["CUDA_VISIBLE_DEVICES"] == ""
 
     ps_log = (run_dir / "logs/ps0.log").read_text()
     assert "out | hello from ps0" in ps_log and '"event":"ready"' in ps_log

@@ -214,12 +214,15 @@ async def test_port_checks_and_reservations_happen_on_the_host(sshd: SshServer, 
 
 async def test_the_trainer_is_uploaded_once(sshd: SshServer, tmp_path: Path,
                                             stub_env: dict[str, str]) -> None:
-    host = sshd.host("a", workdir=tmp_path / "work", env=stub_env)
+    host = sshd.host("a", workdir=tmp_path / "work", env={**stub_env, "CUDA_VISIBLE_DEVICES": "3,5"})
     package = local_package()
     deployed = tmp_path / "work" / package.dirname
     async with launcher(sshd) as ssh:
         (first,) = (await ssh.connect_all([host])).hosts
     assert first.uploaded and first.trainer_path == str(deployed)
+    # Its cores and GPUs were probed there too, with the host's env (tui.resources).
+    assert first.resources is not None and first.resources.gpus == ("3", "5")
+    assert first.resources.cpus == tuple(sorted(os.sched_getaffinity(0)))  # the same machine
     marker = (deployed / MARKER).stat().st_mtime_ns
     for file in package.files:
         assert (deployed / file.path).read_bytes() == file.data

@@ -182,3 +182,17 @@ def test_datasets_from_npz_files(tmp_path) -> None:
     np.savez(bad, something=np.zeros(3))
     with pytest.raises(data.DatasetMissing, match="not a usable dataset file"):
         data.load(settings(dataset="mnist", data_path=str(bad)))
+
+
+def test_server_config_takes_the_thread_counts_of_the_share(tf, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller's share (tui.resources) reaches the server and session config."""
+    from trainer.cluster import Role
+    from trainer.loop import server_config
+
+    monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "3")
+    monkeypatch.setenv("TF_NUM_INTEROP_THREADS", "2")
+    config = server_config(tf, Role("worker", 1))
+    assert (config.intra_op_parallelism_threads, config.inter_op_parallelism_threads) == (3, 2)
+    monkeypatch.delenv("TF_NUM_INTRAOP_THREADS")
+    monkeypatch.delenv("TF_NUM_INTEROP_THREADS")
+    assert server_config(tf, Role("ps", 0)).intra_op_parallelism_threads == 0  # TensorFlow's default

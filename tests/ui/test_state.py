@@ -98,3 +98,12 @@ def test_restarts_count_launches_across_relaunches() -> None:
     d.apply(RunStarted(run_id="again", run_dir=Path("y"), tasks=TASKS,
                        settings=TrainingSettings(), t=T0 + 50))
     assert d.rows["worker1"].restarts == 1 and d.global_step == 0 and d.placement is None
+
+
+def test_each_tasks_share_of_its_host_opens_its_log() -> None:
+    import dataclasses
+
+    tasks = (dataclasses.replace(TASKS[0], share="1 core"), *TASKS[1:])
+    d = folded([RunStarted(run_id="r", run_dir=Path("/r"), tasks=tasks, settings=TrainingSettings(), t=T0)])
+    assert d.logs["ps0"].lines[-1] == "── ps0 on localhost: 1 core"
+    assert not any("core" in line for line in d.logs["worker0"].lines)  # no share, no line

@@ -10,7 +10,7 @@ import threading
 import traceback
 from collections.abc import Sequence
 
-from trainer import lifecycle, protocol
+from trainer import lifecycle, protocol, threads
 from trainer.shim import REPORT_DIR, hooks, progress
 from trainer.shim.state import STATE, soft
 
@@ -29,6 +29,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not os.path.isfile(script):
         print(f"tfdist shim: error: {script}: no such file", file=sys.stderr)
         lifecycle.exit_now(lifecycle.EXIT_USAGE)
+    threads.pin(threads.from_env())  # resources.pin: before the program starts any thread
     lifecycle.on_stdin_line(b"end", STATE.end.set)
     lifecycle.watch_parent("auto")
     _set_path(script)

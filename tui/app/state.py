@@ -160,6 +160,9 @@ class Dashboard:
         self.tasks_changed = self.placement_changed = True
         self.progress_revision += 1
         self._log_all(f"── run {event.run_id} started ({event.run_dir})")
+        for info in event.tasks:
+            if info.share:  # its share of its host (tui.resources)
+                self.logs[info.name].add(f"── {info.name} on {info.host}: {info.share}")
 
     def _state(self, event: TaskStateChanged) -> None:
         row = self.rows.get(event.task)

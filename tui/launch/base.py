@@ -13,6 +13,7 @@ from typing import Protocol
 
 from tui.config import HostSpec, TaskSpec
 from tui.launch.lines import OutputLine
+from tui.resources import HostResources
 
 
 class LaunchError(Exception):
@@ -100,6 +101,8 @@ class HostInfo:
     trainer_path: str
     uploaded: bool
     configured_workdir: str = ""  # as hosts.yaml wrote it
+    #: Its cores and GPUs (tui.resources), probed while the trainer was deployed.
+    resources: HostResources | None = None
 
 
 @dataclass(frozen=True)

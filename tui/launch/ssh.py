@@ -45,6 +45,7 @@ from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand, parse_pid_
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
+from tui.resources import HostResources
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +257,8 @@ class SSHLauncher:
     async def _prepare(self, host: RemoteHost) -> HostInfo:
         conn = await host.first_connection()
         found = await deploy.probe(conn, host.spec, self._probe_timeout)
-        deployment = await deploy.deploy(conn, host.spec, found.workdir)
+        deployment, resources = await asyncio.gather(deploy.deploy(conn, host.spec, found.workdir),
+                                                     self._probe_resources(host))
         if self._upload is not None:
             await self._deploy_upload(host, found.workdir)
         log.info("host %s: Python %s, TensorFlow %s, trainer in %s (%s)", host.spec.name,
@@ -265,7 +267,15 @@ class SSHLauncher:
         return HostInfo(name=host.spec.name, python=found.python, python_version=found.python_version,
                         tf_version=found.tf_version, workdir=found.workdir, home=found.home,
                         trainer_path=deployment.path, uploaded=deployment.uploaded,
-                        configured_workdir=host.spec.workdir)
+                        configured_workdir=host.spec.workdir, resources=resources)
+
+    async def _probe_resources(self, host: RemoteHost) -> HostResources:
+        """The host's cores and GPUs, as its tasks (with the host's env) will see them."""
+        answer = await host.run_snippet("resources", [], self._probe_timeout)
+        try:
+            return HostResources.from_probe(answer)
+        except ValueError as exc:
+            raise host.error(HostFailure.COMMAND_FAILED, f"resource probe: {exc}") from None
 
     async def _deploy_upload(self, host: RemoteHost, workdir: str) -> deploy.Deployment:
         """Copy the ``upload:`` folder as it is now to ``<workdir>/<name>-<digest>`` (once per

@@ -72,7 +72,7 @@ def load(loader: _Loader, item: Item, training: Item | None) -> tuple[TrainingSe
     if "metrics" in items:
         fields["metrics"] = _metrics(loader, items["metrics"].value)
     if "shim" in items:
-        fields["shim"] = _boolean(loader, items["shim"].value, "program.shim")
+        fields["shim"] = loader.boolean(items["shim"].value, "program.shim")
     return settings, ProgramSpec(**fields)
 
 
@@ -182,13 +182,6 @@ def _folder(loader: _Loader, node: Node, where: str) -> Path:
     if not folder.is_dir():
         raise loader.error(node, f"{where}: {folder} is not a folder")
     return folder
-
-
-def _boolean(loader: _Loader, node: Node, where: str) -> bool:
-    value = loader.typed(loader.scalar(node, where, "true or false"), where)
-    if not isinstance(value, bool):
-        raise loader.error(node, f"{where}: expected true or false, got {loader.describe(node)}")
-    return value
 
 
 def _metrics(loader: _Loader, node: Node) -> tuple[MetricPattern, ...]:

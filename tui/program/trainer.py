@@ -31,7 +31,8 @@ class BuiltinTrainer(TaskProgram):
         return "the built-in trainer"
 
     def command(self, ctx: TaskContext) -> TaskCommand:
-        settings = ctx.settings if ctx.spec.gpus is None else ctx.settings.replace(gpus=ctx.spec.gpus)
+        # gpus: 0 asks for no GPU (tui.resources hides them); the trainer still builds one tower.
+        settings = ctx.settings if ctx.spec.gpus is None else ctx.settings.replace(gpus=max(1, ctx.spec.gpus))
         if settings.checkpoint_dir is None and ctx.run_dir is not None:
             settings = settings.replace(checkpoint_dir=default_checkpoint_dir(ctx))
         if settings.summary_dir is None and ctx.run_dir is not None:
