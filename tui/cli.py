@@ -12,6 +12,7 @@ import argparse
 import importlib
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainer import settings as training_settings
@@ -21,31 +22,31 @@ from tui.options import ExitCode, RunOptions
 from tui.plan import program_for
 from tui.program.base import Setting
 from tui.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
+from tui.textcommand import positive_int, positive_seconds
 
-#: ``tfdist-tui export ...`` and ``tfdist-tui import ...``: their modules, each with a ``main(argv)``.
-SUBCOMMANDS = {"export": "tui.export", "import": "tui.importer"}
+
+@dataclass(frozen=True)
+class Subcommand:
+    """``tfdist-tui <name> ...``: the function (``module:function``, imported only when
+    used) that takes the rest of the command line and returns the exit code."""
+
+    target: str
+    usage: str
+
+    def run(self, argv: list[str]) -> int:
+        module, _, function = self.target.partition(":")
+        return int(getattr(importlib.import_module(module), function)(argv))
+
+
+#: The subcommands, by their first word; the main command is ``tfdist-tui HOSTS.yaml``.
+SUBCOMMANDS = {
+    "export": Subcommand("tui.export:main", "export HOSTS.yaml --format tfjob|tf-config|shell"),
+    "import": Subcommand("tui.importer:main", "import FILE"),
+    "sweep": Subcommand("tui.experiment_cli:sweep_main", "sweep HOSTS.yaml --set NAME=V1,V2 ..."),
+    "compare": Subcommand("tui.experiment_cli:compare_main", "compare RUN_DIR..."),
+}
 #: Training settings the command line can override: those the TUI can toggle, and steps.
 OVERRIDES = (*(t.setting for t in TOGGLES), "steps")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,21 +54,22 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tfdist-tui",
         description="Start, watch and stop a distributed TensorFlow parameter-server cluster.",
         epilog="exit codes: 0 finished cleanly, 1 a task failed, 2 bad config or usage, "
-               "3 timeout, 130 interrupted. Also: 'tfdist-tui export HOSTS.yaml --format "
-               "tfjob|tf-config|shell' and 'tfdist-tui import FILE' (--help on each).",
+               "3 timeout, 130 interrupted. Also: "
+               + ", ".join(f"'tfdist-tui {c.usage}'" for c in SUBCOMMANDS.values())
+               + " (--help on each).",
     )
     parser.add_argument("hosts", metavar="HOSTS.yaml", type=Path, help="the cluster description")
     parser.add_argument("--no-ui", action="store_true",
                         help="no terminal UI: prefixed task output, progress and a summary")
     parser.add_argument("--json", action="store_true",
                         help="print events as JSON lines (implies --no-ui)")
-    parser.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                         help="stop every task and exit 3 after this long")
     for name in OVERRIDES:
         if choices := training_settings.choices(name):
             parser.add_argument(f"--{name}", choices=choices, help=f"override training.{name}")
         else:
-            parser.add_argument(f"--{name}", type=_positive_int, metavar="N",
+            parser.add_argument(f"--{name}", type=positive_int, metavar="N",
                                 help=f"override training.{name}")
     parser.add_argument("--restart", choices=[m.value for m in RestartMode],
                         help="override the restart policy of every job (counts and backoff "
@@ -80,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "StrictHostKeyChecking=accept-new); a changed key is still refused")
     keys.add_argument("--insecure-no-host-key-check", action="store_true",
                       help="do not verify SSH host keys at all (logged as a warning on every run)")
-    parser.add_argument("--connect-timeout", type=_positive_seconds, default=10.0, metavar="SECONDS",
+    parser.add_argument("--connect-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                         help="how long to wait for each SSH host (default 10)")
     parser.add_argument("--stop-leftovers", action="store_true",
                         help="stop tasks of earlier runs found still running on the hosts")
@@ -95,14 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _seconds_or_zero(text: str) -> float:
-    return 0.0 if text.strip() in ("0", "0.0") else _positive_seconds(text)
+    return 0.0 if text.strip() in ("0", "0.0") else positive_seconds(text)
 
 
 def main(argv: list[str] | None = None) -> int:
     """The ``tfdist-tui`` entry point; returns the exit code."""
     args_list = sys.argv[1:] if argv is None else argv
     if args_list and args_list[0] in SUBCOMMANDS:
-        return int(importlib.import_module(SUBCOMMANDS[args_list[0]]).main(args_list[1:]))
+        return SUBCOMMANDS[args_list[0]].run(args_list[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(args_list)

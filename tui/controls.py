@@ -38,7 +38,8 @@ class Control:
     the app's action (None: a key a widget handles itself, listed in the help only);
     ``name``: the footer label; ``help``: one line for the help screen and the palette;
     ``confirm``: it asks first (the help says so); ``footer``: shown in the footer; ``priority``: wins over
-    the focused widget's own binding."""
+    the focused widget's own binding; ``pane``: the pane whose view owns the action (its
+    bindings, while it has focus), else the app's."""
 
     key: str
     display: str
@@ -49,11 +50,14 @@ class Control:
     confirm: bool = False
     footer: bool = True
     priority: bool = False
+    pane: str | None = None
 
     @property
     def in_palette(self) -> bool:
-        """Offered in the command palette (quit and help are there already)."""
-        return self.action is not None and self.footer and self.action not in ("quit", "help")
+        """Offered in the command palette (quit and help are there already); a pane's keys
+        only act in their pane."""
+        return (self.action is not None and self.footer and self.pane is None
+                and self.action not in ("quit", "help"))
 
     def help_line(self) -> str:
         return self.help + (" (asks first)" if self.confirm else "")
@@ -74,16 +78,20 @@ CONTROLS: tuple[Control, ...] = (
     Control("R", "R", "relaunch", "Relaunch", "relaunch the cluster with the pending settings", _S,
             confirm=True),
     Control("slash", "/", "filter", "Filter", "filter the logs by text (esc clears)", _V),
-    Control("tab", "tab", "next_pane", "Pane",
-            "next pane (Logs, All logs, Placement, Throughput)", _V, priority=True),
+    Control("tab", "tab", "next_pane", "Pane", "next pane", _V, priority=True),
     Control("shift+tab", "shift+tab", "previous_pane", "Pane", "previous pane", _V, footer=False,
             priority=True),
     Control("end", "End", None, "Follow", "follow the log again", _V),
     Control("up,down", "up/down", None, "Select", "select a task", _V),
     Control("ctrl+p", "ctrl+p", None, "Palette", "command palette", _V),
     Control("question_mark", "?", "help", "Help", "this help", _V),
+    # The Runs pane's list (tui.app.runs.RunsView binds these while it has focus).
+    Control("space", "space", "toggle_run", "Select run", "select a run", _V, pane="runs"),
+    Control("c", "c", "compare_runs", "Compare", "compare selected runs", _V, pane="runs"),
+    Control("g", "g", "reload_runs", "Reload runs", "reload runs", _V, pane="runs"),
     Control("q", "q", "quit", "Quit", "quit (stops every task; asks while tasks run)", _V),
 )
+
 
 #: Said once on the help screen, below its section.
 SECTION_NOTES = {

@@ -38,6 +38,7 @@ from tui.options import ExitCode, RunOptions, exit_code_for
 from tui.progress import ProgressSnapshot
 from tui.session import Session
 from tui.supervisor import PreflightError, Supervisor
+from tui.traffic import TrafficMonitor, format_bytes
 
 PROGRESS_INTERVAL = 5.0
 #: Longer output lines are cut on screen (never in the run directory's logs).
@@ -134,6 +135,15 @@ class Printer:
             for line in result.last_lines:
                 write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
 
+    def traffic(self, monitor: TrafficMonitor) -> None:
+        """The measured traffic per ps, after the summary."""
+        if monitor.summary is not None:
+            for number, line in enumerate(monitor.summary.lines()):
+                self._out.write(f"  {'traffic' if number == 0 else '':<12} {line}\n")
+        elif monitor.failure:
+            self._out.write(f"  traffic      not measured: {monitor.failure}\n")
+        self._out.flush()
+
     # -- pieces -------------------------------------------------------------------------
 
     def _run_started(self, event: RunStarted) -> None:
@@ -186,7 +196,7 @@ class Printer:
                                f"{placement.partitions} partition(s), {placement.num_ps} ps")
         for ps, size in enumerate(placement.ps_bytes):
             shards = sum(1 for v in placement.variables if v.ps == ps)
-            self._line(CONTROLLER, f"  ps{ps:<4} {shards:>4} shards  {_bytes(size):>10}  "
+            self._line(CONTROLLER, f"  ps{ps:<4} {shards:>4} shards  {format_bytes(size):>10}  "
                                    f"{size / total:6.1%}")
         self._line(CONTROLLER, f"  max/mean bytes per ps: {placement.max_mean_ratio:.2f}")
 
@@ -224,15 +234,6 @@ def _display(text: str, task: str) -> str:
         rest = len(text) - DISPLAY_LINE_CHARS
         text = text[:DISPLAY_LINE_CHARS] + f"... ({rest} more characters in logs/{task}.log)"
     return text
-
-
-def _bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"
 
 
 class _Stopper:
@@ -311,6 +312,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
                                     f"timed out after {options.timeout:g} s")
         progress = asyncio.create_task(_every(progress_interval, printer.progress_line))
         summary = await supervisor.wait()
+        if session.traffic is not None and isinstance(printer, Printer):
+            printer.traffic(session.traffic)
         return exit_code_for(summary.outcome)
     finally:
         if timer is not None:

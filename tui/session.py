@@ -1,7 +1,8 @@
 """One controller session, the same for every front end: the launchers (a
-:class:`~tui.launch.router.Router`), the :class:`~tui.supervisor.Supervisor`, and the
-start-up sweep for tasks of earlier runs, whose findings arrive as
-:class:`~tui.events.Notice` events through the supervisor's event stream like everything else.
+:class:`~tui.launch.router.Router`), the :class:`~tui.supervisor.Supervisor`, the measured
+traffic per ps (a :class:`~tui.traffic.TrafficMonitor`), and the start-up sweep for tasks
+of earlier runs, whose findings arrive as :class:`~tui.events.Notice` events through the
+supervisor's event stream like everything else.
 Front ends send it :mod:`tui.commands`."""
 
 from __future__ import annotations
@@ -12,15 +13,21 @@ from tui.events import Level
 from tui.launch.router import Router
 from tui.options import RunOptions
 from tui.supervisor import Supervisor, SupervisorOptions
+from tui.traffic import TrafficMonitor
 
 
 class Session:
     """A supervisor and what it runs tasks with. ``router``: the launchers, when the session
-    made them (then it also sweeps for leftover tasks before the first run)."""
+    made them (then it also sweeps for leftover tasks before the first run); ``traffic``:
+    the monitor of each ps's TCP counters, subscribed to the supervisor (front ends read its
+    latest sample and summary)."""
 
     def __init__(self, supervisor: Supervisor, *, router: Router | None = None,
-                 stop_leftovers: bool = False) -> None:
+                 stop_leftovers: bool = False, traffic: TrafficMonitor | None = None) -> None:
         self.supervisor = supervisor
+        self.traffic = traffic
+        if traffic is not None:
+            supervisor.subscribe(traffic.handle)
         self._router = router
         self._stop_leftovers = stop_leftovers
         self._swept = False
@@ -29,11 +36,13 @@ class Session:
     def from_options(cls, options: RunOptions,
                      supervisor_options: SupervisorOptions | None = None) -> Session:
         """The session a command line asks for: local and SSH launchers with its host-key
-        rules, and a supervisor writing under its run directory."""
+        rules, a supervisor writing under its run directory, and the traffic monitor
+        (reading counters with the same launchers)."""
         router = options.launcher()
         supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router,
                                 options=supervisor_options or options.supervisor_options())
-        return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers)
+        return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers,
+                   traffic=TrafficMonitor(options.config, router.run_command))
 
     async def sweep_leftovers(self) -> None:
         """Report (with ``--stop-leftovers``: stop) tasks of earlier runs still alive on the
@@ -67,5 +76,7 @@ class Session:
             await supervisor.relaunch(command.settings)
 
     async def close(self) -> None:
-        """Stop any run and release the launchers."""
+        """Stop any run and its traffic sampling, and release the launchers."""
+        if self.traffic is not None:
+            await self.traffic.close()
         await self.supervisor.close()

@@ -1,6 +1,7 @@
-"""The plumbing of the subcommands that turn one file into another text (``export``,
-``import``): parse the arguments, make the text, print it or write it to ``-o``. Mistakes
-print ``error: ...`` and exit 2, as the main command's do."""
+"""The plumbing of the command lines: argument types every command shares, and for the
+subcommands that turn one file into another text (``export``, ``import``): parse the
+arguments, make the text, print it or write it to ``-o``. Mistakes print ``error: ...`` and
+exit 2, as the main command's do."""
 
 from __future__ import annotations
 
@@ -10,6 +11,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tui.options import ExitCode
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, what: str) -> None:

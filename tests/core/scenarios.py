@@ -78,12 +78,15 @@ async def default_run_succeeds(tmp_path: Path, fake: bool) -> None:
     assert "  final loss   " in result.out and "  accuracy     " in result.out
     (run_dir,) = runs.iterdir()
     assert f"  run dir      {run_dir}" in result.out
-    # The real trainer's chief checkpoints into the run directory (no checkpoint_dir set).
-    checkpoints = [] if fake else ["checkpoints"]
+    # The real trainer's chief checkpoints into the run directory (no checkpoint_dir set), and
+    # its workers write TensorBoard event files there (no summary_dir set).
+    checkpoints = [] if fake else ["checkpoints", "tensorboard"]
     assert sorted(p.name for p in run_dir.iterdir()) == sorted([
-        "config.yaml", "controller.lock", "events.jsonl", "logs", "summary.json", "tasks", *checkpoints])
+        "config.yaml", "controller.lock", "events.jsonl", "logs", "summary.json", "tasks",
+        "traffic.json", "traffic.jsonl", *checkpoints])
     if not fake:
         assert list((run_dir / "checkpoints").glob("model.ckpt-*.index"))
+        assert_tensorboard_scalars(run_dir / "tensorboard", summary_step=2000)
     names = ("ps0", "worker0", "worker1")
     assert sorted(p.name for p in (run_dir / "logs").iterdir()) == [f"{n}.log" for n in names]
     assert sorted(p.name for p in (run_dir / "tasks").iterdir()) == [f"{n}.json" for n in names]
@@ -94,6 +97,28 @@ async def default_run_succeeds(tmp_path: Path, fake: bool) -> None:
     kinds = {r["event"]["event"] for r in records if r["type"] == "trainer_event"}
     assert {"ready", "placement", "step", "done"} <= kinds
     assert records[-1]["type"] == "run_finished"
+
+
+def assert_tensorboard_scalars(folder: Path, summary_step: int) -> None:
+    """TensorFlow's own event-file reader (TensorBoard reads the same files; TensorBoard
+    itself is not installed here) finds every worker's loss and the chief's accuracy."""
+    from trainer.tfimport import import_tf
+
+    tf = import_tf()
+    assert sorted(p.name for p in folder.iterdir()) == ["worker0", "worker1"]
+    scalars: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for worker in ("worker0", "worker1"):
+        found = scalars.setdefault(worker, {})
+        for path in sorted((folder / worker).glob("events.out.tfevents.*")):
+            for event in tf.compat.v1.train.summary_iterator(str(path)):
+                for value in event.summary.value:
+                    found.setdefault(value.tag, []).append((event.step, value.simple_value))
+    chief = scalars["worker0"]
+    assert {"loss", "examples_per_sec", "accuracy"} <= set(chief)
+    assert chief["loss"] and all(v > 0 for _, v in chief["loss"])
+    step, accuracy = chief["accuracy"][-1]
+    assert step >= summary_step and 0 < accuracy <= 1
+    assert scalars["worker1"]["loss"]
 
 
 async def failing_task_exits_1(tmp_path: Path, fake: bool) -> None:

@@ -88,6 +88,8 @@ def test_checkpoints_go_into_the_run_directory_unless_settings_say_where(tmp_pat
     assert {checkpoint_flag(p.argv) for p in plan_run(config, chosen, ports, "r7", run_dir=Path("x"))} \
         == {"~/ckpt"}
     assert {checkpoint_flag(p.argv) for p in plan_run(config, config.training, ports, "r7")} == {None}
+    summary_dirs = [p.argv[p.argv.index("--summary-dir") + 1] for p in (remote, local)]
+    assert summary_dirs == ["runs/r7/tensorboard", str(Path("runs/r7").resolve() / "tensorboard")]
 
 
 def test_records_are_json_with_a_type_and_plain_values() -> None:

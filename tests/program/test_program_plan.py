@@ -100,7 +100,7 @@ def test_remote_hosts_run_in_the_uploaded_folder_with_their_python(tmp_path: Pat
     assert {f.path for f in package.files} == {"hosts.yaml", "train.py"}
     assert worker0.cwd == f"/srv/tf/{package.dirname}"
     assert worker0.argv == ("/opt/tf/bin/python", "-m", "trainer.shim", "train.py", "--run=../runs/r3",
-                            "--sum=../runs/r3/summaries", "--p=3")
+                            "--sum=../runs/r3/tensorboard", "--p=3")
     assert "PYTHONPATH" not in worker0.env  # the SSH launcher puts its deployed trainer there
     assert ps0.argv[-3] == f"--run={tmp_path / 'runs' / 'r3'}"
     # An edit changes the folder's name, so a relaunch runs the new files.

@@ -21,6 +21,7 @@ from tui.launch.deploy import local_package
 from tui.launch.router import Router
 from tui.plan import RUN_ID_ENV
 from tui.supervisor import Supervisor
+from tui.traffic import TrafficMonitor
 
 from .helpers import SshServer, describe, kill, read_environ, tagged, wait_nothing_left
 
@@ -61,6 +62,9 @@ async def test_a_training_run_on_two_remote_hosts(sshd: SshServer, tmp_path: Pat
             cwds[event.task] = psutil.Process(event.pid).cwd()
 
     supervisor.subscribe(look_at_tasks)
+    # The ps's TCP counters, read with ss over the SSH connection to its host.
+    traffic = TrafficMonitor(config, router.run_command, interval=0.2)
+    supervisor.subscribe(traffic.handle)
     run_id = None
     try:
         report = await router.connect_all(config.host_of(t) for t in config.tasks)
@@ -72,13 +76,18 @@ async def test_a_training_run_on_two_remote_hosts(sshd: SshServer, tmp_path: Pat
         run_id = supervisor.run_id
         summary = await asyncio.wait_for(supervisor.wait(), 180)
     finally:
+        await traffic.close()
         await supervisor.close()
     assert summary.outcome is RunOutcome.SUCCEEDED, summary
     assert summary.global_step >= 30
+    assert traffic.failure is None and traffic.samples
+    assert max(sample.ps[0].sent_total for sample in traffic.samples) > 0
+    assert max(sample.ps[0].received_total for sample in traffic.samples) > 0
 
     run_dir = summary.run_dir
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "config.yaml", "controller.lock", "events.jsonl", "logs", "summary.json", "tasks"]
+        "config.yaml", "controller.lock", "events.jsonl", "logs", "summary.json", "tasks",
+        "traffic.json", "traffic.jsonl"]
     names = ("ps0", "worker0", "worker1")
     assert sorted(p.name for p in (run_dir / "logs").iterdir()) == [f"{n}.log" for n in names]
     records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]

@@ -8,6 +8,7 @@ from textual.binding import Binding
 from tests.ui.scripted import T0, ScriptedCore, running_history
 from trainer.settings import Mode
 from tui.app import TfdistApp
+from tui.app.runs import RunsView
 from tui.commands import Relaunch, RestartTask, StartTask, StopAll, StopTask
 from tui.controls import CONTROLS, help_text
 from tui.options import RunOptions
@@ -35,7 +36,9 @@ async def test_keys_send_typed_commands(options: RunOptions) -> None:
 
 def test_bindings_and_help_are_made_from_the_controls() -> None:
     bindings = {b.key: b.action for b in TfdistApp.BINDINGS if isinstance(b, Binding)}
-    assert bindings == {c.key: c.action for c in CONTROLS if c.action is not None}
+    assert bindings == {c.key: c.action for c in CONTROLS if c.action is not None and c.pane is None}
+    runs = {b.key: b.action for b in RunsView.BINDINGS if isinstance(b, Binding)}
+    assert runs == {c.key: c.action for c in CONTROLS if c.pane == "runs"} != {}
     text = help_text()
     for control in CONTROLS:
         assert f"{control.display}  {control.help_line()}" in text

@@ -128,8 +128,18 @@ async def test_settings_keys_preview_and_relaunch(tmp_path: Path) -> None:
         panes = app.query_one("#panes")
         await pilot.press("tab")
         assert panes.active == "merged"
-        await pilot.press("tab", "tab", "tab")
+        await pilot.press("tab")
+        assert panes.active == "placement"
+        # The ps tasks' measured traffic, read from their TCP counters, beside the placement.
+        await until(pilot, lambda: "measured traffic per ps" in str(
+            app.query_one("#placement-traffic").render()), what="measured traffic bars")
+        assert "expected" in str(app.query_one("#placement-traffic").render())
+        await pilot.press("tab", "tab")
+        assert panes.active == "runs"
+        assert app.focused is app.query_one("#runs-table")
+        await pilot.press("tab")
         assert panes.active == "logs"
+        assert app.focused is app.table
 
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)

@@ -13,7 +13,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 
 from trainer import protocol
 from trainer.settings import Mode, PlacementStrategy, TrainingSettings
@@ -28,6 +28,7 @@ from tui.app.messages import (
     TaskAction,
     TaskActionRequested,
 )
+from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.state import Dashboard
 from tui.app.widgets import HintBar, LogPane, PlacementView, StatusBar, TaskTable, ThroughputView
@@ -40,9 +41,10 @@ from tui.plan import program_for
 from tui.preview import PreviewError, preview_placement
 from tui.program.base import Setting, TaskProgram
 from tui.session import Session
+from tui.traffic import TrafficMonitor
 
 REFRESH_SECONDS = 0.1
-PANES = ("logs", "merged", "placement", "throughput")
+PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
 def changed_settings(applied: TrainingSettings, pending: TrainingSettings) -> list[str]:
@@ -62,7 +64,7 @@ class TfdistApp(App[int]):
     CSS_PATH = "app.tcss"
     # Made from the one declaration of the operator's keys (tui.controls).
     BINDINGS = [Binding(c.key, c.action, c.name, show=c.footer, priority=c.priority)
-                for c in CONTROLS if c.action is not None]
+                for c in CONTROLS if c.action is not None and c.pane is None]
 
     def __init__(self, options: RunOptions, *,
                  core_factory: Callable[[TfdistApp], Core] | None = None,
@@ -79,6 +81,7 @@ class TfdistApp(App[int]):
         self.autostart = autostart
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
+        self.traffic: TrafficMonitor | None = None  # the session's, read on each refresh
         self.start_failed = False
         self._last_table_refresh = 0.0
         self._charted_revision = -1  # the progress revision the throughput pane shows
@@ -93,7 +96,10 @@ class TfdistApp(App[int]):
 
     def _default_core(self, app: TfdistApp) -> Core:
         options = self.options
-        return CoreBridge(lambda: Session.from_options(options))
+        bridge = CoreBridge(lambda: Session.from_options(options))
+        # Sampled on the core's thread; the refresh timer only reads its latest sample.
+        self.traffic = bridge.session.traffic if bridge.session is not None else None
+        return bridge
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -108,6 +114,8 @@ class TfdistApp(App[int]):
                 yield PlacementView(id="placement-view")
             with TabPane("Throughput", id="throughput"):
                 yield ThroughputView(id="throughput-view")
+            with TabPane("Runs", id="runs"):
+                yield RunsView(self.options.runs_root, self.options.config.path, id="runs-view")
         yield Input(placeholder="filter logs (enter: keep, esc: clear)", id="filter")
         yield Footer()
 
@@ -173,6 +181,9 @@ class TfdistApp(App[int]):
         if d.placement_changed:
             self._show_placement()
             d.placement_changed = False
+        if self.traffic is not None and self.query_one(TabbedContent).active == "placement":
+            self.query_one("#placement-traffic", Static).update(
+                traffic_chart(self.traffic.latest, self.traffic.expected_per_sec()))
         # The charts are the costliest redraw: only while visible, and only when progress
         # moved (or once a second, for the ETA).
         if self.query_one(TabbedContent).active == "throughput" and (
@@ -188,6 +199,12 @@ class TfdistApp(App[int]):
     def _pane_shown(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "throughput":
             self._show_throughput()  # now, not at the next tick
+        elif event.pane.id == "runs":
+            runs = self.query_one(RunsView)
+            runs.action_reload_runs()  # a run may have finished since
+            runs.query_one(DataTable).focus()  # its keys (space, c) act on the list
+        elif self.focused is not None and self.query_one(RunsView) in self.focused.ancestors:
+            self.table.focus()
 
     def _announce(self, event: object) -> None:
         """Notifications for what an operator must not miss."""

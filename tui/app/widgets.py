@@ -186,6 +186,7 @@ class PlacementView(VerticalScroll):
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(id="placement-preview")
         yield Static(id="placement-bars")
+        yield Static(id="placement-traffic")
         yield DataTable(id="placement-shards", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:

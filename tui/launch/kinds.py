@@ -18,9 +18,12 @@ from typing import Any
 from tui.config import HostKind, HostSpec
 from tui.launch.base import Launcher
 
-#: The run directory's subdirectory for checkpoints, and for summaries, unless settings say.
+#: The run directory's subdirectory for checkpoints, and for TensorBoard summaries (one
+#: subfolder per worker for the built-in trainer), unless settings say otherwise; the same
+#: for the built-in trainer and users' ``{summary_dir}``, so ``tensorboard --logdir runs``
+#: shows every run side by side.
 CHECKPOINTS = "checkpoints"
-SUMMARIES = "summaries"
+SUMMARIES = "tensorboard"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from tui.launch.base import (
     RunningTask,
 )
 from tui.launch.kinds import KINDS
+from tui.traffic import run_local_command
 
 if TYPE_CHECKING:
     from tui.launch.ssh import SSHLauncher
@@ -44,6 +45,13 @@ class LeftoverSearch(Protocol):
 
     async def stop_leftovers(self, host: HostSpec, tasks: Sequence[sweep.LeftoverTask],
                              grace: float = sweep.DEFAULT_STOP_GRACE) -> list[sweep.StoppedLeftover]: ...
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    """A launcher that can run a short command on its hosts (``ss`` for traffic counters)."""
+
+    async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str: ...
 
 
 class Router:
@@ -150,6 +158,15 @@ class Router:
         if isinstance(launcher, LeftoverSearch):
             return await launcher.stop_leftovers(host, tasks, grace)
         return await sweep.stop_local_leftovers(tasks, grace)
+
+    async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str:
+        """Run a short command (``ss`` for traffic counters) on ``host``; its stdout. A
+        launcher that cannot run commands leaves it to this machine. Raises OSError (here)
+        or LaunchError (over SSH) when it cannot run or fails."""
+        launcher = self._for(host)
+        if isinstance(launcher, CommandRunner):
+            return await launcher.run_command(host, argv)
+        return await run_local_command(argv)
 
     async def close(self) -> None:
         for launcher in self._launchers.values():

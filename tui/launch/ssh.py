@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shlex
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -369,6 +370,17 @@ class SSHLauncher:
             return []
         remote = await self._remote(host)
         return await hold_ports(remote, n, avoid)
+
+    async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str:
+        """Run a short command on ``host`` over its connection; its stdout. A non-zero exit
+        raises :class:`LaunchError`."""
+        remote = await self._remote(host)
+        result = await remote.run(shlex.join(argv))
+        if result.exit_status != 0:
+            raise remote.error(HostFailure.COMMAND_FAILED,
+                               f"{argv[0]} failed ({deploy.describe_status(result)}): "
+                               f"{deploy.last_lines(str(result.stderr or ''))}")
+        return str(result.stdout or "")
 
     async def close(self) -> None:
         """Close every connection; remote tasks still running see EOF and exit."""

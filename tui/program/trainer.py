@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import TaskSpec
-from tui.launch.kinds import CHECKPOINTS
+from tui.launch.kinds import CHECKPOINTS, SUMMARIES
 from tui.program.base import EventReader, OutputReader, Setting, TaskCommand, TaskContext, TaskProgram
 
 #: How the trainer is invoked after the interpreter: ``python -m trainer <flags>``.
@@ -35,6 +35,8 @@ class BuiltinTrainer(TaskProgram):
         settings = ctx.settings if ctx.spec.gpus is None else ctx.settings.replace(gpus=max(1, ctx.spec.gpus))
         if settings.checkpoint_dir is None and ctx.run_dir is not None:
             settings = settings.replace(checkpoint_dir=default_checkpoint_dir(ctx))
+        if settings.summary_dir is None and ctx.run_dir is not None:
+            settings = settings.replace(summary_dir=default_summary_dir(ctx))
         hold = (protocol.HOLD_FLAG,) if self.holds else ()
         return TaskCommand(argv=(ctx.python, *self._argv, *hold, *settings.to_argv()),
                            cwd=ctx.kind.cwd(ctx.host))
@@ -51,3 +53,10 @@ def default_checkpoint_dir(ctx: TaskContext) -> str:
     machine, ``runs/<run id>/checkpoints`` under the host's workdir on a remote one. Without
     checkpoints a cluster restart (after a ps failed) would start training over."""
     return posixpath.join(ctx.kind.run_dir(ctx.run_dir_name, ctx.run_id), CHECKPOINTS)
+
+
+def default_summary_dir(ctx: TaskContext) -> str:
+    """Where a run writes TensorBoard event files when ``summary_dir`` is not set: the
+    ``tensorboard`` folder of its run directory (so ``tensorboard --logdir runs`` shows every
+    run side by side); ``runs/<run id>/tensorboard`` under the workdir on a remote host."""
+    return posixpath.join(ctx.kind.run_dir(ctx.run_dir_name, ctx.run_id), SUMMARIES)
