@@ -31,7 +31,9 @@ How the controller and a task (``python -m trainer``, or a user's script under
 - **Ending**: the trainer's ps tasks exit 0 by themselves once every worker has finished. A
   ps under the shim ends when the controller sends it an :data:`END_LINE` line on stdin (its
   ``server.join()`` returns). Any other program's ps is stopped by the controller once the
-  workers have all exited 0, and counted as succeeded.
+  workers have all exited 0, and counted as succeeded. In a cluster with a ``chief`` job
+  (TF2's coordinator), the chief's exit 0 ends the run: every worker, evaluator and ps still
+  running is stopped at once and counted as succeeded.
 - **The controller goes away**: stdin reaching EOF (or the parent process dying) makes a task
   exit :data:`EXIT_ORPHANED` at once, so no task outlives its controller.
 - **Exit codes**: :data:`EXIT_OK` done, :data:`EXIT_FAILED` an error (an ``error`` event

@@ -14,12 +14,14 @@ One run at a time. A run:
    imports TensorFlow and builds its graph, reports ``loaded`` and waits; its stage's turn
    sends it ``go`` on stdin, and only then does it start its server. What a task runs and
    what its output means come from the run's :class:`~tui.program.base.TaskProgram`.
-3. *Running* until every worker (and the chief) has exited; a user's worker that makes no
-   progress after the target step is ended and counted as succeeded
-   (:mod:`tui.supervision.ending`). If all workers succeeded, each ps ends as the program
-   says: the trainer's ps have ``ps_exit_timeout`` seconds to exit by themselves (a ps
-   still running then failed, "did not exit", and is stopped); a ps under the shim is sent
-   ``end``; any other program's ps is stopped and counted as succeeded.
+3. *Running* until training is over, as :class:`~tui.program.ending.RunEnd` says: every
+   worker has exited, or, in a cluster with a ``chief`` job (TF2's coordinator), the chief
+   has; a user's worker that makes no progress after the target step is ended and counted
+   as succeeded (:mod:`tui.supervision.ending`). If they all succeeded, the tasks still
+   serving end as the rule says: the trainer's ps have ``ps_exit_timeout`` seconds to exit
+   by themselves (a ps still running then failed, "did not exit", and is stopped); a ps
+   under the shim is sent ``end``; any other program's ps, every evaluator, and every task
+   serving a chief are stopped at once and counted as succeeded.
    With ``fail_fast`` (the default) the first task that fails stops the rest, unless the
    restart policy (hosts.yaml ``restart:``) restarts it: a failed worker is restarted on
    its own and rejoins; a failed ps takes the model's variables with it, so the whole

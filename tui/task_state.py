@@ -62,7 +62,7 @@ class RunPhase(Enum):
     STARTING = "starting"          # the staged start is under way
     UP = "up"                      # every task was started and reported ready
     RECOVERING = "recovering"      # a cluster restart is under way
-    WORKERS_DONE = "workers_done"  # every worker finished; the ps get their chance to exit
+    WORKERS_DONE = "workers_done"  # training is over (every worker, or the chief: RunEnd); the rest end
     ENDING = "ending"              # a stop was requested or the run is over: tasks are stopped
     FINISHED = "finished"          # every task exited and the summary is out
 

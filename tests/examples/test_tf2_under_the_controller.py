@@ -1,7 +1,8 @@
 """The TF2 ParameterServerStrategy example under the headless controller, as its hosts.yaml
 says (with 2 ps, so the partitioner shards a variable across them): the coordinator trains,
 its placement and progress reach the controller through ``tfdist_report``, and once it has
-exited 0 the servers are ended: exit 0, every task succeeded, no process left."""
+exited 0 the servers (worker and ps) are ended at once: exit 0, every task succeeded (the
+summary and a notice say the chief's exit ended them), no process left."""
 
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ import yaml
 from tests.program.helpers import processes_of_runs, run_program
 from trainer import protocol
 from tui.config import apply_overrides, load_config
-from tui.events import RunFinished, TaskState, TaskStateChanged, TrainerEvent
+from tui.events import Notice, RunFinished, TaskState, TaskStateChanged, TrainerEvent
 from tui.options import ExitCode
+from tui.program.ending import HANG_AFTER
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tf2_ps_strategy"
 STEPS = 30
 #: The product's promise: the last task is gone within 10 s of the last training step.
 END_WITHIN = 10.0
+#: The servers go within this long of the chief's exit: SIGTERM at once, well before the
+#: hang watch (HANG_AFTER) could have ended them.
+SERVERS_END_WITHIN = 3.0
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -49,6 +54,12 @@ async def test_the_example_runs_to_completion_and_leaves_nothing(tmp_path: Path)
     assert placement.num_ps == 2 and min(placement.ps_bytes) > 0
     assert {v.ps for v in placement.variables if v.variable == "hidden/weights"} == {0, 1}
     last_step = max(e.t for e in reported if isinstance(e.event, protocol.Step))
-    exits = [e.t for e in run.events if isinstance(e, TaskStateChanged) and e.exit_code is not None]
-    assert max(exits) - last_step < END_WITHIN
+    exits = {e.task: e.t for e in run.events if isinstance(e, TaskStateChanged) and e.exit_code is not None}
+    assert max(exits.values()) - last_step < END_WITHIN
+    assert max(exits.values()) - exits["chief0"] < min(SERVERS_END_WITHIN, HANG_AFTER)
+    ended = "ended by the controller: chief0 finished (counted as succeeded)"
+    assert {t.name: t.reason for t in summary.tasks} == {"ps0": ended, "ps1": ended, "worker0": ended,
+                                                         "chief0": ""}
+    notices = [e.text for e in run.events if isinstance(e, Notice)]
+    assert "chief0 finished: ended worker0, ps0, ps1 (counted as succeeded)" in notices
     assert not processes_of_runs(runs)

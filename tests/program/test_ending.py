@@ -1,10 +1,38 @@
-"""The hang watch (the sync chief that hangs after its last step) and the port probe."""
+"""What ends the training (:class:`RunEnd`), the hang watch (the sync chief that hangs after
+its last step) and the port probe."""
 
 from __future__ import annotations
 
 import socket
 
-from tui.program.ending import HangWatch, port_open
+from tui.config import Job
+from tui.program.base import PsEnding
+from tui.program.ending import HangWatch, RunEnd, port_open
+
+
+def test_without_a_chief_job_every_worker_trains_and_the_ps_end_as_the_program_says() -> None:
+    rule = RunEnd.of([Job.PS, Job.WORKER, Job.WORKER, Job.EVALUATOR])
+    assert rule is RunEnd.WORKERS
+    assert [job for job in Job if rule.trains(job)] == [Job.WORKER]
+    assert rule.ending_of(Job.PS, PsEnding.EXITS) is PsEnding.EXITS
+    assert rule.ending_of(Job.PS, PsEnding.END_LINE) is PsEnding.END_LINE
+    assert rule.ending_of(Job.EVALUATOR, PsEnding.EXITS) is PsEnding.STOP
+    assert "after every worker finished" in rule.ended_reason("worker0")
+    assert rule.ended_notice("worker0", [("ps0", Job.PS)]) is None
+
+
+def test_with_a_chief_job_the_chief_alone_trains_and_everything_else_is_stopped() -> None:
+    rule = RunEnd.of([Job.PS, Job.CHIEF, Job.WORKER])
+    assert rule is RunEnd.CHIEF
+    assert [job for job in Job if rule.trains(job)] == [Job.CHIEF]
+    for job in (Job.PS, Job.WORKER, Job.EVALUATOR):
+        for ending in PsEnding:
+            assert rule.ending_of(job, ending) is PsEnding.STOP
+    assert rule.ended_reason("chief0") == "ended by the controller: chief0 finished (counted as succeeded)"
+    ended = [("ps0", Job.PS), ("evaluator0", Job.EVALUATOR), ("worker1", Job.WORKER), ("worker0", Job.WORKER)]
+    assert rule.ended_notice("chief0", ended) == \
+        "chief0 finished: ended worker1, worker0, evaluator0, ps0 (counted as succeeded)"
+    assert rule.ended_notice("chief0", []) is None
 
 
 def test_nobody_hangs_before_the_target() -> None:

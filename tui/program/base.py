@@ -33,7 +33,7 @@ class Readiness(Enum):
 
 
 class PsEnding(Enum):
-    """How a ps task ends once every worker (and the chief) has exited 0."""
+    """How a ps task ends once training is over (:class:`~tui.program.ending.RunEnd`)."""
 
     EXITS = "exits"      # it exits 0 by itself (the trainer's handshake with the workers)
     END_LINE = "end"     # the controller sends protocol.END_LINE, it exits 0 (the shim)

@@ -170,10 +170,10 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int) -> None:
     task.exited.set()
     task.settled.set()
     task.loaded.set()
-    if task in run.workers():
-        run.hangs.exited(task.name)
-        if run.progress.worker_exited(task.name):
-            run.publish_progress()
+    # (Any task that reported steps: with a chief job, a worker may have too.)
+    run.hangs.exited(task.name)
+    if run.progress.worker_exited(task.name):
+        run.publish_progress()
     if verdict is not None and verdict.then_restart:
         run.set_state(task, TaskState.BACKOFF, reason="restarting")
     elif state is TaskState.FAILED and not run.recovering and not run.stop_requested:

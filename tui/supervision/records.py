@@ -32,7 +32,7 @@ from tui.events import (
 from tui.launch.base import Launcher, PortReservation, RunningTask
 from tui.plan import TRAINER_ARGV, TaskPlan, program_for
 from tui.program.base import EventReader, OutputReader, TaskProgram
-from tui.program.ending import HangWatch
+from tui.program.ending import HangWatch, RunEnd
 from tui.progress import ProgressTracker
 from tui.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
 from tui.rundir import RunDirectory
@@ -182,6 +182,8 @@ class RunRecord:
         self.options = options
         self.program: TaskProgram = program or program_for(
             config, trainer_argv=options.trainer_argv, hold=options.hold)
+        #: When training is over: every worker, or the chief job's task (tui.program.ending).
+        self.run_end = RunEnd.of(t.job for t in tasks.values())
         #: Workers stuck after the target step (a user's sync chief): tui.supervision.ending.
         self.hangs = HangWatch(self.program.target(settings))
         self.hang_check = asyncio.Event()  # a step came in: look at the hang watch again
@@ -251,12 +253,14 @@ class RunRecord:
         return [t for t in self.tasks.values() if t.job is job]
 
     def workers(self) -> list[TaskRecord]:
-        """The tasks that train (workers and the chief): the run is over when they are."""
-        return [t for t in self.tasks.values() if t.job in (Job.WORKER, Job.CHIEF)]
+        """The tasks that train, as :attr:`run_end` says (every worker; with a chief job, the
+        chief alone): the run's training is over when they are."""
+        return [t for t in self.tasks.values() if self.run_end.trains(t.job)]
 
     def servers(self) -> list[TaskRecord]:
-        """The tasks that serve the workers (ps, evaluators): they end after the workers."""
-        return [t for t in self.tasks.values() if t.job in (Job.PS, Job.EVALUATOR)]
+        """The tasks that serve the ones that train (ps, evaluators; with a chief job, the
+        workers too): they are ended once training is over."""
+        return [t for t in self.tasks.values() if not self.run_end.trains(t.job)]
 
     @property
     def holds(self) -> bool:
@@ -287,7 +291,7 @@ class RunRecord:
             t=self.clock.time()))
 
     def check_workers_done(self) -> None:
-        """Enter WORKERS_DONE once every worker has finished (none is restarting)."""
+        """Enter WORKERS_DONE once every task that trains has finished (none is restarting)."""
         if self.phase in (RunPhase.STARTING, RunPhase.UP) and \
                 all(t.state.is_finished for t in self.workers()):
             self.enter(RunPhase.WORKERS_DONE)

@@ -9,7 +9,6 @@ import logging
 
 from trainer import protocol
 from tui.clock import Wake, first_completed
-from tui.config import Job
 from tui.events import Level, TaskState
 from tui.program.base import PsEnding
 from tui.supervision.records import RunRecord, TaskRecord, Verdict
@@ -76,24 +75,25 @@ async def kill_everything(run: RunRecord) -> None:
                 log.exception("%s: SIGKILL failed", task.name)
 
 
-#: Why a ps (or evaluator) the controller ended after the workers still counts as succeeded.
-ENDED_AFTER_WORKERS = "ended by the controller after every worker finished (counted as succeeded)"
-
-
 async def let_ps_exit(run: RunRecord) -> None:
-    """Every worker has exited: end each ps as the program's :class:`PsEnding` says. The
+    """Training is over (every task that trains exited, :attr:`RunRecord.run_end`): end each
+    serving task as the rule says (:meth:`~tui.program.ending.RunEnd.ending_of`). The
     trainer's ps exit by themselves after the workers' shutdown handshake: one still running
     after ``ps_exit_timeout`` is judged failed ("did not exit"). A ps under the shim is sent
-    ``end`` and has as long to exit; any other program's ps (and every evaluator) is simply
-    ended. Ended ones count as succeeded; the lifecycle stops whatever is still running."""
+    ``end`` and has as long to exit; any other program's ps, every evaluator, and (with a
+    chief job) every worker are simply ended at once. Ended ones count as succeeded; the
+    lifecycle stops whatever is still running."""
     waiting = [t for t in run.servers() if t.state.is_active]
     workers_ok = all(t.state is TaskState.SUCCEEDED for t in run.workers())
     if not waiting or not workers_ok:
         return  # a ps exits by itself only after every worker's clean shutdown
-    ending = run.program.ps_ending
-    for task in waiting:
-        if ending is PsEnding.STOP or task.job is Job.EVALUATOR:
-            task.judge(Verdict(TaskState.SUCCEEDED, ENDED_AFTER_WORKERS))  # the lifecycle stops it
+    rule, ending = run.run_end, run.program.ps_ending
+    ended_reason = rule.ended_reason(run.chief.name)
+    ended = [t for t in waiting if rule.ending_of(t.job, ending) is PsEnding.STOP]
+    for task in ended:
+        task.judge(Verdict(TaskState.SUCCEEDED, ended_reason))  # the lifecycle stops it
+    if notice := rule.ended_notice(run.chief.name, [(t.name, t.job) for t in ended]):
+        run.notify(Level.INFO, notice)
     waiting = [t for t in waiting if t.verdict is None]
     if not waiting:
         return
@@ -114,7 +114,7 @@ async def let_ps_exit(run: RunRecord) -> None:
     for task in waiting:
         if task.state.is_active and not run.stop_requested:
             if ending is PsEnding.END_LINE:  # told, but the program's join() did not return
-                task.judge(Verdict(TaskState.SUCCEEDED, ENDED_AFTER_WORKERS))
+                task.judge(Verdict(TaskState.SUCCEEDED, ended_reason))
             else:
                 task.judge(Verdict(TaskState.FAILED,
                                    f"did not exit within {timeout:g} s after the last worker finished"))

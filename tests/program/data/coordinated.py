@@ -1,0 +1,38 @@
+"""A cluster with no TensorFlow in it whose chief drives the training, as TF2's coordinator
+does: every task listens on its port; the workers, evaluators and ps then serve forever (like
+``server.join()``); the chief waits until every worker accepts connections, prints, and exits
+with ``--exit``."""
+
+import argparse
+import socket
+import sys
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--job", required=True)
+parser.add_argument("--address", required=True)
+parser.add_argument("--workers", required=True)
+parser.add_argument("--exit", type=int, default=0)
+args = parser.parse_args()
+
+host, port = args.address.rsplit(":", 1)
+listener = socket.create_server((host, int(port)))
+if args.job != "chief":
+    print("serving", flush=True)
+    while True:
+        connection, _ = listener.accept()
+        connection.close()
+
+deadline = time.monotonic() + 60
+for worker in args.workers.split(","):
+    worker_host, worker_port = worker.rsplit(":", 1)
+    while True:
+        try:
+            socket.create_connection((worker_host, int(worker_port)), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                sys.exit(f"worker {worker} never came up")
+            time.sleep(0.05)
+print(f"chief done, exit {args.exit}", flush=True)
+sys.exit(args.exit)

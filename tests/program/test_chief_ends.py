@@ -1,0 +1,72 @@
+"""A cluster with a ``chief`` job (TF2's coordinator) through the headless controller, with
+plain scripts: the chief's exit 0 ends the run, and the workers, evaluator and ps serving it
+are ended at once and counted as succeeded; a chief that fails is judged by the restart
+policy (its restart is no ending) and fails the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tui.events import Notice, RunOutcome, TaskStateChanged
+from tui.options import ExitCode
+from tui.program.ending import HANG_AFTER
+
+from .helpers import load, processes_of_runs, program_folder, run_program
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+SERVERS = ("worker0", "worker1", "evaluator0", "ps0")
+
+
+def hosts_yaml(chief_exit: int, extra: str = "") -> str:
+    return f"""\
+        program:
+          command: >-
+            python coordinated.py --job={{job}} --address={{address}} --workers={{worker_hosts}}
+            --exit={chief_exit}
+        cluster: {{ps: [localhost:auto], chief: [localhost:auto],
+                   worker: [localhost:auto, localhost:auto], evaluator: [localhost:auto]}}
+        {extra}
+        """
+
+
+async def test_the_chiefs_exit_0_ends_the_others_at_once_as_succeeded(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    run = await run_program(load(program_folder(tmp_path, "coordinated.py", hosts_yaml(0))), runs)
+
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    (run_dir,) = runs.iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "succeeded"
+    assert {t["name"]: t["state"] for t in summary["tasks"]} == dict.fromkeys(
+        ("chief0", *SERVERS), "succeeded")
+    reasons = {t["name"]: t["reason"] for t in summary["tasks"]}
+    assert reasons["chief0"] == ""
+    for name in SERVERS:
+        assert reasons[name] == "ended by the controller: chief0 finished (counted as succeeded)"
+    notices = [e.text for e in run.events if isinstance(e, Notice)]
+    assert "chief0 finished: ended worker0, worker1, evaluator0, ps0 (counted as succeeded)" in notices
+    exits = {e.task: e.t for e in run.events if isinstance(e, TaskStateChanged) and e.exit_code is not None}
+    # No target step is known here, so nothing but the chief's exit could have ended them.
+    assert max(exits.values()) - exits["chief0"] < HANG_AFTER / 2
+    assert not processes_of_runs(runs)
+
+
+async def test_a_failing_chief_is_restarted_and_then_fails_the_run(tmp_path: Path) -> None:
+    restart = "restart: {policy: on-failure, max_restarts: 1, backoff: 0.2}"
+    runs = tmp_path / "runs"
+    run = await run_program(load(program_folder(tmp_path, "coordinated.py", hosts_yaml(1, restart))),
+                            runs)
+
+    assert run.code is ExitCode.TASK_FAILED, run.out[-3000:]
+    (run_dir,) = runs.iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == RunOutcome.FAILED.value
+    tasks = {t["name"]: t for t in summary["tasks"]}
+    assert (tasks["chief0"]["state"], tasks["chief0"]["restarts"]) == ("failed", 1)
+    assert {name: tasks[name]["state"] for name in SERVERS} == dict.fromkeys(SERVERS, "stopped")
+    assert not any("chief0 finished" in e.text for e in run.events if isinstance(e, Notice))
+    assert not processes_of_runs(runs)
