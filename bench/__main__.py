@@ -9,8 +9,10 @@ configuration (mlp and cnn, async and sync) runs on the bare trainer, under the 
 the other. Then 5. the log flood (:mod:`bench.flood`) and 4. placement balance
 (:mod:`bench.placement`).
 
-The default size takes about 15 minutes on 2 cores (42 cluster runs); ``--reps``, ``--seconds`` and the
-flood's size make it shorter (the smoke test runs it tiny).
+Every run trains for a measurement window of ``--window`` seconds (default 10) once warm,
+its step target calibrated on this machine first (:mod:`bench.campaign`). The default size
+takes about 20 minutes on 2 cores (4 calibration runs and 42 cluster runs); ``--reps``,
+``--window`` and the flood's size make it shorter (the smoke test runs it tiny).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import flood, placement, seed_compare, startup, sync_end, throughput
+from bench import window as windows
 from bench.campaign import Plan, run_campaign, size_arguments, size_from
 from bench.report import Figure, Machine, Section, Target, load_average, table
-from bench.runs import Side
+from bench.run_records import Side
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 FLOOD_P99_TARGET = Target("<", 100.0, " ms")
@@ -38,7 +41,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line: the campaign's size, the flood's and placement's, the output."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    size_arguments(parser, reps=3, seconds=5.0, models=("mlp", "cnn"), modes=("async", "sync"))
+    size_arguments(parser, reps=3, seconds=windows.DEFAULT_SECONDS, models=("mlp", "cnn"),
+                   modes=("async", "sync"))
     parser.add_argument("--seed-modes", default="async",
                         help="modes that also run the seed-style program (default %(default)s)")
     parser.add_argument("--flood-tasks", type=int, default=8, help="log flood: tasks (default 8)")
@@ -167,7 +171,8 @@ class Report:
     sections: list[Section]
     failures: list[str]
     text: str
-    #: The tag of every cluster run (see :data:`bench.runs.TAG_ENV`).
+    #: The tag of every cluster run, the calibration runs' too (see
+    #: :data:`bench.processes.TAG_ENV`).
     tags: list[str]
 
     @property
@@ -191,7 +196,7 @@ def generate(argv: Sequence[str]) -> Report:
     def sides(model: str, mode: str) -> tuple[Side, ...]:
         return (Side.BARE, Side.HEADLESS, Side.APP, *((Side.SEED,) if mode in seed_modes else ()))
 
-    plan = Plan.build(size.models, size.modes, sides, reps=size.reps, seconds=size.seconds,
+    plan = Plan.build(size.models, size.modes, sides, reps=size.reps, seconds=size.window,
                       workers=size.workers)
     print(f"cluster runs: {plan.runs}", file=sys.stderr)
     campaign = run_campaign(plan)
@@ -211,7 +216,8 @@ def generate(argv: Sequence[str]) -> Report:
     loads.append(load_average())
     text = render(machine, command, (time.monotonic() - started) / 60, (loads[0], loads[1]),
                   size.reps, sections, campaign.failures())
-    return Report(sections, campaign.failures(), text, [r.tag for r in campaign.records])
+    return Report(sections, campaign.failures(), text,
+                  [r.tag for r in (*campaign.calibration, *campaign.records)])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,11 +4,15 @@ else the shared machine is doing hits every side alike. Each benchmark of this p
 reads its figures from the runs of one campaign; ``python -m bench`` runs one campaign for
 all of them.
 
-Sizes: a run trains for ``steps`` global steps, chosen from ``seconds`` and the nominal
-rate of each configuration on the reference machine (:data:`NOMINAL_STEPS_PER_SEC`); the
-window actually measured is reported with the figures. A seed-style run has no natural
-end: it is stopped once it has trained, warm, as long as the bare trainer of the same
-repetition did (or at its first steps when only start-up is measured).
+Sizes are times, not steps: every run is to train for a window (:mod:`bench.window`) of
+``--window`` seconds (default 10) once every worker is warm. The bare trainer and the
+controller end a run by themselves at its step target, so before the repetitions a short
+calibration run of each configuration (the bare trainer, stopped after a window of at most
+:data:`CALIBRATION_SECONDS`) measures this machine's step rate, from which the step target
+is chosen (:func:`bench.window.steps_for_window`); the window each run actually had is
+printed as it ends and reported with the figures. A seed-style run has no natural end: it
+is stopped once its window is as long as the bare trainer's of the same repetition (or at
+its first steps when only start-up is measured).
 """
 
 from __future__ import annotations
@@ -20,32 +24,45 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 
-from bench import runs
+from bench import run_records, runs
+from bench import window as windows
+from bench.processes import REPO
 from bench.report import Section, plural, ratios, values
-from bench.runs import Budget, RunConfig, RunRecord, Side
+from bench.run_records import RunConfig, RunRecord, Side
+from bench.runs import Budget
 
 #: Global steps per second of 1 ps + 2 workers on the reference machine (2 cores, shared:
-#: the bare trainer's medians in BENCHMARKS.md); only used to size runs.
+#: the bare trainer's medians in BENCHMARKS.md); only used to size runs whose calibration
+#: failed.
 NOMINAL_STEPS_PER_SEC: dict[tuple[str, str], float] = {
     ("mlp", "async"): 195.0, ("cnn", "async"): 62.0, ("mlp", "sync"): 85.0, ("cnn", "sync"): 27.0,
 }
 #: Time allowed for the warm-up steps before the measured window.
 WARMUP_SECONDS = 1.0
+#: The longest window of a calibration run (shorter when the asked window is).
+CALIBRATION_SECONDS = 3.0
+#: A step target no calibration run reaches: it is stopped after its window.
+UNBOUNDED_STEPS = 10**9
+
+
+def minimum_steps(workers: int, log_every: int) -> int:
+    """Enough global steps for every worker to get warm and report a few more steps."""
+    return workers * (windows.WARMUP_LOCAL_STEPS + 2 * log_every)
 
 
 def steps_for(model: str, mode: str, seconds: float, workers: int, log_every: int) -> int:
-    """Global steps that keep a run training for about ``seconds`` after warm-up; at least
-    enough for every worker to get warm and report a few more steps."""
+    """Global steps that keep a run training for about ``seconds`` after warm-up at the
+    reference machine's nominal rate (the size of a run whose calibration failed)."""
     rate = NOMINAL_STEPS_PER_SEC.get((model, mode), 20.0)
-    minimum = workers * (runs.WARMUP_LOCAL_STEPS + 2 * log_every)
-    return max(minimum, math.ceil(rate * (seconds + WARMUP_SECONDS)))
+    return max(minimum_steps(workers, log_every), math.ceil(rate * (seconds + WARMUP_SECONDS)))
 
 
 @dataclass(frozen=True)
@@ -54,6 +71,8 @@ class Plan:
 
     configs: tuple[tuple[RunConfig, tuple[Side, ...]], ...]
     reps: int = 3
+    #: Seconds every run is to train once warm (its window).
+    window: float = windows.DEFAULT_SECONDS
     #: Seed runs train as long as the same repetition's bare run (True), or stop at their
     #: first steps (False: start-up only).
     seed_trains: bool = True
@@ -72,7 +91,13 @@ class Plan:
                     steps = steps_for(model, mode, seconds, workers, log_every)
                     configs.append((RunConfig(model=model, mode=mode, steps=steps, workers=workers,
                                               log_every=log_every), chosen))
-        return cls(tuple(configs), reps=reps, seed_trains=seed_trains)
+        return cls(tuple(configs), reps=reps, window=seconds, seed_trains=seed_trains)
+
+    def resized(self, steps: dict[RunConfig, int]) -> Plan:
+        """The same plan with the step targets given (the others kept)."""
+        configs = tuple((replace(config, steps=steps.get(config, config.steps)), sides)
+                        for config, sides in self.configs)
+        return replace(self, configs=configs)
 
     @property
     def runs(self) -> int:
@@ -86,6 +111,8 @@ class Campaign:
 
     plan: Plan
     records: list[RunRecord] = field(default_factory=list)
+    #: The calibration runs that sized the plan's runs (:func:`calibrate`).
+    calibration: list[RunRecord] = field(default_factory=list)
     seconds: float = 0.0
 
     def of(self, config: RunConfig, side: Side) -> list[RunRecord | None]:
@@ -112,9 +139,10 @@ class Campaign:
         return plural(counts[0], "worker") if len(counts) == 1 else f"{counts} workers"
 
     def failures(self) -> list[str]:
-        """One line per failed run: which, and why."""
-        return [f"{r.config.label}, {r.side.label}, repetition {r.rep + 1}: {r.failure}"
-                for r in self.records if not r.ok]
+        """One line per failed run (calibration runs included): which, and why."""
+        calibration = [f"{r.config.label}, calibration: {r.failure}" for r in self.calibration if not r.ok]
+        return calibration + [f"{r.config.label}, {r.side.label}, repetition {r.rep + 1}: {r.failure}"
+                              for r in self.records if not r.ok]
 
 
 def _seed_window(campaign: Campaign, config: RunConfig, rep: int) -> float | None:
@@ -122,11 +150,36 @@ def _seed_window(campaign: Campaign, config: RunConfig, rep: int) -> float | Non
         return None
     for record in campaign.records:
         if record.config == config and record.side is Side.BARE and record.rep == rep and record.ok:
-            measured = runs.window(record)
+            measured = run_records.window(record)
             if measured is not None:
                 return measured.seconds
-    return max(2.0, (config.steps / NOMINAL_STEPS_PER_SEC.get((config.model, config.mode), 20.0))
-               - WARMUP_SECONDS)
+    return campaign.plan.window
+
+
+def calibrate(plan: Plan, root: Path, say: Callable[[str], None]) -> tuple[Plan, list[RunRecord]]:
+    """The plan with each configuration's step target chosen from a short bare run of it on
+    this machine, so that every run trains for about ``plan.window`` seconds once warm (the
+    nominal size where a calibration run fails); and the calibration runs."""
+    seconds = min(plan.window, CALIBRATION_SECONDS)
+    steps = {}
+    records = []
+    for number, (config, _) in enumerate(plan.configs, 1):
+        probe = replace(config, steps=UNBOUNDED_STEPS)
+        begun = time.monotonic()
+        record = runs.run(Side.BARE, probe, 0, root / f"calibration-{number}",
+                          Budget(timeout=plan.timeout, stop_after=seconds))
+        records.append(record)
+        measured = run_records.window(record) if record.ok else None
+        if measured is None:
+            say(f"calibration of {config.label} failed ({record.failure or 'no window'}): "
+                f"{config.steps} steps, from the nominal rate")
+            continue
+        steps[config] = windows.steps_for_window(
+            measured, plan.window, minimum_steps(config.workers, config.log_every))
+        say(f"calibration of {config.label}: {measured.steps_per_sec:,.1f} global steps/s over "
+            f"{measured.seconds:.1f} s: {steps[config]} steps for a {plan.window:g} s window "
+            f"({time.monotonic() - begun:.0f} s)")
+    return plan.resized(steps), records
 
 
 @contextmanager
@@ -143,19 +196,19 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 
 def warm_caches() -> None:
-    """Import what every side imports (TensorFlow, scikit-learn's digits, Textual) once, in
-    a throwaway process, so that the first measured run does not pay for a cold page cache
-    that the runs after it are spared."""
-    code = ("from trainer.tfimport import import_tf; import_tf(); from trainer import data, settings; "
-            "data.load(settings.TrainingSettings()); import textual.app, tui.app")
-    subprocess.run([sys.executable, "-c", code], cwd=runs.REPO, stdout=subprocess.DEVNULL,
+    """Import what the app imports (Textual) once, in a throwaway process, so that the first
+    measured run does not pay for a cold page cache that the runs after it are spared (the
+    calibration runs do the same for TensorFlow and the data)."""
+    code = "import textual.app, tui.app"
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, timeout=120, check=False)
 
 
 def run_campaign(plan: Plan, *, progress: Callable[[str], None] | None = None,
                  workdir: Path | None = None) -> Campaign:
-    """Run every repetition of the plan, interleaved; each run's files go to a temporary
-    directory (removed at the end unless ``workdir`` is given)."""
+    """Calibrate the plan's run sizes, then run every repetition of it, interleaved; each
+    run's files go to a temporary directory (removed at the end unless ``workdir`` is
+    given)."""
     say = progress or (lambda text: print(text, file=sys.stderr, flush=True))
     campaign = Campaign(plan)
     started = time.monotonic()
@@ -164,18 +217,29 @@ def run_campaign(plan: Plan, *, progress: Callable[[str], None] | None = None,
     number = 0
     try:
         with _sigterm_interrupts():
-            warm_caches()
+            # The app's imports warm up while the calibration runs start TensorFlow: both
+            # finish before the first measured run.
+            warming = threading.Thread(target=warm_caches, daemon=True)
+            warming.start()
+            try:
+                plan, campaign.calibration = calibrate(plan, root, say)
+            finally:
+                warming.join()
+            campaign.plan = plan
             for rep in range(plan.reps):
                 for config, sides in plan.configs:
                     for side in sides:
                         number += 1
                         budget = Budget(timeout=plan.timeout,
-                                        seed_window=_seed_window(campaign, config, rep)
+                                        stop_after=_seed_window(campaign, config, rep)
                                         if side is Side.SEED else None)
                         begun = time.monotonic()
                         record = runs.run(side, config, rep, root / f"{number:03d}-{side.value}", budget)
                         campaign.records.append(record)
+                        measured = run_records.window(record)
                         outcome = "ok" if record.ok else f"FAILED: {record.failure}"
+                        if measured is not None:
+                            outcome += f", window {measured.seconds:.1f} s"
                         say(f"[{number}/{plan.runs}] rep {rep + 1}, {config.label} ({config.steps} steps), "
                             f"{side.label}: {time.monotonic() - begun:.0f} s, {outcome}")
     finally:
@@ -206,7 +270,8 @@ class Size:
     """A standalone benchmark's size on the command line."""
 
     reps: int
-    seconds: float
+    #: The measurement window, seconds.
+    window: float
     workers: int
     models: tuple[str, ...]
     modes: tuple[str, ...]
@@ -216,8 +281,9 @@ def size_arguments(parser: argparse.ArgumentParser, *, reps: int, seconds: float
                    models: Sequence[str], modes: Sequence[str]) -> None:
     """The size flags every cluster benchmark takes."""
     parser.add_argument("--reps", type=int, default=reps, help=f"repetitions (default {reps})")
-    parser.add_argument("--seconds", type=float, default=seconds,
-                        help=f"training seconds per run after warm-up, roughly (default {seconds:g})")
+    parser.add_argument("--window", "--seconds", dest="window", type=float, default=seconds,
+                        metavar="SECONDS", help="seconds every run trains once warm, its "
+                        f"measurement window; run sizes are calibrated for it (default {seconds:g})")
     parser.add_argument("--workers", type=int, default=2, help="workers besides the one ps (default 2)")
     parser.add_argument("--models", default=",".join(models), help="comma-separated (default %(default)s)")
     parser.add_argument("--modes", default=",".join(modes), help="comma-separated (default %(default)s)")
@@ -228,9 +294,9 @@ def size_from(args: argparse.Namespace) -> Size:
     def split(text: str) -> tuple[str, ...]:
         return tuple(part.strip() for part in text.split(",") if part.strip())
 
-    if args.reps < 1 or args.workers < 1 or args.seconds <= 0:
-        raise SystemExit("--reps and --workers must be >= 1, --seconds > 0")
-    return Size(args.reps, args.seconds, args.workers, split(args.models), split(args.modes))
+    if args.reps < 1 or args.workers < 1 or args.window <= 0:
+        raise SystemExit("--reps and --workers must be >= 1, --window > 0")
+    return Size(args.reps, args.window, args.workers, split(args.models), split(args.modes))
 
 
 def run_alone(argv: list[str] | None, *, command: str, doc: str | None,
@@ -243,7 +309,7 @@ def run_alone(argv: list[str] | None, *, command: str, doc: str | None,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     size_arguments(parser, reps=reps, seconds=seconds, models=models, modes=modes)
     size = size_from(parser.parse_args(argv))
-    plan = Plan.build(size.models, size.modes, sides, reps=size.reps, seconds=size.seconds,
+    plan = Plan.build(size.models, size.modes, sides, reps=size.reps, seconds=size.window,
                       workers=size.workers, seed_trains=seed_trains)
     campaign = run_campaign(plan)
     print(section(campaign).markdown())

@@ -2,10 +2,11 @@
 machine's cores) versus N independent single-process trainers of the same model without a
 ps, measured in the same run, for the mlp and cnn models, once with TensorFlow's default
 thread pools and once with the controller's share of the cores (tui.resources). Every
-figure comes from a time-based window (``--seconds``, at least 10 by default) after every
-process is warm.
+figure comes from a time-based window (``--window``, 10 s by default; :mod:`bench.window`)
+after every process is warm; the windows' lengths are printed and reported beside the
+ratios.
 
-    python -m bench.scaling [--seconds 10] [--models mlp,cnn] [--workers 1,2] [--no-write]
+    python -m bench.scaling [--window 10] [--models mlp,cnn] [--workers 1,2] [--no-write]
 
 Prints the table and the ratios; writes its section of BENCHMARKS.md unless ``--no-write``.
 """
@@ -21,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import window as windows
 from bench.report import Machine, Section, load_average, replace_section, table
 from bench.scaling_runs import DATASETS, Measured, MeasureError, measure_cluster, measure_limit
 from tui.resource_settings import ThreadsMode
@@ -80,6 +82,19 @@ def _number(measured: Measured | None) -> str:
     return "failed" if measured is None else f"{measured.examples_per_sec:,.0f}"
 
 
+def _over(measured: Measured | None) -> str:
+    return "" if measured is None else f" over {measured.seconds:.1f} s"
+
+
+def _windows(row: Row) -> str:
+    """The shortest and longest window of the row's measurements."""
+    lengths = [m.seconds for m in (row.limit, *row.cluster.values()) if m is not None]
+    if not lengths:
+        return "-"
+    low, high = min(lengths), max(lengths)
+    return f"{low:.1f} s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}–{high:.1f} s"
+
+
 def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -97,7 +112,7 @@ def measure(models: Sequence[str], worker_counts: Sequence[int], seconds: float,
                     limit = None
                     print(f"limit {model} x{n}: {exc}", file=sys.stderr)
                 row = Row(model, n, limit, {})
-                say(f"{model} N={n}: limit {_number(limit)} examples/s")
+                say(f"{model} N={n}: limit {_number(limit)} examples/s{_over(limit)}")
                 for mode in MODES:
                     try:
                         row.cluster[mode], allocation = measure_cluster(
@@ -108,7 +123,8 @@ def measure(models: Sequence[str], worker_counts: Sequence[int], seconds: float,
                     except MeasureError as exc:
                         row.cluster[mode] = None
                         print(f"cluster {model} x{n} {mode.value}: {exc}", file=sys.stderr)
-                    say(f"{model} N={n} {mode.value}: cluster {_number(row.cluster[mode])} examples/s")
+                    say(f"{model} N={n} {mode.value}: cluster {_number(row.cluster[mode])} examples/s"
+                        f"{_over(row.cluster[mode])}")
                 rows.append(row)
     return rows
 
@@ -118,8 +134,9 @@ def section(rows: Sequence[Row], seconds: float) -> Section:
     machine = Machine.here()
     host = probe_local()
     intro = (
-        f"Examples/sec of all processes together over a {seconds:g} s window once every process "
-        "is past 20 steps (async, batch 64; mlp on digits, cnn on synthetic 28x28 input). "
+        f"Examples/sec of all processes together over a window of {seconds:g} s or more once "
+        f"every process is past {windows.WARMUP_LOCAL_STEPS} steps (async, batch 64; mlp on "
+        "digits, cnn on synthetic 28x28 input). "
         "**limit**: N independent single-process trainers of the same model, no ps "
         "(`bench/solo.py`), each with the controller's share of the cores (N tasks on the "
         "machine), the machine's compute limit for it; **cluster**: 1 ps + N workers of "
@@ -127,15 +144,17 @@ def section(rows: Sequence[Row], seconds: float) -> Section:
         "for the whole machine, `resources: {threads: tensorflow}`); **alloc**: the "
         "controller's share of the cores (`tui/resources.py`: intra-op threads = a ps's share "
         "of the cores, twice a worker's share capped at the machine's cores; inter-op = "
-        "max(2, intra-op)). Ratios: cluster over the limit, and alloc over TF. "
+        "max(2, intra-op)). Ratios: cluster over the limit, and alloc over TF; **windows**: "
+        "the shortest and longest window of the row's measurements. "
         f"Measured on {machine.describe()}; probed: {host.describe()}; load average "
         f"{load_average()} at the end.")
     result = Section(TITLE, COMMAND, intro)
     body = [[row.model, str(row.workers),
              _number(row.limit), *(_number(row.cluster[m]) for m in MODES),
-             *(_ratio(row.of_limit(m)) for m in MODES), _ratio(row.allocation_gain)] for row in rows]
+             *(_ratio(row.of_limit(m)) for m in MODES), _ratio(row.allocation_gain), _windows(row)]
+            for row in rows]
     result.tables.append(table(["model", "N", "limit", "cluster TF", "cluster alloc",
-                                "cluster/limit TF", "cluster/limit alloc", "alloc/TF"], body))
+                                "cluster/limit TF", "cluster/limit alloc", "alloc/TF", "windows"], body))
     shares = [f"- {row.model}, N={row.workers}: {row.shares}" for row in rows if row.shares]
     if shares:
         result.notes.append("The shares the controller gave (alloc):\n\n" + "\n".join(shares))
@@ -153,7 +172,8 @@ def default_workers() -> tuple[int, ...]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=10.0, help="window per measurement (default 10)")
+    parser.add_argument("--window", "--seconds", dest="window", type=float, default=windows.DEFAULT_SECONDS,
+                        metavar="SECONDS", help="window per measurement (default %(default)g)")
     parser.add_argument("--models", default="mlp,cnn", help=f"comma-separated, of {', '.join(DATASETS)}")
     parser.add_argument("--workers", default=None, help="comma-separated worker counts "
                                                           "(default: 1, 2, 4, ... up to the cores)")
@@ -162,10 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
     workers = tuple(int(w) for w in args.workers.split(",")) if args.workers else default_workers()
-    if args.seconds <= 0 or not models or min(workers) < 1:
-        parser.error("--seconds must be > 0, --models non-empty, --workers >= 1")
-    rows = measure(models, workers, args.seconds)
-    text = section(rows, args.seconds).markdown()
+    if args.window <= 0 or not models or min(workers) < 1:
+        parser.error("--window must be > 0, --models non-empty, --workers >= 1")
+    rows = measure(models, workers, args.window)
+    text = section(rows, args.window).markdown()
     print(text)
     if not args.no_write:
         existing = args.output.read_text(encoding="utf-8") if args.output.exists() else ""

@@ -3,12 +3,13 @@ worker cluster of the trainer's own tasks (argv and environment from tui.plan, w
 without the controller's share of the cores), and N independent :mod:`bench.solo`
 processes of the same model (the machine's compute limit for it).
 
-Every process carries a :data:`bench.runs.TAG_ENV` tag and whatever carries it is killed
+The cluster's window is the one every throughput benchmark uses (:mod:`bench.window`),
+its run stopped once the window has lasted ``seconds``. Every process carries a
+:data:`bench.processes.TAG_ENV` tag and whatever carries it is killed
 when the measurement ends, also on error or Ctrl-C."""
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -19,7 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from bench.runs import TAG_ENV, Child, kill_tagged
+from bench import window as windows
+from bench.processes import Child, environment, kill_tagged
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config import ClusterConfig, Job, TaskSpec, load_config
@@ -28,8 +30,6 @@ from tui.plan import plan_run
 from tui.resource_settings import ResourceSettings, ThreadsMode
 from tui.resources import Allocation, allocate, host_offers
 
-#: A worker counts from its first step event at or after this local step.
-WARMUP_LOCAL_STEPS = 20
 #: The longest a measurement may wait for its processes to start and warm up.
 START_TIMEOUT = 180.0
 #: The models' training settings: seed 000's CNN on synthetic 28x28 input, the MLP on digits.
@@ -52,10 +52,6 @@ def settings_for(model: str) -> TrainingSettings:
     """The training settings both measurements use for ``model`` (async, batch 64)."""
     return TrainingSettings().replace(model=model, dataset=DATASETS.get(model, "synthetic"),
                                       mode="async", steps=10**9, log_every=10)
-
-
-def _environment(tag: str, extra: dict[str, str]) -> dict[str, str]:
-    return {**os.environ, **extra, TAG_ENV: tag}
 
 
 def _wait(check: Callable[[], bool], timeout: float, children: list[Child]) -> None:
@@ -108,32 +104,28 @@ def measure_cluster(model: str, workers: int, threads: ThreadsMode, seconds: flo
     children: list[Child] = []
     try:
         for plan in plans:
-            children.append(Child(plan.name, plan.argv, _environment(tag, dict(plan.env)),
+            children.append(Child(plan.name, plan.argv, environment(tag, dict(plan.env)),
                                   on_line=collector(plan.name)))
 
         def warm() -> bool:
             with lock:
-                return all(any(s.local_step >= WARMUP_LOCAL_STEPS for s in events)
-                           for events in steps.values())
+                return windows.warm_point(list(steps.values())) is not None
 
-        _wait(warm, START_TIMEOUT, children)
-        with lock:
-            start = max((next(s for s in events if s.local_step >= WARMUP_LOCAL_STEPS)
-                         for events in steps.values()), key=lambda s: s.t)
         def window_done() -> bool:
             with lock:
-                return max(events[-1].t for events in steps.values()) >= start.t + seconds
+                return windows.reached(list(steps.values()), seconds)
 
+        _wait(warm, START_TIMEOUT, children)
         _wait(window_done, seconds + 30, children)
         with lock:
-            end = max((events[-1] for events in steps.values()), key=lambda s: s.t)
+            measured = windows.measure(list(steps.values()))
     finally:
         for child in children:
             child.kill()
         kill_tagged(tag)
-    elapsed = end.t - start.t
-    examples = (end.global_step - start.global_step) * settings.batch_size
-    return Measured(examples / elapsed, elapsed), allocation
+    assert measured is not None  # window_done held
+    # Async: one batch per global step.
+    return Measured(measured.examples_per_sec(settings.batch_size), measured.seconds), allocation
 
 
 def solo_allocation(workers: int, threads: ThreadsMode) -> Allocation:
@@ -169,7 +161,7 @@ def measure_limit(model: str, workers: int, threads: ThreadsMode, seconds: float
     try:
         for i in range(workers):
             share = allocation.shares[f"worker{i}"]
-            children.append(Child(f"solo{i}", argv, _environment(tag, share.env()),
+            children.append(Child(f"solo{i}", argv, environment(tag, share.env()),
                                   on_line=collector(f"solo{i}")))
         _wait(lambda: len(warm) == workers, START_TIMEOUT, children)
         for child in children:

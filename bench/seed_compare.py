@@ -4,17 +4,18 @@ examples/sec ratio, both measured the same way from their step events (see
 :mod:`bench.throughput`) while every worker trains. The trainer side is the bare trainer,
 so that no controller stands between the two programs. Target: >= 1.0.
 
-    python -m bench.seed_compare [--reps 3] [--seconds 5] [--models mlp,cnn] [--modes async]
+    python -m bench.seed_compare [--reps 3] [--window 10] [--models mlp,cnn] [--modes async]
 """
 
 from __future__ import annotations
 
 import sys
 
+from bench import window as windows
 from bench.campaign import Campaign, paired, per_rep, run_alone
 from bench.report import Figure, Section, Target, table, within_noise
-from bench.runs import Side
-from bench.throughput import examples_per_sec, window_seconds
+from bench.run_records import Side
+from bench.throughput import examples_per_sec, window_cell
 
 TARGET = Target(">=", 1.0)
 COMMAND = "python -m bench.seed_compare"
@@ -38,10 +39,11 @@ def section(campaign: Campaign, command: str = COMMAND) -> Section:
         "Same model (built by `trainer/models.py`), same data (`trainer/data.py`), same "
         f"batch size, optimizer and learning rate, same 1 ps + {campaign.workers_label}; the seed-style "
         "program feeds numpy batches through `feed_dict` into a `MonitoredTrainingSession` "
-        "with its defaults, the trainer reads them from its `tf.data` pipeline. A seed-style "
-        "run has no natural end (its ps joins forever): it is stopped once it has trained, "
-        "with every worker past warm-up, as long as the bare trainer of the same repetition "
-        "did.")
+        "with its defaults, the trainer reads them from its `tf.data` pipeline. Both are "
+        "measured over their windows (see section 2), the trainer's "
+        f"{campaign.plan.window:g} s or more; a seed-style run has no natural end (its ps "
+        "joins forever): it is stopped once its window is as long as the bare trainer's of "
+        "the same repetition.")
     result = Section("3. Our trainer versus the seed-style program", command, intro)
     attempted = campaign.plan.reps
     rows = []
@@ -58,18 +60,17 @@ def section(campaign: Campaign, command: str = COMMAND) -> Section:
                             attempted=attempted).cell(),
                      Figure("", per_rep(campaign, config, Side.SEED, examples_per_sec), digits=0,
                             attempted=attempted).cell(),
-                     figure.cell(),
-                     Figure("", per_rep(campaign, config, Side.SEED, window_seconds), unit=" s",
-                            digits=1, attempted=attempted).cell()])
+                     figure.cell(), window_cell(campaign, config, Side.BARE),
+                     window_cell(campaign, config, Side.SEED)])
     result.tables.append(table(["configuration", "trainer, examples/s", "seed-style, examples/s",
-                                "trainer / seed-style", "window (seed-style)"], rows))
+                                "trainer / seed-style", "window (trainer)", "window (seed-style)"], rows))
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run this benchmark alone and print its section."""
     return run_alone(argv, command=COMMAND, doc=__doc__, section=section, sides=sides,
-                     reps=3, seconds=5.0, models=("mlp", "cnn"), modes=("async",))
+                     reps=3, seconds=windows.DEFAULT_SECONDS, models=("mlp", "cnn"), modes=("async",))
 
 
 if __name__ == "__main__":

@@ -16,18 +16,17 @@ import argparse
 import sys
 import time
 
+from bench.window import DEFAULT_SECONDS, WARMUP_LOCAL_STEPS
 from trainer import data as datasets
 from trainer import placement, threads
 from trainer import settings as settings_mod
 from trainer.graph import make_optimizer
 from trainer.models import MODELS, VariableMaker
 
-WARMUP_STEPS = 20
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.solo")
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=DEFAULT_SECONDS)
     settings_mod.add_arguments(parser)
     args = parser.parse_args(argv)
     settings = settings_mod.from_namespace(args)
@@ -57,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     sess = tf.Session(graph=graph, config=config)
     sess.run(init)
     sess.run(iterator.initializer, feed_dict={x_feed: loaded.train.images, y_feed: loaded.train.labels})
-    for _ in range(WARMUP_STEPS):
+    for _ in range(WARMUP_LOCAL_STEPS):
         sess.run([train_op, loss])
     print("warm", flush=True)
     sys.stdin.readline()

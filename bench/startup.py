@@ -5,7 +5,7 @@ the first task's) to each worker's first training step, as the step events stamp
 
 Target: controller / bare <= 1.10.
 
-    python -m bench.startup [--reps 3] [--seconds 1]
+    python -m bench.startup [--reps 3] [--window 1]
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import statistics
 import sys
 from collections.abc import Callable
 
-from bench import runs
+from bench import run_records
 from bench.campaign import Campaign, paired, per_rep, run_alone
 from bench.report import Figure, Section, Target, plural, table
-from bench.runs import RunConfig, RunRecord, Side
+from bench.run_records import RunConfig, RunRecord, Side
 
 TARGET = Target("<=", 1.10)
 #: A non-chief first step this long after the chief's means SessionManager's 30 s wait.
@@ -32,7 +32,7 @@ def sides(model: str, mode: str) -> tuple[Side, ...]:
 
 def every_worker(record: RunRecord) -> float | None:
     """Seconds from launch until the last worker's first step (None if one never stepped)."""
-    firsts = runs.first_steps(record)
+    firsts = run_records.first_steps(record)
     if len(firsts) < record.config.workers:
         return None
     return max(firsts.values())
@@ -41,7 +41,7 @@ def every_worker(record: RunRecord) -> float | None:
 def worker(name: str) -> Callable[[RunRecord], float | None]:
     """The metric: seconds from launch to worker ``name``'s first step."""
     def first(record: RunRecord) -> float | None:
-        return runs.first_steps(record).get(name)
+        return run_records.first_steps(record).get(name)
 
     return first
 
@@ -67,7 +67,7 @@ def _held_back(campaign: Campaign, config: RunConfig) -> str:
     bare = per_rep(campaign, config, Side.BARE, every_worker)
     extra = [c - b for c, b in zip(controller, bare, strict=True) if c == c and b == b]
     own = _median(per_rep(campaign, config, Side.HEADLESS, own_start))
-    handoffs = _median(per_rep(campaign, config, Side.HEADLESS, runs.staged_handoffs))
+    handoffs = _median(per_rep(campaign, config, Side.HEADLESS, run_records.staged_handoffs))
     spread = [b for b in bare if b == b]
     if not extra or own is None or handoffs is None or not spread:
         return "see the table"
@@ -115,7 +115,7 @@ def section(campaign: Campaign, command: str = COMMAND) -> Section:
             Figure("", per_rep(campaign, main_config, s, own_start), unit=" s", digits=1,
                    attempted=attempted).cell() if s.is_controller else "" for s in shown]])
         rows.append(["its staged start: every task loaded → every task ready", *[
-            Figure("", per_rep(campaign, main_config, s, runs.staged_handoffs), unit=" s",
+            Figure("", per_rep(campaign, main_config, s, run_records.staged_handoffs), unit=" s",
                    attempted=attempted).cell() if s.is_controller else "" for s in shown]])
     result.tables.append(f"{main_config.label}, 1 ps + {plural(main_config.workers, 'worker')}, seconds "
                          "from launch, median (min–max):\n\n"
@@ -162,7 +162,7 @@ def _recovery_waits(campaign: Campaign, config: RunConfig) -> tuple[int, int]:
     runs_done = [r for r in campaign.of(config, Side.SEED) if r is not None]
     waited = 0
     for record in runs_done:
-        firsts = runs.first_steps(record)
+        firsts = run_records.first_steps(record)
         if "worker0" in firsts and max(firsts.values()) - firsts["worker0"] >= RECOVERY_WAIT_SEEN:
             waited += 1
     return waited, len(runs_done)

@@ -6,17 +6,17 @@ every task it started. The seed programs' ps never exit (``server.join()``), and
 chief can wait minutes for tokens (``shared/TF_NOTES.md``): no seed side here.
 Target: <= 3 s (what ``tests/trainer/test_cluster_runs.py`` holds every process to).
 
-    python -m bench.sync_end [--reps 3] [--seconds 1] [--models mlp] [--modes async,sync]
+    python -m bench.sync_end [--reps 3] [--window 1] [--models mlp] [--modes async,sync]
 """
 
 from __future__ import annotations
 
 import sys
 
-from bench import runs
+from bench import run_records
 from bench.campaign import Campaign, per_rep, run_alone
 from bench.report import Figure, Section, Target, table
-from bench.runs import Side
+from bench.run_records import Side
 
 TARGET = Target("<=", 3.0, " s")
 COMMAND = "python -m bench.sync_end"
@@ -45,7 +45,7 @@ def section(campaign: Campaign, command: str = COMMAND) -> Section:
                 cells.append("")
                 continue
             figure = Figure(f"{config.label}: {side.label}, last step to every process exited",
-                            per_rep(campaign, config, side, runs.end_seconds), unit=" s",
+                            per_rep(campaign, config, side, run_records.end_seconds), unit=" s",
                             attempted=attempted, target=TARGET,
                             held_back="see the per-task exit times in the run directories")
             result.figures.append(figure)

@@ -5,10 +5,12 @@ in CPU seconds per 1,000 events.
 
 Throughput is measured the same way for every side, from the workers' step events (the
 controller's run directory records them; the bare run's stdout is read here): global steps
-x examples per global step / seconds, between the moment every worker is past its warm-up
-steps and the moment the first worker takes its last step. Target: >= 0.97.
+x examples per global step / seconds, over the window of :mod:`bench.window`: from the
+moment every worker is past its warm-up steps until the first worker takes its last step,
+``--window`` seconds (default 10) by the campaign's calibrated run sizes; each ratio is
+reported beside the windows it was measured over. Target: >= 0.97.
 
-    python -m bench.throughput [--reps 3] [--seconds 5] [--models mlp,cnn] [--modes async,sync]
+    python -m bench.throughput [--reps 3] [--window 10] [--models mlp,cnn] [--modes async,sync]
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import os
 import statistics
 import sys
 
-from bench import runs
+from bench import run_records
+from bench import window as windows
 from bench.campaign import Campaign, paired, per_rep, run_alone
 from bench.report import Figure, Section, Target, table, within_noise
-from bench.runs import RunConfig, RunRecord, Side
+from bench.run_records import RunConfig, RunRecord, Side
 
 TARGET = Target(">=", 0.97)
 COMMAND = "python -m bench.throughput"
@@ -47,22 +50,28 @@ def sides(model: str, mode: str) -> tuple[Side, ...]:
 
 def examples_per_sec(record: RunRecord) -> float | None:
     """Examples/sec over the run's window (None without one)."""
-    measured = runs.window(record)
-    return None if measured is None else measured.examples_per_sec(record.config)
+    measured = run_records.window(record)
+    return None if measured is None else measured.examples_per_sec(record.config.examples_per_global_step)
 
 
 def window_seconds(record: RunRecord) -> float | None:
     """How long the run's window lasted (None without one)."""
-    measured = runs.window(record)
+    measured = run_records.window(record)
     return None if measured is None else measured.seconds
+
+
+def window_cell(campaign: Campaign, config: RunConfig, side: Side) -> str:
+    """The windows ``side``'s runs of ``config`` had: median (range), seconds."""
+    return Figure("", per_rep(campaign, config, side, window_seconds), unit=" s", digits=1,
+                  attempted=campaign.plan.reps).cell()
 
 
 def _window_usage(record: RunRecord) -> tuple[float, int, float] | None:
     """(controller CPU seconds, events received, window seconds) over the run's window."""
-    measured = runs.window(record)
+    measured = run_records.window(record)
     if measured is None:
         return None
-    cpu = runs.controller_cpu(record, measured.start, measured.end)
+    cpu = run_records.controller_cpu(record, measured.start, measured.end)
     events = sum(1 for t in record.event_times if measured.start <= t <= measured.end)
     if cpu is None or events == 0:
         return None
@@ -124,12 +133,13 @@ def section(campaign: Campaign, command: str = COMMAND) -> Section:
     intro = (
         "Examples/sec of one run, from the workers' `step` events: global steps x examples "
         "per global step (batch 64; x workers in sync mode) per second, from the moment every "
-        f"worker is past local step {runs.WARMUP_LOCAL_STEPS} until the first worker's last "
-        f"step. 1 ps + {campaign.workers_label}, digits, step events every {_log_every(campaign)} "
-        "local steps (and at least once a second). The controller's CPU is its own process's "
-        "user+system time (psutil, "
-        "sampled every 0.1 s) over the same window, per trainer event it received in that "
-        "window.")
+        f"worker is past local step {windows.WARMUP_LOCAL_STEPS} until the first worker's last "
+        f"step: a window of {campaign.plan.window:g} s or more (each run's step target is "
+        "chosen from a short calibration run on this machine; the windows the runs had are "
+        f"beside the ratios). 1 ps + {campaign.workers_label}, digits, step events every "
+        f"{_log_every(campaign)} local steps (and at least once a second). The controller's "
+        "CPU is its own process's user+system time (psutil, sampled every 0.1 s) over the "
+        "same window, per trainer event it received in that window.")
     result = Section("2. Throughput under supervision", command, intro)
     attempted = campaign.plan.reps
     rows, cpu_rows = [], []
@@ -138,11 +148,11 @@ def section(campaign: Campaign, command: str = COMMAND) -> Section:
             continue
         bare = Figure("", per_rep(campaign, config, Side.BARE, examples_per_sec), digits=0,
                       attempted=attempted)
-        cells = [bare.cell()]
+        cells = [bare.cell(), window_cell(campaign, config, Side.BARE)]
         cpu_cells = []
         for side in FRONTS:
             if not campaign.has(config, side):
-                cells.append("")
+                cells += ["", ""]
                 cpu_cells += ["", ""]
                 continue
             figure = Figure(f"{config.label}: {side.label} / bare trainer, examples/sec",
@@ -150,21 +160,19 @@ def section(campaign: Campaign, command: str = COMMAND) -> Section:
                             attempted=attempted, target=TARGET,
                             held_back=_held_back(campaign, config, side))
             result.figures.append(figure)
-            cells.append(figure.cell())
+            cells += [figure.cell(), window_cell(campaign, config, side)]
             cpu_cells.append(Figure("", per_rep(campaign, config, side, cpu_per_1000_events),
                                     attempted=attempted).cell())
             share = per_rep(campaign, config, side, core_share)
             cpu_cells.append(Figure("", tuple(100 * s for s in share), unit=" %", digits=0,
                                     attempted=attempted).cell())
-        window = Figure("", per_rep(campaign, config, Side.BARE, window_seconds), unit=" s",
-                        digits=1, attempted=attempted)
-        rows.append([config.label, *cells, window.cell()])
+        rows.append([config.label, *cells])
         rate = Figure("", per_rep(campaign, config, Side.HEADLESS, events_per_sec), digits=0,
                       attempted=attempted)
         cpu_rows.append([config.label, rate.cell(), *cpu_cells])
-    result.tables.append(table(["configuration", "bare trainer, examples/s",
-                                "controller --no-ui / bare", "Textual app / bare",
-                                "window (bare)"], rows))
+    result.tables.append(table(["configuration", "bare trainer, examples/s", "window (bare)",
+                                "controller --no-ui / bare", "window (--no-ui)",
+                                "Textual app / bare", "window (app)"], rows))
     result.tables.append("What supervising costs the controller process, over the same window:\n\n"
                          + table(["configuration", "events/s", "--no-ui: CPU s per 1,000 events",
                                   "--no-ui: % of a core", "app: CPU s per 1,000 events",
@@ -177,7 +185,7 @@ def section(campaign: Campaign, command: str = COMMAND) -> Section:
 def main(argv: list[str] | None = None) -> int:
     """Run this benchmark alone and print its section."""
     return run_alone(argv, command=COMMAND, doc=__doc__, section=section, sides=sides,
-                     reps=3, seconds=5.0, models=("mlp", "cnn"), modes=("async", "sync"))
+                     reps=3, seconds=windows.DEFAULT_SECONDS, models=("mlp", "cnn"), modes=("async", "sync"))
 
 
 if __name__ == "__main__":

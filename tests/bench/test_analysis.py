@@ -7,10 +7,11 @@ import math
 
 import pytest
 
-from bench import runs
+from bench import run_records
 from bench.campaign import steps_for
 from bench.report import Figure, Target, ratios, within_noise
-from bench.runs import RunConfig, RunRecord, Side, TaskRecord
+from bench.run_records import RunConfig, RunRecord, Side, TaskRecord
+from bench.window import WARMUP_LOCAL_STEPS, Window
 from trainer import protocol
 
 
@@ -33,33 +34,35 @@ def record(side: Side = Side.BARE, mode: str = "async") -> RunRecord:
 
 
 def test_window_runs_from_every_worker_warm_to_the_first_last_step() -> None:
-    window = runs.window(record())
-    assert window == runs.Window(start=104.0, end=110.0, start_step=45, end_step=195)
-    assert window.examples_per_sec(RunConfig(mode="async")) == pytest.approx(150 * 64 / 6)
-    assert window.examples_per_sec(RunConfig(mode="sync", workers=2)) == pytest.approx(2 * 150 * 64 / 6)
+    window = run_records.window(record())
+    assert window == Window(start=104.0, end=110.0, start_step=45, end_step=195)
+    asynchronous = RunConfig(mode="async")
+    assert window.examples_per_sec(asynchronous.examples_per_global_step) == pytest.approx(150 * 64 / 6)
+    sync = RunConfig(mode="sync", workers=2)
+    assert window.examples_per_sec(sync.examples_per_global_step) == pytest.approx(2 * 150 * 64 / 6)
 
 
 def test_no_window_while_a_worker_is_not_warm() -> None:
     cold = record()
     cold.tasks["worker1"].steps = cold.tasks["worker1"].steps[:1]
-    assert runs.window(cold) is None
-    assert runs.warm_start(cold) is None
+    assert run_records.window(cold) is None
+    assert run_records.warm_start(cold) is None
 
 
 def test_first_steps_and_end_latency() -> None:
     run = record()
-    assert runs.first_steps(run) == {"worker0": 2.0, "worker1": 2.5}
-    assert runs.end_seconds(run) == pytest.approx(111.2 - 111.0)
+    assert run_records.first_steps(run) == {"worker0": 2.0, "worker1": 2.5}
+    assert run_records.end_seconds(run) == pytest.approx(111.2 - 111.0)
     controller = record(Side.HEADLESS)
     controller.controller_exited_at = 112.0
-    assert runs.end_seconds(controller) == pytest.approx(1.0)
+    assert run_records.end_seconds(controller) == pytest.approx(1.0)
 
 
 def test_controller_cpu_is_interpolated_between_samples() -> None:
     run = record(Side.HEADLESS)
     run.cpu_samples = [(100.0, 1.0), (105.0, 2.0), (110.0, 4.0)]
-    assert runs.controller_cpu(run, 102.5, 107.5) == pytest.approx(3.0 - 1.5)
-    assert runs.controller_cpu(run, 99.0, 107.5) is None  # not sampled that early
+    assert run_records.controller_cpu(run, 102.5, 107.5) == pytest.approx(3.0 - 1.5)
+    assert run_records.controller_cpu(run, 99.0, 107.5) is None  # not sampled that early
 
 
 def test_figures_quote_median_range_and_verdict() -> None:
@@ -77,16 +80,16 @@ def test_figures_quote_median_range_and_verdict() -> None:
 
 def test_run_sizes_leave_room_for_warm_up() -> None:
     assert steps_for("mlp", "async", 5.0, 2, 10) == math.ceil(195 * 6)
-    assert steps_for("cnn", "sync", 0.1, 2, 10) == 2 * (runs.WARMUP_LOCAL_STEPS + 20)
+    assert steps_for("cnn", "sync", 0.1, 2, 10) == 2 * (WARMUP_LOCAL_STEPS + 20)
 
 
 def test_staged_handoffs_need_every_task_loaded_and_ready() -> None:
     run = record(Side.HEADLESS)
     for name, loaded, ready in (("ps0", 101.0, 101.1), ("worker0", 101.5, 101.6), ("worker1", 101.4, 101.7)):
         run.tasks[name].milestones.update(loaded=loaded, ready=ready)
-    assert runs.staged_handoffs(run) == pytest.approx(101.7 - 101.5)
+    assert run_records.staged_handoffs(run) == pytest.approx(101.7 - 101.5)
     del run.tasks["worker1"].milestones["loaded"]
-    assert runs.staged_handoffs(run) is None
+    assert run_records.staged_handoffs(run) is None
 
 
 def test_a_miss_within_the_spread_is_called_noise() -> None:
