@@ -79,6 +79,8 @@ class TaskInfo:
     port: int
     #: Its share of the host's cores and GPUs (tui.resources), e.g. ``1 core, GPU 0``.
     share: str = ""
+    #: The same share in a few characters for the task table, e.g. ``1c/2t g0``.
+    share_brief: str = ""
 
     @property
     def address(self) -> str:

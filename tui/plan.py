@@ -64,8 +64,10 @@ class TaskPlan:
 
     @property
     def info(self) -> TaskInfo:
+        share = self.share
         return TaskInfo(self.spec.name, self.spec.job, self.spec.index, self.spec.host, self.port,
-                        self.share.describe() if self.share is not None else "")
+                        share.describe() if share is not None else "",
+                        share.brief() if share is not None else "")
 
     @property
     def command(self) -> str:

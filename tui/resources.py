@@ -136,6 +136,17 @@ class TaskShare:
             text += f", GPU {','.join(self.gpus)}"
         return text
 
+    def brief(self) -> str:
+        """The share in a task-table cell: ``1c`` / ``2c/4t g0,1`` (cores, intra-op threads
+        where they differ, GPUs); ``?c`` for a host not probed. Pinned CPUs are left to
+        :meth:`describe`: the table has no room for them."""
+        text = f"{self.cores or '?'}c"
+        if self.intra_op is not None and self.intra_op != self.cores:
+            text += f"/{self.intra_op}t"
+        if self.gpus:
+            text += f" g{','.join(self.gpus)}"
+        return text
+
 
 @dataclass(frozen=True)
 class Allocation:

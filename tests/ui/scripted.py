@@ -47,9 +47,10 @@ class ScriptedCore:
         pass
 
 
-TASKS = (TaskInfo("ps0", Job.PS, 0, "localhost", 40001), TaskInfo("ps1", Job.PS, 1, "localhost", 40002),
-         TaskInfo("worker0", Job.WORKER, 0, "localhost", 40003),
-         TaskInfo("worker1", Job.WORKER, 1, "localhost", 40004))
+TASKS = (TaskInfo("ps0", Job.PS, 0, "localhost", 40001, "1 core", "1c"),
+         TaskInfo("ps1", Job.PS, 1, "localhost", 40002, "1 core", "1c"),
+         TaskInfo("worker0", Job.WORKER, 0, "localhost", 40003, "2 cores (4 threads), GPU 0", "2c/4t g0"),
+         TaskInfo("worker1", Job.WORKER, 1, "localhost", 40004, "2 cores (4 threads), GPU 1", "2c/4t g1"))
 
 
 def placement(num_ps: int = 2, partitions: int = 1, strategy: str = "round_robin") -> protocol.Placement:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,9 @@ async def test_task_keys_against_a_real_cluster(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
         await until(pilot, lambda: all_running(app), what="the cluster running")
         first_run = app.dashboard.run_id
+        # Each task's share of this machine (tui.resources) is a column: cores, threads.
+        shares = {name: app.table.get_cell(name, "share") for name in app.dashboard.rows}
+        assert all(re.fullmatch(r"\d+c(/\d+t)?", share) for share in shares.values()), shares
         await pilot.press("down", "down")
         assert app.table.selected == "worker1"
 

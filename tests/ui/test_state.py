@@ -103,7 +103,9 @@ def test_restarts_count_launches_across_relaunches() -> None:
 def test_each_tasks_share_of_its_host_opens_its_log() -> None:
     import dataclasses
 
-    tasks = (dataclasses.replace(TASKS[0], share="1 core"), *TASKS[1:])
+    tasks = (dataclasses.replace(TASKS[0], share="1 core", share_brief="1c"),
+             *(dataclasses.replace(task, share="", share_brief="") for task in TASKS[1:]))
     d = folded([RunStarted(run_id="r", run_dir=Path("/r"), tasks=tasks, settings=TrainingSettings(), t=T0)])
     assert d.logs["ps0"].lines[-1] == "── ps0 on localhost: 1 core"
+    assert (d.rows["ps0"].share, d.rows["worker0"].share) == ("1c", "")  # the table's column
     assert not any("core" in line for line in d.logs["worker0"].lines)  # no share, no line

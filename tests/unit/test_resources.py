@@ -87,6 +87,8 @@ def test_gpus_ps_hidden_and_workers_get_disjoint_devices(tmp_path: Path) -> None
     assert gpus == {"ps0": (), "worker0": ("0", "1"), "worker1": ("2",), "worker2": ("3",)}
     assert allocation.notes == ()
     assert allocation.shares["worker0"].describe() == "4 cores (8 threads), GPU 0,1"
+    assert [allocation.shares[name].brief() for name in ("ps0", "worker0", "worker1")] == \
+        ["4c", "4c/8t g0,1", "4c/8t g2"]
     # Asked-for devices sort by config order; the plan gives worker0 one tower per device.
     plans = plan_run(cluster, cluster.training, {"ps0": 2222, "worker0": 2223, "worker1": 2224,
                                                  "worker2": 2225}, "r", allocation=allocation)
@@ -132,7 +134,7 @@ def test_unprobed_host_keeps_defaults_but_hides_its_ps(tmp_path: Path) -> None:
     cluster = config(tmp_path, "cluster:\n  ps: [h:1]\n  worker: [h:2]\n")
     shares = allocate(cluster, {}).shares
     assert shares["worker0"].env() == {} and shares["ps0"].env() == {"CUDA_VISIBLE_DEVICES": ""}
-    assert shares["worker0"].describe() == "? cores"
+    assert shares["worker0"].describe() == "? cores" and shares["worker0"].brief() == "?c"
 
 
 def test_resources_section_overrides_per_job_and_task_and_pins(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ class TaskRow:
 
     name: str
     address: str
+    share: str = ""  # its share of its host, briefly (TaskInfo.share_brief)
     state: TaskState = TaskState.PENDING
     pid: int | None = None
     exit_code: int | None = None
@@ -151,7 +152,7 @@ class Dashboard:
         previous = self.rows
         self.rows = {}
         for info in event.tasks:
-            row = TaskRow(info.name, info.address)
+            row = TaskRow(info.name, info.address, info.share_brief)
             # Restarts count across relaunches of the same cluster.
             if info.name in previous:
                 row.launches = previous[info.name].launches

@@ -74,9 +74,10 @@ class StatusBar(Static):
 class TaskTable(DataTable[Text | str]):
     """One row per task; the cursor row is the selected task."""
 
-    # Fits 80 columns with the cell padding; the reason of a failure is in the log pane.
+    # Up to "out" fits 80 columns with the cell padding; the share comes last, seen from
+    # about 92 columns (or by scrolling right). The reason of a failure is in the log pane.
     COLUMNS = (("task", 8), ("address", 15), ("state", 12), ("pid", 7), ("rst", 3),
-               ("step", 7), ("ex/s", 7), ("out", 4))
+               ("step", 7), ("ex/s", 7), ("out", 4), ("share", 10))
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -115,7 +116,7 @@ class TaskTable(DataTable[Text | str]):
             name, row.address, state, str(row.pid or "-"), str(row.restarts),
             "-" if row.local_step is None else str(row.local_step),
             "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
-            row.output_age(now),
+            row.output_age(now), row.share or "-",
         ]
 
 
