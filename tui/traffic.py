@@ -373,16 +373,6 @@ class TrafficMonitor:
         return sample
 
 
-async def run_local_command(argv: Sequence[str]) -> str:
-    """Run ``argv`` on this machine; its stdout. Raises OSError when it cannot run or fails."""
-    process = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await process.communicate()
-    if process.returncode != 0:
-        raise OSError(f"{argv[0]} exited with {process.returncode}: {err.decode(errors='replace').strip()}")
-    return out.decode(errors="replace")
-
-
 def format_rate(per_sec: float) -> str:
     return format_bytes(per_sec) + "/s"
 

@@ -1,13 +1,18 @@
 """What ends the training (:class:`RunEnd`), the hang watch (the sync chief that hangs after
-its last step) and the port probe."""
+its last step), the CPU sample that tells a hung task from a working one, and the port probe."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import subprocess
+import sys
 
-from tui.config import Job
+from tui.config import HostSpec, Job
+from tui.launch.local import LocalLauncher
 from tui.program.base import PsEnding
 from tui.program.ending import HangWatch, RunEnd, port_open
+from tui.supervision.busy import CLOCK_TICKS, cores_used, group_cpu_seconds
 
 
 def test_without_a_chief_job_every_worker_trains_and_the_ps_end_as_the_program_says() -> None:
@@ -54,6 +59,53 @@ def test_a_worker_stuck_after_the_target_is_hung_after_the_grace() -> None:
     watch.step("worker1", 101, 0, 11.0)
     watch.exited("worker1")
     assert watch.hung(15.0) == ["worker0"]
+
+
+def test_a_worker_found_working_is_looked_at_again_later_and_said_once() -> None:
+    watch = HangWatch(target=100, after=3.0)
+    watch.started("worker0", 0.0)
+    watch.step("worker0", 100, 0, 10.0)
+    assert watch.hung(13.0) == ["worker0"]
+    assert watch.working("worker0", 15.0) is True  # its CPU sample ended at 15
+    assert watch.hung(17.9) == [] and watch.next_check(15.0) == 3.0
+    assert watch.hung(18.0) == ["worker0"]
+    assert watch.working("worker0", 20.0) is False
+
+
+def test_cpu_time_of_a_process_group_from_proc_stat_lines() -> None:
+    stat = "\n".join([
+        # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+        "100 (python) S 1 100 100 0 -1 4194560 10 0 0 0 250 50 0 0 20 0 9",
+        "101 (a) b (c)) R 100 100 100 0 -1 4194560 10 0 0 0 30 20 0 0 20 0 1",  # ")" in its name
+        "102 (python) S 1 102 102 0 -1 4194560 10 0 0 0 999 999 0 0 20 0 1",   # another group
+        "103 (torn",                                                              # cut short
+    ])
+    assert group_cpu_seconds(stat, 100) == (250 + 50 + 30 + 20) / CLOCK_TICKS
+    assert group_cpu_seconds(stat, 104) is None
+
+
+async def test_cpu_use_is_unknown_where_the_launcher_runs_no_commands_after_the_same_time() -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    assert await cores_used(object(), HostSpec("h", "h"), 100, sleep, 2.0) is None
+    assert slept == [2.0]  # a hang is judged after the same quiet time either way
+
+
+async def test_the_cores_a_busy_process_group_of_this_machine_uses() -> None:
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    idle = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        local = HostSpec("localhost", "127.0.0.1")
+        assert (await cores_used(LocalLauncher(), local, busy.pid, asyncio.sleep, 1.0) or 0) > 0.2
+        assert await cores_used(LocalLauncher(), local, idle.pid, asyncio.sleep, 1.0) == 0.0
+    finally:
+        for process in (busy, idle):
+            process.kill()
+            process.wait()
+    assert await cores_used(LocalLauncher(), local, busy.pid, asyncio.sleep, 1.0) is None  # gone
 
 
 def test_an_unknown_target_judges_nobody_until_a_task_reports_one() -> None:

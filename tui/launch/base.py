@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tui.config import HostSpec, TaskSpec
 from tui.launch.lines import OutputLine
@@ -148,3 +148,11 @@ class Launcher(Protocol):
     async def close(self) -> None:
         """Release what the launcher holds (connections, reservations)."""
         ...
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    """A launcher that can run a short command on its hosts (``ss`` for traffic counters,
+    ``ps`` for a task's CPU time). Raises OSError or :class:`LaunchError` when it cannot."""
+
+    async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str: ...

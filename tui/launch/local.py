@@ -155,9 +155,24 @@ class LocalLauncher:
     async def close(self) -> None:
         return None
 
+    async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str:
+        """Run a short command on this machine; its stdout (OSError when it fails)."""
+        self._require_local(host)
+        return await run_local_command(argv)
+
     @staticmethod
     def _require_local(host: HostSpec) -> None:
         if not host.is_local:
             kind = host.launch_kind.value
             raise LaunchError(f"host {host.name}: {kind} hosts' tasks are started by the "
                               f"{kind.upper()} launcher (the router picks it), not the local one")
+
+
+async def run_local_command(argv: Sequence[str]) -> str:
+    """Run ``argv`` on this machine; its stdout. Raises OSError when it cannot run or fails."""
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await process.communicate()
+    if process.returncode != 0:
+        raise OSError(f"{argv[0]} exited with {process.returncode}: {err.decode(errors='replace').strip()}")
+    return out.decode(errors="replace")

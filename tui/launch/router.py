@@ -14,6 +14,7 @@ from tui.config import ClusterConfig, HostKind, HostSpec, TaskSpec
 from tui.launch import sweep
 from tui.launch.base import (
     DEFAULT_CONNECT_TIMEOUT,
+    CommandRunner,
     ConnectReport,
     Launcher,
     LaunchError,
@@ -22,7 +23,7 @@ from tui.launch.base import (
     RunningTask,
 )
 from tui.launch.kinds import KINDS
-from tui.traffic import run_local_command
+from tui.launch.local import run_local_command
 
 if TYPE_CHECKING:
     from tui.launch.ssh import SSHLauncher
@@ -45,13 +46,6 @@ class LeftoverSearch(Protocol):
 
     async def stop_leftovers(self, host: HostSpec, tasks: Sequence[sweep.LeftoverTask],
                              grace: float = sweep.DEFAULT_STOP_GRACE) -> list[sweep.StoppedLeftover]: ...
-
-
-@runtime_checkable
-class CommandRunner(Protocol):
-    """A launcher that can run a short command on its hosts (``ss`` for traffic counters)."""
-
-    async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str: ...
 
 
 class Router:

@@ -15,8 +15,12 @@ from tui.config import Job
 from tui.program.base import PsEnding
 
 #: Once the target step is reached, a worker whose global step has not advanced for this
-#: long is ended (and counted as succeeded): well inside the 10 s the product promises.
+#: long is ended (and counted as succeeded) unless its processes are busy: well inside the
+#: 10 s the product promises.
 HANG_AFTER = 5.0
+#: The last seconds of :data:`HANG_AFTER`, over which a candidate's CPU time is sampled
+#: (:mod:`tui.supervision.busy`); its clock ticks are 1/100 s, so 2 s resolve 0.5 % of a core.
+CPU_SAMPLE = 2.0
 #: How often a task's port is tried while it is starting.
 PORT_PROBE_INTERVAL = 0.25
 
@@ -79,9 +83,11 @@ class HangWatch:
     hung: a program that ignores ``{steps}`` may rightly train past it)."""
 
     target: int
-    after: float = HANG_AFTER
+    #: Quiet seconds after which a worker is a candidate; the supervisor then samples its CPU.
+    after: float = HANG_AFTER - CPU_SAMPLE
     _advanced: dict[str, tuple[int, float]] = field(default_factory=dict)  # task -> (step, when)
     _reached_at: float | None = None
+    _working: set[str] = field(default_factory=set)  # found busy past the target (said once)
 
     def started(self, task: str, now: float) -> None:
         """``task`` (a worker or the chief) was launched."""
@@ -99,6 +105,17 @@ class HangWatch:
 
     def exited(self, task: str) -> None:
         self._advanced.pop(task, None)
+
+    def working(self, task: str, now: float) -> bool:
+        """``task`` did not move but its process is busy (saving, exporting, evaluating after
+        its last step): look again :attr:`after` seconds from ``now``. True the first time,
+        so that it is said once."""
+        last = self._advanced.get(task)
+        if last is not None:
+            self._advanced[task] = (last[0], now)
+        first = task not in self._working
+        self._working.add(task)
+        return first
 
     @property
     def reached(self) -> bool:

@@ -1,12 +1,18 @@
 """A cluster with no TensorFlow in it, for the controller's sake: the ps listens on its port
 (and never exits, like ``server.join()``); each worker listens on its port too and takes
 steps of a global step shared through a file in the checkpoint directory, checks its ps is
-reachable before each, and exits 1 with an UnavailableError-like line when it is not."""
+reachable before each, and exits 1 with an UnavailableError-like line when it is not.
+
+``--after`` says what worker 0 (the chief) does after the last step: ``exit``; ``hang``,
+block without using the CPU, as a sync chief waiting for a gradient that never comes; or
+``work:SECONDS``, compute for that long (an export after training) and write ``exported``
+into the checkpoint directory before it exits."""
 
 import argparse
 import os
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +22,8 @@ parser.add_argument("--address", required=True)
 parser.add_argument("--ps", required=True)
 parser.add_argument("--steps", type=int, required=True)
 parser.add_argument("--ckpt", required=True)
+parser.add_argument("--index", type=int, default=0)
+parser.add_argument("--after", default="exit")
 args = parser.parse_args()
 
 if args.job == "ps":
@@ -47,3 +55,12 @@ while True:
     print(f"Step: {step + 1}, Cost: {1 / (step + 1):.3f}", flush=True)
     time.sleep(0.05)
 print("done", flush=True)
+if args.index == 0 and args.after == "hang":
+    threading.Event().wait()
+elif args.index == 0 and args.after.startswith("work:"):
+    until = time.monotonic() + float(args.after.split(":", 1)[1])
+    total = 0
+    while time.monotonic() < until:
+        total += sum(range(10_000))
+    (Path(args.ckpt) / "exported").write_text(str(total))
+    print("exported", flush=True)

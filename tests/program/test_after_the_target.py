@@ -1,0 +1,79 @@
+"""What the controller does with a chief that neither moves nor exits after the target step,
+with real processes (a TensorFlow-free toy cluster, so that only the controller's rule is
+timed): one that blocks without using the CPU is hung (the sync chief of tensorflow#13779)
+and is ended within 10 s, counted as succeeded; one that computes (an export after training)
+is working and is left to finish. The real sync chief's hang is ended in
+tests/program/test_examples.py."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from trainer import protocol
+from tui.events import ControllerEvent, Notice, RunFinished, TaskResult, TaskState, TrainerEvent
+from tui.options import ExitCode
+from tui.program.ending import HANG_AFTER
+
+from .helpers import Finished, load, processes_of_runs, program_folder, run_program
+from .test_program_runs import STEP_PATTERN
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+#: Longer than the hang rule's quiet time, so that a rule that took the export for a hang
+#: would end it before it is done.
+WORK_SECONDS = HANG_AFTER + 6
+
+
+async def run_toy(tmp_path: Path, after: str) -> Finished:
+    folder = tmp_path / after.split(":")[0]
+    folder.mkdir()
+    config = load(program_folder(folder, "toy_cluster.py", f"""\
+        program:
+          command: >-
+            python toy_cluster.py --job={{job}} --index={{index}} --address={{address}}
+            --ps={{ps_hosts}} --steps={{steps}} --ckpt={{checkpoint_dir}} --after={after}
+          shim: false
+          metrics: [{STEP_PATTERN}]
+        cluster: {{ps: [localhost:auto], worker: [localhost:auto, localhost:auto]}}
+        training: {{steps: 40}}
+        """))
+    return await run_program(config, folder / "runs")
+
+
+def summary_tasks(run: Finished) -> tuple[TaskResult, ...]:
+    (finished,) = [e for e in run.events if isinstance(e, RunFinished)]
+    return tuple(finished.summary.tasks)
+
+
+def last_step_time(events: list[ControllerEvent]) -> float:
+    steps = [(e.t, e.event.global_step) for e in events
+             if isinstance(e, TrainerEvent) and isinstance(e.event, protocol.Step)]
+    last = max(step for _, step in steps)
+    return min(t for t, step in steps if step == last)
+
+
+async def test_a_blocked_chief_is_ended_and_a_computing_one_is_left_to_finish(tmp_path: Path) -> None:
+    hung, working = await asyncio.gather(run_toy(tmp_path, "hang"), run_toy(tmp_path, f"work:{WORK_SECONDS}"))
+
+    for run in (hung, working):
+        assert run.code is ExitCode.OK, run.out[-3000:]
+        assert all(t.state is TaskState.SUCCEEDED for t in summary_tasks(run)), summary_tasks(run)
+
+    (chief,) = [t for t in summary_tasks(hung) if t.name == "worker0"]
+    assert chief.reason.startswith("ended by the controller: no progress for"), chief
+    ended_at = max(e.t for e in hung.events if isinstance(e, RunFinished))
+    assert ended_at - last_step_time(hung.events) < 10.0
+
+    (chief,) = [t for t in summary_tasks(working) if t.name == "worker0"]
+    assert (chief.exit_code, chief.reason) == (0, ""), chief  # it exited by itself
+    (export,) = (tmp_path / "work" / "runs").glob("*/checkpoints/exported")
+    assert int(export.read_text()) > 0
+    notices = [e.text for e in working.events if isinstance(e, Notice) and e.task == "worker0"]
+    assert sum("still working" in text for text in notices) == 1, notices
+    assert "worker0 | info: past the target step 40 and still working" in working.out
+
+    assert not processes_of_runs(tmp_path / "hang" / "runs")
+    assert not processes_of_runs(tmp_path / "work" / "runs")
