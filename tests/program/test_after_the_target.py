@@ -2,8 +2,8 @@
 with real processes (a TensorFlow-free toy cluster, so that only the controller's rule is
 timed): one that blocks without using the CPU is hung (the sync chief of tensorflow#13779)
 and is ended within 10 s, counted as succeeded; one that computes (an export after training)
-is working and is left to finish. The real sync chief's hang is ended in
-tests/program/test_examples.py."""
+is working and is left to finish, by the hang rule and the stall watchdog alike. The real
+sync chief's hang is ended in tests/program/test_examples.py."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from trainer import protocol
 from tui.events import ControllerEvent, Notice, RunFinished, TaskResult, TaskState, TrainerEvent
 from tui.options import ExitCode
 from tui.program.ending import HANG_AFTER
+from tui.restart_policy import StallPolicy
+from tui.supervisor import Supervisor, SupervisorOptions
 
 from .helpers import Finished, load, processes_of_runs, program_folder, run_program
 from .test_program_runs import STEP_PATTERN
@@ -25,6 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 #: Longer than the hang rule's quiet time, so that a rule that took the export for a hang
 #: would end it before it is done.
 WORK_SECONDS = HANG_AFTER + 6
+STALL_TIMEOUT = HANG_AFTER + 3
 
 
 async def run_toy(tmp_path: Path, after: str) -> Finished:
@@ -40,7 +43,11 @@ async def run_toy(tmp_path: Path, after: str) -> Finished:
         cluster: {{ps: [localhost:auto], worker: [localhost:auto, localhost:auto]}}
         training: {{steps: 40}}
         """))
-    return await run_program(config, folder / "runs")
+    # A stall watchdog that fails the run after 8 quiet seconds: the export prints nothing for
+    # longer, and its CPU use must count as a sign of life there too.
+    options = SupervisorOptions(stall_timeout=STALL_TIMEOUT, on_stall=StallPolicy.FAIL)
+    return await run_program(config, folder / "runs", Supervisor(config, runs_root=folder / "runs",
+                                                                  options=options))
 
 
 def summary_tasks(run: Finished) -> tuple[TaskResult, ...]:

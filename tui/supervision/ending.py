@@ -42,6 +42,7 @@ async def _judge(run: RunRecord, name: str) -> None:
     if name not in run.hangs.hung(run.clock.monotonic() - CPU_SAMPLE):
         return  # it moved or exited while its CPU was sampled
     if cores is not None and cores >= BUSY_CORES and task.state.is_active:
+        task.last_activity = run.clock.monotonic()  # so the stall watchdog leaves it be too
         if run.hangs.working(name, run.clock.monotonic()):
             run.notify(Level.INFO, f"past the target step {run.hangs.target} and still working "
                                    f"({cores:.1f} cores): left to finish", task.name)

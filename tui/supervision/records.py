@@ -114,8 +114,8 @@ class TaskRecord:
         self.launches = 0
         self.restarts = 0  # automatic restarts by the restart policy
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
-        #: Monotonic time of the task's last sign of life (launch, output): a stall
-        #: watchdog compares it with the clock.
+        #: Monotonic time of the task's last sign of life (launch, output, CPU use past the
+        #: target step): a stall watchdog compares it with the clock.
         self.last_activity = 0.0
         #: The state and reason of its last exit: where an abandoned restart goes back to.
         self.last_exit: tuple[TaskState, str] = (TaskState.PENDING, "")

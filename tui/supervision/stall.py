@@ -4,8 +4,9 @@ forever.
 A task that is hung (a GPU driver hang, a swap storm, a debugger, SIGSTOP) does not exit, so
 nothing else notices it: a sync run freezes, and every worker behind a hung ps waits. Every
 output line of a task is a sign of life (:attr:`TaskRecord.last_activity`; a worker prints a
-step event every ``log_every`` steps). The watchdog looks once a tick at the running tasks
-of a run that is up:
+step event every ``log_every`` steps), and so is a worker's CPU use past the target step
+(:mod:`tui.supervision.ending`: an export after training that prints nothing). The
+watchdog looks once a tick at the running tasks of a run that is up:
 
 - a worker is stalled when it has said nothing for ``stall_timeout`` seconds, or for a
   quarter of that while another worker is progressing (it is not the cluster that waits);
