@@ -17,11 +17,19 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class KnownFailure:
-    """A pattern in task output and the hint it deserves."""
+    """A pattern in task output and the hint it deserves. ``clues``: case-folded words of
+    which every match of ``pattern`` contains at least one; a line without any is passed
+    over before the pattern is tried (every line of every task goes through here, and most
+    show nothing: the clues make that 15 times cheaper than the patterns)."""
 
     name: str
     pattern: re.Pattern[str]
     hint: str
+    clues: tuple[str, ...]
+
+    def found_in(self, text: str, folded: str) -> bool:
+        """Whether ``text`` (``folded``: its :meth:`str.casefold`) shows this failure."""
+        return any(clue in folded for clue in self.clues) and self.pattern.search(text) is not None
 
 
 PORT_IN_USE = ("port already taken: another process holds this task's port (another controller on the "
@@ -43,17 +51,22 @@ HINTS: tuple[KnownFailure, ...] = (
     # TensorFlow's own words when its server cannot bind; the trainer's port claim
     # (trainer.portclaim) says "address already in use" before TensorFlow is even imported.
     KnownFailure("port in use", re.compile(r"address already in use|EADDRINUSE|Could not start gRPC server",
-                                           re.IGNORECASE), PORT_IN_USE),
-    KnownFailure("create session waiting", re.compile(r"CreateSession still waiting"), CREATE_SESSION),
-    KnownFailure("unavailable", re.compile(r"\bUnavailableError\b|\bUNAVAILABLE\b"), UNAVAILABLE),
+                                           re.IGNORECASE), PORT_IN_USE,
+                 ("address already in use", "eaddrinuse", "could not start grpc server")),
+    KnownFailure("create session waiting", re.compile(r"CreateSession still waiting"), CREATE_SESSION,
+                 ("createsession",)),
+    KnownFailure("unavailable", re.compile(r"\bUnavailableError\b|\bUNAVAILABLE\b"), UNAVAILABLE,
+                 ("unavailable",)),
     KnownFailure("dataset missing",
-                 re.compile(r"\bdataset\b.{0,200}?\bnot found\b", re.IGNORECASE), DATASET_MISSING),
+                 re.compile(r"\bdataset\b.{0,200}?\bnot found\b", re.IGNORECASE), DATASET_MISSING,
+                 ("not found",)),
     KnownFailure("out of memory",
                  re.compile(r"^\s*Killed\s*$"                     # the shell's note after SIGKILL
                             r"|Out of memory: Kill(?:ed)? process"  # the kernel's OOM killer
                             r"|\boom-kill\b|\bOOM when allocating\b|\bMemoryError\b"
                             r"|\bstd::bad_alloc\b|Cannot allocate memory", re.IGNORECASE),
-                 OUT_OF_MEMORY),
+                 OUT_OF_MEMORY,
+                 ("killed", "out of memory", "oom", "memoryerror", "bad_alloc", "cannot allocate memory")),
 )
 
 #: Exit codes of a process killed by SIGKILL: -9 from a local process, 137 (128 + 9) from a
@@ -65,8 +78,9 @@ def hint_for(line: str) -> str | None:
     """The hint for one line of task output, or None when it shows no known failure. Only
     the first :data:`SCAN_CHARS` characters are looked at (a task may print megabyte lines)."""
     head = line[:SCAN_CHARS]
+    folded = head.casefold()
     for known in HINTS:
-        if known.pattern.search(head):
+        if known.found_in(head, folded):
             return known.hint
     return None
 

@@ -86,7 +86,8 @@ class RunDirectory:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._logs: dict[str, IO[str]] = {}
+        #: Each task's open log and its path (made once: a flood writes thousands of lines a second).
+        self._logs: dict[str, tuple[Path, IO[str]]] = {}
         self._events: IO[str] | None = None
         self._closed = False
         #: The first write that failed, if any.
@@ -200,21 +201,21 @@ class RunDirectory:
         return self.path / "events.jsonl"
 
     def _handles(self) -> list[tuple[Path, IO[str]]]:
-        handles = [(self._log_path(task), handle) for task, handle in self._logs.items()]
+        handles = list(self._logs.values())
         return handles + ([(self._events_path, self._events)] if self._events else [])
 
     def _write_log(self, task: str, text: str) -> None:
-        handle = self._logs.get(task)
-        if handle is None:
+        log = self._logs.get(task)
+        if log is None:
+            path = self._log_path(task)
             try:
                 # Append: a restarted task keeps writing to the same log.
-                handle = open(self._log_path(task), "a", encoding="utf-8",  # noqa: SIM115
-                              errors="replace")
+                log = self._logs[task] = (path, open(path, "a", encoding="utf-8",  # noqa: SIM115
+                                                     errors="replace"))
             except OSError as exc:
-                self._failed(WriteFailure.of(self._log_path(task), exc))
+                self._failed(WriteFailure.of(path, exc))
                 return
-            self._logs[task] = handle
-        self._guarded(self._log_path(task), handle.write, text)
+        self._guarded(log[0], log[1].write, text)
 
     def _guarded(self, path: Path, action: Callable[..., object], *args: object) -> None:
         """``action(*args)``, a write to ``path``, with an OSError turned into a failure."""

@@ -12,6 +12,8 @@ import signal
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trainer.settings import Dataset
 from tui import hints
@@ -79,6 +81,19 @@ def test_every_entry_of_the_table_is_exercised_and_immutable() -> None:
     assert {hint for _, hint in RECOGNISED} == {known.hint for known in HINTS}
     with pytest.raises(dataclasses.FrozenInstanceError):
         HINTS[0].hint = "x"  # type: ignore[misc]
+
+
+LINES = st.sampled_from([line for line, _ in RECOGNISED] + NOT_RECOGNISED)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=12), LINES), max_size=4).map("".join), st.booleans())
+def test_a_failures_clues_are_in_every_line_its_pattern_matches(text: str, swap: bool) -> None:
+    """The clues only pass lines over: wherever a pattern matches, one of its clues is there."""
+    text = text.swapcase() if swap else text
+    for known in HINTS:
+        assert known.found_in(text, text.casefold()) == (known.pattern.search(text) is not None), \
+            (known.name, text)
 
 
 def test_only_the_head_of_a_huge_line_is_scanned() -> None:

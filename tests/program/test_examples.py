@@ -1,9 +1,9 @@
 """The example programs of examples/ through the headless controller, with real TensorFlow:
 a flags-style Supervisor program (async) and a TF_CONFIG MonitoredTrainingSession program
 with SyncReplicasOptimizer and two ps (sync, whose chief hangs after its last step when run
-by hand). Each ends cleanly, every task counted as succeeded, the ps tasks exiting by
-themselves once told, the last task within 10 s of the last step, nothing left behind.
-Both run at once: their staged starts mostly wait on one TensorFlow import at a time."""
+by hand, and async). Each ends cleanly, every task counted as succeeded, the ps tasks
+exiting by themselves once told, the last task within 10 s of the last step, nothing left
+behind. All run at once: their staged starts mostly wait on one TensorFlow import at a time."""
 
 from __future__ import annotations
 
@@ -21,19 +21,20 @@ from .helpers import REPO, Finished, processes_of_runs, run_program
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-EXAMPLES = (("flags_supervisor", "async"), ("tf_config_monitored", "sync"))
+#: Flags style sync runs through the app (tests/program/test_program_app.py).
+EXAMPLES = (("flags_supervisor", "async"), ("tf_config_monitored", "sync"), ("tf_config_monitored", "async"))
 
 
 async def test_the_example_programs_run_to_a_clean_end(tmp_path: Path) -> None:
     async def run(example: str, mode: str) -> Finished:
         config = apply_overrides(load_config(REPO / "examples" / example / "hosts.yaml"), steps="30",
                                  mode=mode)
-        return await run_program(config, tmp_path / example)
+        return await run_program(config, tmp_path / f"{example}-{mode}")
 
     runs = await asyncio.gather(*(run(example, mode) for example, mode in EXAMPLES))
-    for (example, _), run_ in zip(EXAMPLES, runs, strict=True):
+    for (example, mode), run_ in zip(EXAMPLES, runs, strict=True):
         check_clean_end(run_)
-        assert not processes_of_runs(tmp_path / example)
+        assert not processes_of_runs(tmp_path / f"{example}-{mode}")
 
 
 def check_clean_end(run: Finished) -> None:

@@ -26,6 +26,7 @@ from tui.launch.router import Router
 from tui.launch.ssh import SSHLauncher
 from tui.launch.sweep import StopResult
 from tui.plan import RUN_ID_ENV
+from tui.supervision.busy import BUSY_CORES, cores_used
 
 from .helpers import (
     SshServer,
@@ -119,6 +120,23 @@ async def test_kill_ends_a_task_that_ignores_sigterm(sshd: SshServer, tmp_path: 
         await process.kill()
         assert await asyncio.wait_for(process.wait(), 5) == -9
         await lines.aclose()
+
+
+async def test_the_cpu_a_remote_task_uses_is_read_over_its_connection(sshd: SshServer, tmp_path: Path,
+                                                                       stub_env: dict[str, str]) -> None:
+    """What the hang rule asks before it ends a worker past its target (tui.supervision.busy):
+    a computing task's group uses a core, a sleeping one none."""
+    host = sshd.host("a", workdir=tmp_path, env=stub_env)
+    async with launcher(sshd) as ssh:
+        busy = await ssh.start(task(0), host, python("while True: pass"), {}, None)
+        idle = await ssh.start(task(1), host, python("import time; time.sleep(60)"), {}, None)
+        try:
+            assert (await cores_used(ssh, host, busy.pid, asyncio.sleep, 1.0) or 0.0) > BUSY_CORES
+            assert await cores_used(ssh, host, idle.pid, asyncio.sleep, 1.0) == 0.0
+        finally:
+            for process in (busy, idle):
+                await process.kill()
+                await asyncio.wait_for(process.wait(), 5)
 
 
 async def test_no_value_reaches_the_remote_shell_unquoted(sshd: SshServer, tmp_path: Path,

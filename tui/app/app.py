@@ -13,7 +13,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from trainer import protocol
 from trainer.settings import Mode, PlacementStrategy, TrainingSettings
@@ -31,7 +31,15 @@ from tui.app.messages import (
 from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.state import Dashboard
-from tui.app.widgets import HintBar, LogPane, PlacementView, StatusBar, TaskTable, ThroughputView
+from tui.app.widgets import (
+    HintBar,
+    LogPane,
+    PlacementView,
+    QuietFooter,
+    StatusBar,
+    TaskTable,
+    ThroughputView,
+)
 from tui.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
 from tui.controls import CONTROLS
 from tui.describe import describe_exit
@@ -117,7 +125,7 @@ class TfdistApp(App[int]):
             with TabPane("Runs", id="runs"):
                 yield RunsView(self.options.runs_root, self.options.config.path, id="runs-view")
         yield Input(placeholder="filter logs (enter: keep, esc: clear)", id="filter")
-        yield Footer()
+        yield QuietFooter()
 
     def on_mount(self) -> None:
         self.core = self._core_factory(self)

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.coordinate import Coordinate
-from textual.widgets import DataTable, Log, ProgressBar, Sparkline, Static
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Log, ProgressBar, Sparkline, Static
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
@@ -118,6 +119,23 @@ class TaskTable(DataTable[Text | str]):
             "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
             row.output_age(now), row.share or "-",
         ]
+
+
+class QuietFooter(Footer):
+    """Textual's footer, rebuilt only when the keys it shows change. The stock one rebuilds
+    every key widget on each focus change; under a log flood that stalled pane switches that
+    move the focus (into and out of the Runs list) by 100-300 ms (``python -m bench.flood``)."""
+
+    _shown: tuple[tuple[str, str, str, bool, str], ...] | None = None
+
+    def bindings_changed(self, screen: Screen[object]) -> None:
+        shown = tuple((binding.key, binding.description, binding.action, enabled, tooltip)
+                      for _, binding, enabled, tooltip in screen.active_bindings.values()
+                      if binding.show)
+        if shown == self._shown and self._bindings_ready:
+            return
+        self._shown = shown
+        super().bindings_changed(screen)
 
 
 class HintBar(Static):
