@@ -18,8 +18,9 @@ from tui.launch.base import CommandRunner, LaunchError
 BUSY_CORES = 0.2
 #: Every process's ``stat`` line; a process gone between the glob and its read is no error.
 STAT_ARGV = ("sh", "-c", "cat /proc/[0-9]*/stat 2>/dev/null; exit 0")
-#: ``utime``/``stime`` are in clock ticks; Linux uses 100 a second on every architecture.
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: ``utime``/``stime`` are in clock ticks (100 a second on every Linux architecture, so a
+#: remote host's are taken to be this machine's).
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def group_cpu_seconds(stat_lines: str, pgid: int) -> float | None:
@@ -39,14 +40,15 @@ def group_cpu_seconds(stat_lines: str, pgid: int) -> float | None:
     return ticks / CLOCK_TICKS if found else None
 
 
-async def cores_used(launcher: object, host: HostSpec, pgid: int,
+async def cores_used(launcher: object, host: HostSpec, pgid: int | None,
                      sleep: Callable[[float], Awaitable[None]], seconds: float) -> float | None:
     """How many cores process group ``pgid`` on ``host`` used over ``seconds``; None when it
-    cannot be told (the launcher runs no commands, the host has no ``/proc``, the group is
-    gone). Takes ``seconds`` either way, so that a hang is judged after the same time."""
+    cannot be told (no pid known, the launcher runs no commands, the host has no ``/proc``,
+    the group is gone). Takes ``seconds`` either way, so that a hang is judged after the same
+    time."""
 
     async def sample() -> float | None:
-        if not isinstance(launcher, CommandRunner):
+        if pgid is None or not isinstance(launcher, CommandRunner):
             return None
         try:
             return group_cpu_seconds(await launcher.run_command(host, STAT_ARGV), pgid)

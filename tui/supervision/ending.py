@@ -35,7 +35,7 @@ async def _judge(run: RunRecord, name: str) -> None:
     """``name`` has been quiet past the target: sample its CPU over the rest of
     :data:`HANG_AFTER`, then end it if it is idle and still quiet."""
     task = run.task(name)
-    if task.pid is None or not task.state.is_active or run.stop_requested:
+    if not task.state.is_active or run.stop_requested:
         run.hangs.exited(name)
         return
     cores = await cores_used(run.launcher, task.plan.host, task.pid, run.clock.sleep, CPU_SAMPLE)
