@@ -14,9 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from tui.app import TfdistApp
-from tui.config import load_config
-from tui.options import ExitCode, RunOptions
+from tui.app.app import TfdistApp
+from tui.common.exit_codes import ExitCode
+from tui.config.load import load_config
+from tui.core.options import RunOptions
 
 #: The terminal the app thinks it has (the flood benchmark's size).
 SIZE = (120, 40)

@@ -23,13 +23,14 @@ import psutil
 from textual import events
 from textual.widgets import TabbedContent
 
-from tui.app import TfdistApp
+from tui.app.app import TfdistApp
 from tui.app.bridge import CoreBridge
-from tui.commands import StartRun
-from tui.config import load_config
-from tui.options import RunOptions
-from tui.session import Session
-from tui.supervisor import Supervisor, SupervisorOptions
+from tui.config.load import load_config
+from tui.core.commands import StartRun
+from tui.core.options import RunOptions
+from tui.core.session import Session
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
 
 
 @dataclass(frozen=True)

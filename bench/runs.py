@@ -4,7 +4,7 @@
 and for a controller its CPU time and the events it handled.
 
 - ``bare``: the very ``python -m trainer`` tasks the controller would start (argv and
-  environment from :func:`tui.plan.plan_run`, without ``--hold``), all at once, each in its
+  environment from :func:`tui.plan.tasks.plan_run`, without ``--hold``), all at once, each in its
   own session as the controller's local launcher does, stdin a pipe held open, stdout read
   here line by line. The floor: nothing supervises them.
 - ``headless``: the real CLI, ``python -m tui HOSTS.yaml --no-ui``, in its own session.
@@ -38,9 +38,9 @@ from bench import window as windows
 from bench.processes import Child, environment, kill_tagged, wait
 from bench.run_records import RunConfig, RunRecord, Side, TaskRecord
 from trainer import protocol
-from tui.config import load_config
+from tui.config.load import load_config
 from tui.launch.local_ports import reserve_free_ports
-from tui.plan import plan_run
+from tui.plan.tasks import plan_run
 
 #: How often the controller's CPU time is sampled.
 CPU_SAMPLE_SECONDS = 0.1

@@ -1,7 +1,7 @@
 """Scaling against the machine's compute limit: a 1 ps + N worker cluster (N up to the
 machine's cores) versus N independent single-process trainers of the same model without a
 ps, measured in the same run, for the mlp and cnn models, once with TensorFlow's default
-thread pools and once with the controller's share of the cores (tui.resources). Every
+thread pools and once with the controller's share of the cores (tui.plan.allocation). Every
 figure comes from a time-based window (``--window``, 10 s by default; :mod:`bench.window`)
 after every process is warm; the windows' lengths are printed and reported beside the
 ratios.
@@ -25,8 +25,8 @@ from pathlib import Path
 from bench import window as windows
 from bench.report import Machine, Section, load_average, replace_section, table
 from bench.scaling_runs import DATASETS, Measured, MeasureError, measure_cluster, measure_limit
-from tui.resource_settings import ThreadsMode
-from tui.resources import probe_local
+from tui.config.resources import ThreadsMode
+from tui.launch.probe import probe_local
 
 COMMAND = "python -m bench.scaling"
 TITLE = "7. Scaling against the compute limit"

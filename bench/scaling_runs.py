@@ -1,5 +1,5 @@
 """The two measurements of :mod:`bench.scaling`, each over a time-based window: a 1 ps + N
-worker cluster of the trainer's own tasks (argv and environment from tui.plan, with or
+worker cluster of the trainer's own tasks (argv and environment from tui.plan.tasks, with or
 without the controller's share of the cores), and N independent :mod:`bench.solo`
 processes of the same model (the machine's compute limit for it).
 
@@ -24,11 +24,12 @@ from bench import window as windows
 from bench.processes import Child, environment, kill_tagged
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.config import ClusterConfig, Job, TaskSpec, load_config
+from tui.config.cluster import ClusterConfig, Job, TaskSpec
+from tui.config.load import load_config
+from tui.config.resources import ResourceSettings, ThreadsMode
 from tui.launch.local_ports import reserve_free_ports
-from tui.plan import plan_run
-from tui.resource_settings import ResourceSettings, ThreadsMode
-from tui.resources import Allocation, allocate, host_offers
+from tui.plan.allocation import Allocation, allocate, host_offers
+from tui.plan.tasks import plan_run
 
 #: The longest a measurement may wait for its processes to start and warm up.
 START_TIMEOUT = 180.0

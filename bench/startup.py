@@ -94,7 +94,7 @@ def section(campaign: Campaign, command: str = COMMAND) -> Section:
         "--no-ui`, the bare trainer and the seed-style program from the start of their first "
         "task (all tasks at once, each in its own session, stdin a pipe, as the controller "
         "launches them). The bare tasks run exactly the controller's command lines and "
-        "environment (`tui.plan.plan_run`) without `--hold`. Seconds, then ratios of runs of "
+        "environment (`tui.plan.tasks.plan_run`) without `--hold`. Seconds, then ratios of runs of "
         "the same repetition.")
     result = Section("1. Time to first step", command, intro)
     if main_config is None:

@@ -15,9 +15,9 @@ from typing import TypeVar
 
 import psutil
 
-from tui.events import ControllerEvent, ProgressUpdate, RunStarted, TaskStateChanged, TrainerEvent
-from tui.plan import RUN_ID_ENV
-from tui.progress import ProgressTracker
+from tui.core.events import ControllerEvent, ProgressUpdate, RunStarted, TaskStateChanged, TrainerEvent
+from tui.core.progress import ProgressTracker
+from tui.launch.owner import RUN_ID_ENV
 
 T = TypeVar("T")
 

@@ -1,5 +1,5 @@
 """A task's share of its host, as the controller hands it over in the environment
-(tui.resources): thread-pool sizes for the session and server config, and the CPUs to pin
+(tui.plan.allocation): thread-pool sizes for the session and server config, and the CPUs to pin
 to. Standard library only; a task started by hand without these variables keeps
 TensorFlow's defaults."""
 

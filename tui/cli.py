@@ -2,7 +2,7 @@
 it to a front end: headless with ``--no-ui``/``--json``, else the Textual app (imported
 only then, so the core and headless mode never load Textual).
 
-Exit codes are :class:`tui.options.ExitCode`; mistakes in the config or the arguments
+Exit codes are :class:`tui.core.options.ExitCode`; mistakes in the config or the arguments
 print ``error: ...`` on stderr and exit 2, never with a traceback.
 """
 
@@ -16,13 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer import settings as training_settings
-from tui.config import ConfigError, RestartMode, apply_overrides, load_config, with_restart_mode
-from tui.controls import TOGGLES
-from tui.options import ExitCode, RunOptions
-from tui.plan import program_for
+from tui.app.controls import TOGGLES
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import RestartMode
+from tui.config.load import apply_overrides, load_config, with_restart_mode
+from tui.config.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
+from tui.config.yamlload import ConfigError
+from tui.core.options import RunOptions
+from tui.interop.textcommand import positive_int, positive_seconds
+from tui.plan.tasks import program_for
 from tui.program.base import Setting
-from tui.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
-from tui.textcommand import positive_int, positive_seconds
 
 
 @dataclass(frozen=True)
@@ -40,10 +43,10 @@ class Subcommand:
 
 #: The subcommands, by their first word; the main command is ``tfdist-tui HOSTS.yaml``.
 SUBCOMMANDS = {
-    "export": Subcommand("tui.export:main", "export HOSTS.yaml --format tfjob|tf-config|shell"),
-    "import": Subcommand("tui.importer:main", "import FILE"),
-    "sweep": Subcommand("tui.experiment_cli:sweep_main", "sweep HOSTS.yaml --set NAME=V1,V2 ..."),
-    "compare": Subcommand("tui.experiment_cli:compare_main", "compare RUN_DIR..."),
+    "export": Subcommand("tui.interop.export:main", "export HOSTS.yaml --format tfjob|tf-config|shell"),
+    "import": Subcommand("tui.interop.importer:main", "import FILE"),
+    "sweep": Subcommand("tui.experiments.cli:sweep_main", "sweep HOSTS.yaml --set NAME=V1,V2 ..."),
+    "compare": Subcommand("tui.experiments.cli:compare_main", "compare RUN_DIR..."),
 }
 #: Training settings the command line can override: those the TUI can toggle, and steps.
 OVERRIDES = (*(t.setting for t in TOGGLES), "steps")
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return headless.main(options)
     try:
-        app = importlib.import_module("tui.app")
+        app = importlib.import_module("tui.app.app")
     except ImportError as exc:
         print(f"error: the terminal UI cannot be loaded ({exc}); use --no-ui for headless mode",
               file=sys.stderr)

@@ -17,9 +17,10 @@ from collections.abc import Callable
 from typing import TextIO
 
 from trainer import protocol
-from tui.config import Job
-from tui.describe import describe_event, describe_exit, format_number
-from tui.events import (
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import Job
+from tui.core.describe import describe_event, describe_exit, format_number
+from tui.core.events import (
     ControllerEvent,
     Notice,
     ProgressUpdate,
@@ -34,11 +35,13 @@ from tui.events import (
     TrainerEvent,
     to_json,
 )
-from tui.options import ExitCode, RunOptions, exit_code_for
-from tui.progress import ProgressSnapshot
-from tui.session import Session
-from tui.supervisor import PreflightError, Supervisor
-from tui.traffic import TrafficMonitor, format_bytes
+from tui.core.exits import exit_code_for
+from tui.core.options import RunOptions
+from tui.core.progress import ProgressSnapshot
+from tui.core.session import Session
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.traffic import TrafficMonitor, format_bytes
+from tui.plan.preflight import PreflightError
 
 PROGRESS_INTERVAL = 5.0
 #: Longer output lines are cut on screen (never in the run directory's logs).

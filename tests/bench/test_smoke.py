@@ -116,7 +116,7 @@ def test_scaling_benchmark_smoke(tmp_path: Path) -> None:
     from bench.report import replace_section
     from bench.scaling import TITLE, Row, section
     from bench.scaling_runs import measure_cluster, measure_limit
-    from tui.resource_settings import ThreadsMode
+    from tui.config.resources import ThreadsMode
 
     with ThreadPoolExecutor(2) as pool:
         cluster = pool.submit(measure_cluster, "mlp", 1, ThreadsMode.AUTO, 0.5, tmp_path)

@@ -10,10 +10,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tui import cli, session
-from tui.options import RunOptions
-from tui.session import Session
-from tui.supervisor import SupervisorOptions
+from tui import cli
+from tui.core import session
+from tui.core.options import RunOptions
+from tui.core.session import Session
+from tui.core.supervisor.records import SupervisorOptions
 
 FAKE_TRAINER = Path(__file__).resolve().parent / "fake_trainer.py"
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
-from tui.events import ControllerEvent, Stream, TaskState, TaskStateChanged
+from tui.config.cluster import ClusterConfig, HostSpec, Job, TaskSpec
+from tui.core.events import ControllerEvent, TaskState, TaskStateChanged
 from tui.launch.base import ConnectReport, PortProblem, PortReservation
-from tui.launch.lines import OutputLine
+from tui.launch.lines import OutputLine, Stream
 
 
 class FakeClock:

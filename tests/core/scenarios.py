@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .clirun import (
+from tests.core.clirun import (
     REPO,
     all_running,
     kill_all,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.clirun import REPO, write_hosts
 from tui import cli, headless
-from tui.config import Job, RestartMode
-from tui.options import ExitCode, RunOptions
-
-from .clirun import REPO, write_hosts
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import Job, RestartMode
+from tui.core.options import RunOptions
 
 
 @pytest.fixture

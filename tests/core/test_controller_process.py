@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from . import scenarios
+from tests.core import scenarios
 
 
 async def test_default_run_succeeds(tmp_path: Path) -> None:

@@ -16,11 +16,13 @@ import pytest
 import yaml
 
 from tui import cli
-from tui.config import ClusterConfig, Job, RestartMode, load_config
-from tui.export import export_plans, export_ports, shell_script, tf_config_lines
-from tui.options import ExitCode
-from tui.plan import CONTROLLER_ONLY_ENV, TaskPlan, plan_run
-from tui.tfjob import REPLICA_TYPES, TFJobOptions, kubernetes_plans, tfjob_manifest
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import ClusterConfig, Job, RestartMode
+from tui.config.load import load_config
+from tui.interop.export import export_plans, export_ports, shell_script, tf_config_lines
+from tui.interop.tfjob import TFJobOptions, kubernetes_plans, tfjob_manifest
+from tui.interop.tfjob_schema import REPLICA_TYPES
+from tui.plan.tasks import CONTROLLER_ONLY_ENV, TaskPlan, plan_run
 
 # TFJob v1 (kubeflow.org/v1): the replica types and restart policies the operator accepts.
 TFJOB_REPLICA_TYPES = {"PS", "Worker", "Chief", "Master", "Evaluator"}

@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer import protocol
-from tui.events import Stream
-from tui.launch.lines import LineSplitter
+from tui.launch.lines import LineSplitter, Stream
 
 FAST = settings(max_examples=300, deadline=None)
 

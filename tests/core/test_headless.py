@@ -10,28 +10,29 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.clirun import FAKE_TRAINER
+from tests.core.fakes import make_config
 from tests.support import with_progress
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.config import Job
-from tui.events import (
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import Job
+from tui.core.events import (
     RunOutcome,
     RunStarted,
     RunSummary,
-    Stream,
-    TaskInfo,
     TaskOutput,
     TaskResult,
     TaskState,
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.core.options import RunOptions
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
 from tui.headless import JsonPrinter, Printer, clean_text, run_headless
-from tui.options import ExitCode, RunOptions
-from tui.supervisor import Supervisor, SupervisorOptions
-
-from .clirun import FAKE_TRAINER
-from .fakes import make_config
+from tui.launch.lines import Stream
+from tui.plan.tasks import TaskInfo
 
 TASKS = (TaskInfo("ps0", Job.PS, 0, "localhost", 2222),
          TaskInfo("worker0", Job.WORKER, 0, "localhost", 2223),

@@ -1,4 +1,4 @@
-"""Known-failure hints: every pattern of tui.hints on realistic TensorFlow/OS output, their
+"""Known-failure hints: every pattern of tui.core.hints on realistic TensorFlow/OS output, their
 delivery by the supervisor (once per launch, in the TaskResult, as a TaskHint event), the
 headless summary, and one real-trainer run with a missing dataset."""
 
@@ -15,16 +15,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.core.fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
 from trainer.settings import Dataset
-from tui import hints
-from tui.config import RestartMode, RestartPolicy
-from tui.events import RunOutcome, RunSummary, Stream, TaskHint, TaskResult, TaskState
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import RestartMode, RestartPolicy
+from tui.core import hints
+from tui.core.events import RunOutcome, RunSummary, TaskHint, TaskResult, TaskState
+from tui.core.hints import HINTS, hint_for, hint_for_exit
+from tui.core.options import RunOptions
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
 from tui.headless import Printer, run_headless
-from tui.hints import HINTS, hint_for, hint_for_exit
-from tui.options import ExitCode, RunOptions
-from tui.supervisor import Supervisor, SupervisorOptions
-
-from .fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
+from tui.launch.lines import Stream
 
 S = TaskState
 

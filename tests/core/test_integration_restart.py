@@ -16,16 +16,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.fakes import make_config
 from tests.support import assert_no_trainers_left
 from trainer import protocol
 from trainer.settings import Mode
-from tui.config import RestartMode, RestartPolicy
-from tui.events import ControllerEvent, RunOutcome, TaskState, TaskStateChanged, TrainerEvent
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import RestartMode, RestartPolicy
+from tui.core.events import ControllerEvent, RunOutcome, TaskState, TaskStateChanged, TrainerEvent
+from tui.core.options import RunOptions
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
 from tui.headless import run_headless
-from tui.options import ExitCode, RunOptions
-from tui.supervisor import Supervisor, SupervisorOptions
-
-from .fakes import make_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from . import scenarios
+from tests.core import scenarios
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

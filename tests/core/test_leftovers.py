@@ -14,13 +14,12 @@ import psutil
 import pytest
 
 from trainer.settings import TrainingSettings
-from tui import leftovers
-from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
+from tui.config.cluster import ClusterConfig, HostSpec, Job, TaskSpec
+from tui.core.rundir import RunDirectory
+from tui.launch import leftovers
+from tui.launch.leftover_search import StopResult
+from tui.launch.owner import CONTROLLER_ENV, RUN_ID_ENV, ControllerId, boot_id, lock_run, run_is_locked
 from tui.launch.router import Router
-from tui.launch.sweep import StopResult
-from tui.owner import CONTROLLER_ENV, ControllerId, boot_id, lock_run, run_is_locked
-from tui.plan import RUN_ID_ENV
-from tui.rundir import RunDirectory
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 

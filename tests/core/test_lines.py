@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer import protocol
-from tui.events import Stream
-from tui.launch.lines import LineSplitter, OutputLine, read_lines
+from tui.launch.lines import LineSplitter, OutputLine, Stream, read_lines
 
 
 def split(data: bytes, max_line: int = 1 << 22, chunk: int = 7) -> list[OutputLine]:

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from tests.support import async_wait_until
-from tui.config import HostSpec, Job, TaskSpec
+from tui.config.cluster import HostSpec, Job, TaskSpec
 from tui.launch.base import LaunchError
 from tui.launch.lines import OutputLine
 from tui.launch.local import LocalLauncher, LocalTask

@@ -8,11 +8,13 @@ import shlex
 import sys
 from pathlib import Path
 
+from tests.core.fakes import make_config
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.config import ClusterConfig, HostSpec, Job, TaskSpec, load_config
-from tui.describe import describe_event, describe_exit
-from tui.events import (
+from tui.config.cluster import ClusterConfig, HostSpec, Job, TaskSpec
+from tui.config.load import load_config
+from tui.core.describe import describe_event, describe_exit
+from tui.core.events import (
     Incident,
     IncidentKind,
     Level,
@@ -20,7 +22,6 @@ from tui.events import (
     RunFinished,
     RunOutcome,
     RunSummary,
-    Stream,
     TaskOutput,
     TaskResult,
     TaskState,
@@ -29,10 +30,11 @@ from tui.events import (
     to_json,
     to_record,
 )
-from tui.plan import RUN_ID_ENV, plan_run, trainer_root
-from tui.progress import ProgressTracker
-
-from .fakes import make_config
+from tui.core.progress import ProgressTracker
+from tui.launch.lines import Stream
+from tui.launch.owner import RUN_ID_ENV
+from tui.launch.package import trainer_root
+from tui.plan.tasks import plan_run
 
 
 def test_tf_config_argv_and_env_of_each_task(tmp_path: Path) -> None:

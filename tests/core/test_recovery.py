@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, finish_cleanly, make_config
 from trainer import protocol
 from trainer.settings import Mode
-from tui.config import Job, RestartMode, RestartPolicy
-from tui.events import Incident, IncidentKind, Notice, RunOutcome, TaskState, TrainerEvent
-from tui.supervisor import PEER_LOSS_SETTLE, Supervisor
-
-from .fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, finish_cleanly, make_config
+from tui.config.cluster import Job, RestartMode, RestartPolicy
+from tui.config.restart_policy import PEER_LOSS_SETTLE
+from tui.core.events import Incident, IncidentKind, Notice, RunOutcome, TaskState, TrainerEvent
+from tui.core.supervisor.lifecycle import Supervisor
 
 S = TaskState
 NAMES = ["ps0", "worker0", "worker1"]

@@ -14,17 +14,10 @@ import yaml
 from tests.core.fakes import FakeClock, FakeLauncher, Recorder, make_config
 from tests.support import fill, small_filesystem
 from trainer import protocol
-from tui.events import (
-    ControllerEvent,
-    RunOutcome,
-    RunSummary,
-    Stream,
-    TaskOutput,
-    TaskState,
-    TaskStateChanged,
-)
-from tui.rundir import RunDirectory, WriteFailure, new_run_id
-from tui.supervisor import Supervisor
+from tui.core.events import ControllerEvent, RunOutcome, RunSummary, TaskOutput, TaskState, TaskStateChanged
+from tui.core.rundir import RunDirectory, WriteFailure, new_run_id
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.launch.lines import Stream
 
 
 def test_run_ids_sort_by_time_and_are_unique() -> None:
@@ -87,7 +80,7 @@ async def test_a_run_leaves_a_complete_directory(tmp_path: Path) -> None:
     assert task["tf_config"]["task"] == {"type": "worker", "index": 0}
     assert task["argv"] == list(launcher.processes["worker0"][0].argv)
     assert task["port"] == int(worker_port)
-    # Its share of this machine (tui.resources), and the variables that give it.
+    # Its share of this machine (tui.plan.allocation), and the variables that give it.
     assert task["share"]["cores"] >= 1 and task["share"]["text"].startswith(f"{task['share']['cores']} core")
     assert task["env"]["TF_NUM_INTRAOP_THREADS"] == str(task["share"]["intra_op"])
     assert json.loads((run_dir / "tasks/ps0.json").read_text())["env"]["CUDA_VISIBLE_DEVICES"] == ""
@@ -118,7 +111,7 @@ def test_an_existing_run_directory_is_never_reused(tmp_path: Path) -> None:
 
 
 def test_protocol_events_round_trip_through_events_jsonl(tmp_path: Path) -> None:
-    from tui.events import TrainerEvent
+    from tui.core.events import TrainerEvent
 
     directory = RunDirectory.create(tmp_path, "r")
     event = protocol.Checkpoint(role="worker", index=0, action="saved", global_step=3, path="/c")

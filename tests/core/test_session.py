@@ -7,15 +7,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tui.commands import Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.config import HostSpec
-from tui.events import Level, Notice, RunOutcome, TaskState
+from tests.core.fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
+from tui.config.cluster import HostSpec
+from tui.core.commands import Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
+from tui.core.events import Level, Notice, RunOutcome, TaskState
+from tui.core.session import Session
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.launch.leftover_search import LeftoverTask
 from tui.launch.router import SweepReport
-from tui.launch.sweep import LeftoverTask
-from tui.session import Session
-from tui.supervisor import Supervisor
-
-from .fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
 
 S = TaskState
 

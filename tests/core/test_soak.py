@@ -11,13 +11,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.core.clirun import FAKE_TRAINER
+from tests.core.fakes import make_config
 from tests.support import trainer_processes
-from tui.events import ControllerEvent, TaskState, TaskStateChanged
-from tui.plan import RUN_ID_ENV
-from tui.supervisor import Supervisor, SupervisorOptions
-
-from .clirun import FAKE_TRAINER
-from .fakes import make_config
+from tui.core.events import ControllerEvent, TaskState, TaskStateChanged
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
+from tui.launch.owner import RUN_ID_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -12,18 +12,27 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, make_config, start_all
 from tests.support import assert_no_trainers_left, fill, small_filesystem
 from trainer import protocol
 from trainer.settings import Mode
-from tui.config import RestartMode, RestartPolicy
-from tui.events import ControllerEvent, Notice, RunOutcome, TaskHint, TaskStalled, TaskState, TrainerEvent
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import RestartMode, RestartPolicy
+from tui.config.restart_policy import StallPolicy
+from tui.core.events import (
+    ControllerEvent,
+    Notice,
+    RunOutcome,
+    TaskHint,
+    TaskStalled,
+    TaskState,
+    TrainerEvent,
+)
+from tui.core.options import RunOptions
+from tui.core.supervisor import stall
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
 from tui.headless import run_headless
-from tui.options import ExitCode, RunOptions
-from tui.restart_policy import StallPolicy
-from tui.supervision import stall
-from tui.supervisor import Supervisor, SupervisorOptions
-
-from .fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, make_config, start_all
 
 
 async def seconds_pass(clock: FakeClock, seconds: int, each: FakeProcess | None = None) -> None:

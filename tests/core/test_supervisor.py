@@ -10,24 +10,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.fakes import FakeClock, FakeLauncher, Recorder, finish_cleanly, make_config, start_all
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.config import Job, RestartMode, RestartPolicy
-from tui.events import (
+from tui.config.cluster import Job, RestartMode, RestartPolicy
+from tui.core.events import (
     Notice,
     RunFinished,
     RunOutcome,
     RunStarted,
-    Stream,
     TaskOutput,
     TaskState,
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
 from tui.launch.base import PortProblem
-from tui.supervisor import PreflightError, Supervisor, SupervisorOptions
-
-from .fakes import FakeClock, FakeLauncher, Recorder, finish_cleanly, make_config, start_all
+from tui.launch.lines import Stream
+from tui.plan.preflight import PreflightError
 
 S = TaskState
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from .clirun import write_hosts
-from .scenarios import run_to_end
+from tests.core.clirun import write_hosts
+from tests.core.scenarios import run_to_end
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

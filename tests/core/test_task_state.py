@@ -1,5 +1,5 @@
-"""The task and run state machines (tui.task_state) and the restart policy's decisions
-(tui.restart_policy): pure logic, table-driven."""
+"""The task and run state machines (tui.core.task_state) and the restart policy's decisions
+(tui.config.restart_policy): pure logic, table-driven."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tui.config import Job, RestartMode, RestartPolicy
-from tui.events import TaskState
-from tui.restart_policy import Decision, FailureFacts, PsFacts, decide
-from tui.task_state import (
+from tests.core.fakes import make_config
+from tui.config.cluster import Job, RestartMode, RestartPolicy
+from tui.config.restart_policy import Decision, FailureFacts, PsFacts, decide
+from tui.core.events import TaskState
+from tui.core.task_state import (
     RUN_TRANSITIONS,
     TASK_TRANSITIONS,
     IllegalTransition,
@@ -19,8 +20,6 @@ from tui.task_state import (
     check_run_transition,
     check_task_transition,
 )
-
-from .fakes import make_config
 
 S = TaskState
 

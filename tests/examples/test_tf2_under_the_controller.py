@@ -14,10 +14,10 @@ import yaml
 
 from tests.program.helpers import processes_of_runs, run_program
 from trainer import protocol
-from tui.config import apply_overrides, load_config
-from tui.events import Notice, RunFinished, TaskState, TaskStateChanged, TrainerEvent
-from tui.options import ExitCode
-from tui.program.ending import HANG_AFTER
+from tui.common.exit_codes import ExitCode
+from tui.config.load import apply_overrides, load_config
+from tui.core.events import Notice, RunFinished, TaskState, TaskStateChanged, TrainerEvent
+from tui.program.end_rules import HANG_AFTER
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tf2_ps_strategy"
 STEPS = 30

@@ -11,12 +11,14 @@ from textwrap import dedent
 
 import psutil
 
-from tui.config import ClusterConfig, load_config
-from tui.events import ControllerEvent
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import ClusterConfig
+from tui.config.load import load_config
+from tui.core.events import ControllerEvent
+from tui.core.options import RunOptions
+from tui.core.supervisor.lifecycle import Supervisor
 from tui.headless import run_headless
-from tui.options import ExitCode, RunOptions
-from tui.plan import RUN_ID_ENV
-from tui.supervisor import Supervisor
+from tui.launch.owner import RUN_ID_ENV
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = Path(__file__).resolve().parents[2]

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.program.helpers import Finished, load, processes_of_runs, program_folder, run_program
+from tests.program.test_program_runs import STEP_PATTERN
 from trainer import protocol
-from tui.events import ControllerEvent, Notice, RunFinished, TaskResult, TaskState, TrainerEvent
-from tui.options import ExitCode
-from tui.program.ending import HANG_AFTER
-from tui.restart_policy import StallPolicy
-from tui.supervisor import Supervisor, SupervisorOptions
-
-from .helpers import Finished, load, processes_of_runs, program_folder, run_program
-from .test_program_runs import STEP_PATTERN
+from tui.common.exit_codes import ExitCode
+from tui.config.restart_policy import StallPolicy
+from tui.core.events import ControllerEvent, Notice, RunFinished, TaskResult, TaskState, TrainerEvent
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
+from tui.program.end_rules import HANG_AFTER
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tui.events import Notice, RunOutcome, TaskStateChanged
-from tui.options import ExitCode
-from tui.program.ending import HANG_AFTER
-
-from .helpers import load, processes_of_runs, program_folder, run_program
+from tests.program.helpers import load, processes_of_runs, program_folder, run_program
+from tui.common.exit_codes import ExitCode
+from tui.core.events import Notice, RunOutcome, TaskStateChanged
+from tui.program.end_rules import HANG_AFTER
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

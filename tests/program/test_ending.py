@@ -8,11 +8,11 @@ import socket
 import subprocess
 import sys
 
-from tui.config import HostSpec, Job
+from tui.config.cluster import HostSpec, Job
+from tui.core.supervisor.busy import CLOCK_TICKS, cores_used, group_cpu_seconds
 from tui.launch.local import LocalLauncher
 from tui.program.base import PsEnding
-from tui.program.ending import HangWatch, RunEnd, port_open
-from tui.supervision.busy import CLOCK_TICKS, cores_used, group_cpu_seconds
+from tui.program.end_rules import HangWatch, RunEnd, port_open
 
 
 def test_without_a_chief_job_every_worker_trains_and_the_ps_end_as_the_program_says() -> None:

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.program.helpers import REPO, Finished, processes_of_runs, run_program
 from trainer import protocol
-from tui.config import apply_overrides, load_config
-from tui.events import RunFinished, TaskState, TaskStateChanged, TrainerEvent
-from tui.options import ExitCode
-
-from .helpers import REPO, Finished, processes_of_runs, run_program
+from tui.common.exit_codes import ExitCode
+from tui.config.load import apply_overrides, load_config
+from tui.core.events import RunFinished, TaskState, TaskStateChanged, TrainerEvent
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

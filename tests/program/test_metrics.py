@@ -7,8 +7,8 @@ import re
 import pytest
 
 from trainer import protocol
+from tui.config.program_spec import MetricPattern
 from tui.program.metrics import LogMetrics
-from tui.program.spec import MetricPattern
 
 
 def steps(events: list[protocol.Event]) -> list[protocol.Step]:

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.program.helpers import REPO, processes_of_runs, program_folder
 from tests.support import async_wait_until
-from tui.app import TfdistApp
-from tui.config import apply_overrides, load_config
-from tui.events import RunOutcome, TaskState
-from tui.options import RunOptions
-
-from .helpers import REPO, processes_of_runs, program_folder
+from tui.app.app import TfdistApp
+from tui.config.load import apply_overrides, load_config
+from tui.core.events import RunOutcome, TaskState
+from tui.core.options import RunOptions
 
 pytestmark = pytest.mark.integration
 

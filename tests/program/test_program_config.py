@@ -8,8 +8,10 @@ from textwrap import dedent
 import pytest
 
 from trainer.settings import Mode
-from tui.config import ConfigError, HostKind, Job, load_config
-from tui.program.spec import MetricField
+from tui.config.cluster import HostKind, Job
+from tui.config.load import load_config
+from tui.config.program_spec import MetricField
+from tui.config.yamlload import ConfigError
 
 CLUSTER = "cluster: {ps: [localhost:auto], worker: [localhost:auto, localhost:auto]}\n"
 

@@ -10,11 +10,13 @@ from textwrap import dedent
 
 from trainer import protocol
 from trainer.settings import Mode
-from tui.config import ClusterConfig, HostKind, HostSpec, Job, TaskSpec, load_config
+from tui.config.cluster import ClusterConfig, HostKind, HostSpec, Job, TaskSpec
+from tui.config.load import load_config
 from tui.launch.base import ConnectReport
-from tui.launch.package import FolderPackage, upload_package
+from tui.launch.owner import RUN_ID_ENV
+from tui.launch.package import FolderPackage, trainer_root, upload_package
 from tui.launch.router import Router
-from tui.plan import RUN_ID_ENV, plan_run, program_for, trainer_root
+from tui.plan.tasks import plan_run, program_for
 from tui.program.base import PsEnding, Readiness, Setting
 from tui.program.trainer import BuiltinTrainer
 from tui.program.user import SHIM_ENV, UserProgram

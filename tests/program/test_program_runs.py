@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.program.helpers import load, processes_of_runs, program_folder, run_program
 from trainer import protocol
 from tui import cli
-from tui.events import ControllerEvent, RunFinished, TaskState, TrainerEvent
-from tui.options import ExitCode
-from tui.supervisor import Supervisor, SupervisorOptions
-
-from .helpers import load, processes_of_runs, program_folder, run_program
+from tui.common.exit_codes import ExitCode
+from tui.core.events import ControllerEvent, RunFinished, TaskState, TrainerEvent
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

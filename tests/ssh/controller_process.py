@@ -10,10 +10,12 @@ import json
 import sys
 
 from trainer import protocol
-from tui.config import HostSpec, Job, TaskSpec
-from tui.events import Stream
+from tui.config.cluster import HostSpec, Job, TaskSpec
+from tui.launch.lines import Stream
+from tui.launch.owner import RUN_ID_ENV
 from tui.launch.ssh import SSHLauncher
-from tui.plan import HOLD_FLAG, RUN_ID_ENV, TRAINER_ARGV
+from tui.plan.tasks import HOLD_FLAG
+from tui.program.trainer import TRAINER_ARGV
 
 
 async def main(entry: dict[str, object], run_id: str) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import psutil
 
-from tui.config import HostSpec, Job, TaskSpec
-from tui.plan import RUN_ID_ENV
+from tui.config.cluster import HostSpec, Job, TaskSpec
+from tui.launch.owner import RUN_ID_ENV
 
 #: How long remote processes may take to go away after their connection or task ended.
 GONE_WITHIN = 5.0

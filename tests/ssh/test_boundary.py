@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-MODULES = ["tui.launch.router", "tui.launch.ssh", "tui.launch.deploy", "tui.launch.sweep"]
+MODULES = ["tui.launch.router", "tui.launch.ssh", "tui.launch.deploy", "tui.launch.leftover_search"]
 
 
 def test_the_ssh_launcher_imports_neither_textual_nor_tensorflow() -> None:

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.ssh.helpers import SshServer
 from tests.support import assert_no_trainers_left
-
-from .helpers import SshServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

@@ -11,15 +11,15 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from tui.config import HostSpec, load_config
+from tests.ssh.helpers import SshServer, describe, kill, wait_nothing_left
+from tui.config.cluster import HostSpec
+from tui.config.load import load_config
+from tui.core.supervisor.lifecycle import Supervisor
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING
 from tui.launch.router import Router
 from tui.launch.ssh import SSHLauncher
-from tui.preflight import PreflightError
-from tui.supervisor import Supervisor
-
-from .helpers import SshServer, describe, kill, wait_nothing_left
+from tui.plan.preflight import PreflightError
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,18 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tui.config import HostSpec
-from tui.events import Stream
-from tui.launch.deploy import MARKER, TrainerPackage, local_package
-from tui.launch.errors import HostError, HostFailure
-from tui.launch.lines import OutputLine
-from tui.launch.router import Router
-from tui.launch.ssh import SSHLauncher
-from tui.launch.sweep import StopResult
-from tui.plan import RUN_ID_ENV
-from tui.supervision.busy import BUSY_CORES, cores_used
-
-from .helpers import (
+from tests.ssh.helpers import (
     SshServer,
     describe,
     kill,
@@ -37,6 +26,15 @@ from .helpers import (
     task,
     wait_nothing_left,
 )
+from tui.config.cluster import HostSpec
+from tui.core.supervisor.busy import BUSY_CORES, cores_used
+from tui.launch.deploy import MARKER, TrainerPackage, local_package
+from tui.launch.errors import HostError, HostFailure
+from tui.launch.leftover_search import StopResult
+from tui.launch.lines import OutputLine, Stream
+from tui.launch.owner import RUN_ID_ENV
+from tui.launch.router import Router
+from tui.launch.ssh import SSHLauncher
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -124,7 +122,7 @@ async def test_kill_ends_a_task_that_ignores_sigterm(sshd: SshServer, tmp_path: 
 
 async def test_the_cpu_a_remote_task_uses_is_read_over_its_connection(sshd: SshServer, tmp_path: Path,
                                                                        stub_env: dict[str, str]) -> None:
-    """What the hang rule asks before it ends a worker past its target (tui.supervision.busy):
+    """What the hang rule asks before it ends a worker past its target (tui.core.supervisor.busy):
     a computing task's group uses a core, a sleeping one none."""
     host = sshd.host("a", workdir=tmp_path, env=stub_env)
     async with launcher(sshd) as ssh:
@@ -238,7 +236,7 @@ async def test_the_trainer_is_uploaded_once(sshd: SshServer, tmp_path: Path,
     async with launcher(sshd) as ssh:
         (first,) = (await ssh.connect_all([host])).hosts
     assert first.uploaded and first.trainer_path == str(deployed)
-    # Its cores and GPUs were probed there too, with the host's env (tui.resources).
+    # Its cores and GPUs were probed there too, with the host's env (tui.plan.allocation).
     assert first.resources is not None and first.resources.gpus == ("3", "5")
     assert first.resources.cpus == tuple(sorted(os.sched_getaffinity(0)))  # the same machine
     marker = (deployed / MARKER).stat().st_mtime_ns

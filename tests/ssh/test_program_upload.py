@@ -11,14 +11,14 @@ import pytest
 import yaml
 
 from tests.program.helpers import program_folder, run_program
-from tui.config import HostKind, load_config
+from tests.ssh.helpers import SshServer, describe, kill, wait_nothing_left
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import HostKind
+from tui.config.load import load_config
+from tui.core.supervisor.lifecycle import Supervisor
 from tui.launch.deploy import MARKER
 from tui.launch.package import upload_package
 from tui.launch.router import Router
-from tui.options import ExitCode
-from tui.supervisor import Supervisor
-
-from .helpers import SshServer, describe, kill, wait_nothing_left
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

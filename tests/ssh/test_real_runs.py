@@ -15,15 +15,14 @@ import psutil
 import pytest
 import yaml
 
-from tui.config import load_config
-from tui.events import ControllerEvent, RunOutcome, TaskState, TaskStateChanged
+from tests.ssh.helpers import SshServer, describe, kill, read_environ, tagged, wait_nothing_left
+from tui.config.load import load_config
+from tui.core.events import ControllerEvent, RunOutcome, TaskState, TaskStateChanged
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.traffic import TrafficMonitor
 from tui.launch.deploy import local_package
+from tui.launch.owner import RUN_ID_ENV
 from tui.launch.router import Router
-from tui.plan import RUN_ID_ENV
-from tui.supervisor import Supervisor
-from tui.traffic import TrafficMonitor
-
-from .helpers import SshServer, describe, kill, read_environ, tagged, wait_nothing_left
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

@@ -185,7 +185,7 @@ def test_datasets_from_npz_files(tmp_path) -> None:
 
 
 def test_server_config_takes_the_thread_counts_of_the_share(tf, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The controller's share (tui.resources) reaches the server and session config."""
+    """The controller's share (tui.plan.allocation) reaches the server and session config."""
     from trainer.cluster import Role
     from trainer.loop import server_config
 

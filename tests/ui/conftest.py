@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.config import load_config
-from tui.options import RunOptions
+from tui.config.load import load_config
+from tui.core.options import RunOptions
 
 REPO = Path(__file__).resolve().parents[2]
 

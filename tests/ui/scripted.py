@@ -10,20 +10,20 @@ from pathlib import Path
 from tests.support import with_progress
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui import hints
-from tui.commands import Command
-from tui.config import Job
-from tui.events import (
+from tui.config.cluster import Job
+from tui.core import hints
+from tui.core.commands import Command
+from tui.core.events import (
     ControllerEvent,
     RunStarted,
-    Stream,
     TaskHint,
-    TaskInfo,
     TaskOutput,
     TaskState,
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.launch.lines import Stream
+from tui.plan.tasks import TaskInfo
 
 T0 = 1_800_000_000.0  # a fixed wall clock: snapshots must not depend on today
 

@@ -1,5 +1,5 @@
 """The app sends typed commands to the core (checked against a scripted core, no cluster),
-and its keys, help screen and palette come from the one declaration in tui.controls."""
+and its keys, help screen and palette come from the one declaration in tui.app.controls."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from textual.binding import Binding
 
 from tests.ui.scripted import T0, ScriptedCore, running_history
 from trainer.settings import Mode
-from tui.app import TfdistApp
+from tui.app.app import TfdistApp
+from tui.app.controls import CONTROLS, help_text
 from tui.app.runs import RunsView
-from tui.commands import Relaunch, RestartTask, StartTask, StopAll, StopTask
-from tui.controls import CONTROLS, help_text
-from tui.options import RunOptions
+from tui.core.commands import Relaunch, RestartTask, StartTask, StopAll, StopTask
+from tui.core.options import RunOptions
 
 
 async def test_keys_send_typed_commands(options: RunOptions) -> None:

@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 
 from tests.support import assert_no_trainers_left, async_wait_until, write_hosts
 from trainer.settings import Mode, PlacementStrategy
-from tui.app import TfdistApp
+from tui.app.app import TfdistApp
 from tui.app.messages import (
     AllTasksRequested,
     CoreActionFailed,
@@ -21,9 +21,9 @@ from tui.app.messages import (
     TaskActionRequested,
 )
 from tui.app.screens import ConfirmScreen, HelpScreen
-from tui.config import load_config
-from tui.events import TaskState
-from tui.options import RunOptions
+from tui.config.load import load_config
+from tui.core.events import TaskState
+from tui.core.options import RunOptions
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ async def test_task_keys_against_a_real_cluster(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
         await until(pilot, lambda: all_running(app), what="the cluster running")
         first_run = app.dashboard.run_id
-        # Each task's share of this machine (tui.resources) is a column: cores, threads.
+        # Each task's share of this machine (tui.plan.allocation) is a column: cores, threads.
         shares = {name: app.table.get_cell(name, "share") for name in app.dashboard.rows}
         assert all(re.fullmatch(r"\d+c(/\d+t)?", share) for share in shares.values()), shares
         await pilot.press("down", "down")

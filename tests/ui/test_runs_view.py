@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 
 from tests.runfixtures import write_run
 from tui.app.runs import RunsView, traffic_chart
-from tui.traffic import PsTraffic, TrafficSample
+from tui.core.traffic import PsTraffic, TrafficSample
 
 
 class RunsApp(App[None]):

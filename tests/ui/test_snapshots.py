@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.ui.scripted import T0, ScriptedCore, failed_history, placement, running_history
-from tui.app import TfdistApp
+from tui.app.app import TfdistApp
 from tui.app.messages import PreviewReady
 
 

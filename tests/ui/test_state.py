@@ -8,9 +8,10 @@ from tests.support import with_progress
 from tests.ui.scripted import T0, TASKS, failed_history, running_history
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui import hints
 from tui.app.state import LOG_LINES_PER_TASK, MAX_LINE_CHARS, MERGED_LOG_LINES, Dashboard
-from tui.events import RunStarted, Stream, TaskOutput, TaskState, TaskStateChanged, TrainerEvent
+from tui.core import hints
+from tui.core.events import RunStarted, TaskOutput, TaskState, TaskStateChanged, TrainerEvent
+from tui.launch.lines import Stream
 
 
 def folded(events) -> Dashboard:

@@ -1,4 +1,4 @@
-"""Tests for tui.config: hosts.yaml parsing, and a located ConfigError for every mistake."""
+"""Tests for tui.config.load: hosts.yaml parsing, and a located ConfigError for every mistake."""
 
 from __future__ import annotations
 
@@ -13,17 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trainer.settings import FIELD_NAMES, Dataset, Mode, Model, Optimizer, PlacementStrategy, TrainingSettings
-from tui.config import (
-    ClusterConfig,
-    ConfigError,
-    HostSpec,
-    Job,
-    RestartMode,
-    RestartPolicy,
-    TaskSpec,
-    apply_overrides,
-    load_config,
-)
+from tui.config.cluster import ClusterConfig, HostSpec, Job, RestartMode, RestartPolicy, TaskSpec
+from tui.config.load import apply_overrides, load_config
+from tui.config.yamlload import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 

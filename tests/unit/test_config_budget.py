@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from trainer.settings import shown
 from tui import cli
-from tui.config import ClusterConfig, ConfigError, load_config
-from tui.options import ExitCode
-from tui.yamlload import MAX_FILE_BYTES, MAX_MERGE_DEPTH, MAX_NODES
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import ClusterConfig
+from tui.config.load import load_config
+from tui.config.yamlload import MAX_FILE_BYTES, MAX_MERGE_DEPTH, MAX_NODES, ConfigError
 
 #: Refusals take about 0.3 s on an idle machine; the bound leaves room for a loaded 2-core CI
 #: machine and still catches what it guards against (the bomb took half an hour, the chain

@@ -17,12 +17,22 @@ import yaml
 from tests.runfixtures import write_run
 from trainer import protocol
 from tui import cli
-from tui.compare import compare, render_html, render_text
-from tui.config import ClusterConfig, ConfigError, load_config
-from tui.options import ExitCode
-from tui.runinfo import read_run
-from tui.sweep import PointRunner, PointState, SweepState, grid, parse_axis, point_config, run_points
-from tui.traffic import SocketCounters, TrafficMeter, parse_ss, summarise
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import ClusterConfig
+from tui.config.load import load_config
+from tui.config.yamlload import ConfigError
+from tui.core.traffic import SocketCounters, TrafficMeter, parse_ss, summarise
+from tui.experiments.compare import compare, render_html, render_text
+from tui.experiments.finished_runs import read_run
+from tui.experiments.sweep import (
+    PointRunner,
+    PointState,
+    SweepState,
+    grid,
+    parse_axis,
+    point_config,
+    run_points,
+)
 
 SS_OUTPUT = """\
 0      0      [::ffff:127.0.0.1]:41000 [::ffff:127.0.0.1]:50001 users:(("python",pid=11,fd=9))

@@ -1,4 +1,4 @@
-"""Tests for tui.resources and the ``resources:`` section: each task's share of its host, from
+"""Tests for tui.plan.allocation and the ``resources:`` section: each task's share of its host, from
 probe results the tests provide (no GPU needed), the environment that gives it, and the
 trainer side that applies it (trainer.threads)."""
 
@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from trainer import threads
-from tui.config import ClusterConfig, ConfigError, load_config
+from tui.config.cluster import ClusterConfig
+from tui.config.load import load_config
+from tui.config.resources import TaskOverride, ThreadsMode
+from tui.config.yamlload import ConfigError
+from tui.launch.probe import HostResources
 from tui.launch.snippets import resources as snippet
-from tui.plan import plan_run
-from tui.resource_settings import TaskOverride, ThreadsMode
-from tui.resources import HostResources, ResourceError, TaskShare, allocate, host_offers
+from tui.plan.allocation import ResourceError, TaskShare, allocate, host_offers
+from tui.plan.tasks import plan_run
 
 TWO_CORES = HostResources(cpus=(0, 1))
 GPU_HOST = HostResources(cpus=tuple(range(16)), gpus=("0", "1", "2", "3"))

@@ -1,5 +1,2 @@
-"""The Textual front end. Imported lazily by :mod:`tui.cli`: the core never needs Textual."""
-
-from tui.app.app import TfdistApp, run
-
-__all__ = ["TfdistApp", "run"]
+"""The Textual front end (:mod:`tui.app.app`); :mod:`tui.app.controls` declares its keys and
+never imports Textual, so the command line can read them without loading the app."""

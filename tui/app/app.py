@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 from trainer import protocol
 from trainer.settings import Mode, PlacementStrategy, TrainingSettings
 from tui.app.bridge import Core, CoreBridge
+from tui.app.controls import CONTROLS
 from tui.app.messages import (
     AllTasksRequested,
     CoreActionFailed,
@@ -40,16 +41,16 @@ from tui.app.widgets import (
     TaskTable,
     ThroughputView,
 )
-from tui.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.controls import CONTROLS
-from tui.describe import describe_exit
-from tui.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskState, TaskStateChanged
-from tui.options import ExitCode, RunOptions
-from tui.plan import program_for
-from tui.preview import PreviewError, preview_placement
+from tui.common.exit_codes import ExitCode
+from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
+from tui.core.describe import describe_exit
+from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskState, TaskStateChanged
+from tui.core.options import RunOptions
+from tui.core.session import Session
+from tui.core.traffic import TrafficMonitor
+from tui.plan.preview import PreviewError, preview_placement
+from tui.plan.tasks import program_for
 from tui.program.base import Setting, TaskProgram
-from tui.session import Session
-from tui.traffic import TrafficMonitor
 
 REFRESH_SECONDS = 0.1
 PANES = ("logs", "merged", "placement", "throughput", "runs")
@@ -70,7 +71,7 @@ class TfdistApp(App[int]):
 
     TITLE = "tfdist-tui"
     CSS_PATH = "app.tcss"
-    # Made from the one declaration of the operator's keys (tui.controls).
+    # Made from the one declaration of the operator's keys (tui.app.controls).
     BINDINGS = [Binding(c.key, c.action, c.name, show=c.footer, priority=c.priority)
                 for c in CONTROLS if c.action is not None and c.pane is None]
 

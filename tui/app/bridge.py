@@ -1,6 +1,6 @@
 """The session (supervisor and launchers) on its own thread and event loop, so that parsing
 a flood of task output never delays a keypress. The UI thread sends it typed commands
-(:mod:`tui.commands`) through :meth:`CoreBridge.send` and collects what happened with
+(:mod:`tui.core.commands`) through :meth:`CoreBridge.send` and collects what happened with
 :meth:`CoreBridge.drain` on a timer."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Protocol
 
-from tui.commands import Command
-from tui.events import ControllerEvent, TaskOutput
-from tui.session import Session
+from tui.core.commands import Command
+from tui.core.events import ControllerEvent, TaskOutput
+from tui.core.session import Session
 
 #: Output lines waiting for the UI. If the UI falls this far behind, further lines are
 #: dropped from the screen only (and counted); the run directory is written by the

@@ -10,7 +10,7 @@ from textual.message import Message
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.commands import Command
+from tui.core.commands import Command
 
 
 class TaskAction(Enum):

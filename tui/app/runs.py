@@ -11,10 +11,10 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from tui.compare import COMPARISON_HTML, compare, render_html, render_text
-from tui.controls import CONTROLS
-from tui.runinfo import RunDirError, RunRecord, read_run, runs_of_config
-from tui.traffic import TrafficSample, format_rate
+from tui.app.controls import CONTROLS
+from tui.core.traffic import TrafficSample, format_rate
+from tui.experiments.compare import COMPARISON_HTML, compare, render_html, render_text
+from tui.experiments.finished_runs import RunDirError, RunRecord, read_run, runs_of_config
 
 SELECTED = "●"
 
@@ -24,7 +24,7 @@ class RunsView(Vertical):
     selected ones (or the two newest) below the table and writes ``comparison.html`` into
     the runs folder; ``g`` reloads the list."""
 
-    # Declared with every other key (tui.controls).
+    # Declared with every other key (tui.app.controls).
     BINDINGS = [Binding(c.key, c.action, c.name, show=c.footer) for c in CONTROLS
                 if c.action is not None and c.pane == "runs"]
 

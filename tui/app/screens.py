@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from tui.controls import help_text
+from tui.app.controls import help_text
 
 
 class ConfirmScreen(ModalScreen[bool]):

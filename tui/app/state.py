@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.describe import describe_event, describe_exit
-from tui.events import (
+from tui.core.describe import describe_event, describe_exit
+from tui.core.events import (
     ControllerEvent,
     Notice,
     ProgressUpdate,
@@ -27,7 +27,7 @@ from tui.events import (
     TaskStateChanged,
     TrainerEvent,
 )
-from tui.progress import ProgressSnapshot
+from tui.core.progress import ProgressSnapshot
 
 LOG_LINES_PER_TASK = 2_000
 MERGED_LOG_LINES = 5_000
@@ -51,7 +51,7 @@ class TaskRow:
     examples_per_sec: float | None = None
     last_output: float | None = None
     tf_version: str = ""
-    hint: str = ""  # the known-failure hint of the current launch (tui.hints), if any
+    hint: str = ""  # the known-failure hint of the current launch (tui.core.hints), if any
 
     @property
     def restarts(self) -> int:
@@ -102,7 +102,7 @@ class Dashboard:
     merged: TaskLog = field(default_factory=lambda: TaskLog(deque(maxlen=MERGED_LOG_LINES),
                                                             deque(maxlen=MERGED_LOG_LINES)))
     placement: protocol.Placement | None = None
-    #: The core's latest progress snapshot (tui.progress computes it; this only shows it).
+    #: The core's latest progress snapshot (tui.core.progress computes it; this only shows it).
     progress: ProgressSnapshot = field(default_factory=lambda: ProgressSnapshot.empty(0))
     rate_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     worker_history: dict[str, deque[float]] = field(default_factory=dict)
@@ -162,7 +162,7 @@ class Dashboard:
         self.progress_revision += 1
         self._log_all(f"── run {event.run_id} started ({event.run_dir})")
         for info in event.tasks:
-            if info.share:  # its share of its host (tui.resources)
+            if info.share:  # its share of its host (tui.plan.allocation)
                 self.logs[info.name].add(f"── {info.name} on {info.host}: {info.share}")
 
     def _state(self, event: TaskStateChanged) -> None:

@@ -13,9 +13,9 @@ from textual.widgets import DataTable, Footer, Log, ProgressBar, Sparkline, Stat
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui.app.controls import TOGGLES, Toggle
 from tui.app.state import Dashboard, TaskLog
-from tui.controls import TOGGLES, Toggle
-from tui.events import TaskState
+from tui.core.events import TaskState
 
 STATE_STYLES: dict[TaskState, str] = {
     TaskState.PENDING: "dim",

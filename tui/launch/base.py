@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from tui.config import HostSpec, TaskSpec
+from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch.lines import OutputLine
-from tui.resources import HostResources
+from tui.launch.probe import HostResources
 
 
 class LaunchError(Exception):
@@ -101,7 +101,7 @@ class HostInfo:
     trainer_path: str
     uploaded: bool
     configured_workdir: str = ""  # as hosts.yaml wrote it
-    #: Its cores and GPUs (tui.resources), probed while the trainer was deployed.
+    #: Its cores and GPUs (tui.plan.allocation), probed while the trainer was deployed.
     resources: HostResources | None = None
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncssh
 
-from tui.config import HostSpec
+from tui.config.cluster import HostSpec
 from tui.launch.base import DEFAULT_CONNECT_TIMEOUT
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, SSH_DEFAULT_PORT, HostKeyChecker, HostKeyPolicy

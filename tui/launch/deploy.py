@@ -20,11 +20,11 @@ from pathlib import Path
 
 import asyncssh
 
-from tui.config import HostSpec
+from tui.config.cluster import HostSpec
 from tui.launch import snippets
 from tui.launch.connect import where
 from tui.launch.errors import HostError, HostFailure
-from tui.launch.package import FolderPackage
+from tui.launch.package import FolderPackage, trainer_root
 from tui.launch.remote_command import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, python_line
 
 PACKAGE = "trainer"
@@ -51,8 +51,6 @@ class TrainerPackage(FolderPackage):
 @functools.cache
 def local_package() -> TrainerPackage:
     """The trainer package this controller itself imports (read once)."""
-    from tui.plan import trainer_root
-
     return TrainerPackage.from_directory(trainer_root())
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import asyncssh
 
-from tui.config import HostSpec
+from tui.config.cluster import HostSpec
 from tui.launch.errors import HostFailure
 
 log = logging.getLogger(__name__)

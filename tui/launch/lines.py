@@ -12,9 +12,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
-from tui.events import Stream
+
+class Stream(Enum):
+    """Which of a task's output streams a line came from."""
+
+    STDOUT = "stdout"
+    STDERR = "stderr"
+
 
 #: Longer lines are delivered in pieces of at most this many bytes.
 MAX_LINE_BYTES = 4 * 1024 * 1024

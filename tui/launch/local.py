@@ -10,11 +10,10 @@ import signal
 import sys
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 
-from tui.config import HostSpec, TaskSpec
-from tui.events import Stream
+from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
 from tui.launch.streams import merged_lines
 
 

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer import protocol
+
 #: Never uploaded: caches, version control, and compiled files.
 SKIPPED_PARTS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache",
                            ".ruff_cache"})
@@ -88,3 +90,9 @@ def _signature(folder: Path, exclude: tuple[Path, ...]) -> int:
             continue
         entries.append((str(path), stat.st_size, stat.st_mtime_ns))
     return hash(tuple(sorted(entries)))
+
+
+def trainer_root() -> Path:
+    """The directory that holds the ``trainer`` package the controller itself imports; put
+    on local tasks' PYTHONPATH so ``python -m trainer`` finds the same code."""
+    return Path(protocol.__file__).resolve().parent.parent

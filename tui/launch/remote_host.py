@@ -13,7 +13,7 @@ from typing import Protocol
 
 import asyncssh
 
-from tui.config import HostSpec
+from tui.config.cluster import HostSpec
 from tui.launch import deploy, snippets
 from tui.launch.connect import where
 from tui.launch.errors import HostError, HostFailure

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import asyncssh
 
-from tui.events import Stream
 from tui.launch import deploy, snippets
 from tui.launch.base import PortReservation
 from tui.launch.errors import HostFailure
+from tui.launch.lines import Stream
 from tui.launch.remote_command import parse_pid_line, python_line
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.streams import Prefixed, merged_lines, read_first_line

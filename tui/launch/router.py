@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from tui.config import ClusterConfig, HostKind, HostSpec, TaskSpec
-from tui.launch import sweep
+from tui.config.cluster import ClusterConfig, HostKind, HostSpec, TaskSpec
+from tui.launch import leftover_search as sweep
 from tui.launch.base import (
     DEFAULT_CONNECT_TIMEOUT,
     CommandRunner,
@@ -22,7 +22,7 @@ from tui.launch.base import (
     PortReservation,
     RunningTask,
 )
-from tui.launch.kinds import KINDS
+from tui.launch.kinds import LAUNCHERS
 from tui.launch.local import run_local_command
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class Router:
         """The launcher of ``kind``'s hosts, made on first use."""
         launcher = self._launchers.get(kind)
         if launcher is None:
-            launcher = KINDS[kind].make_launcher(self._options.get(kind, {}))
+            launcher = LAUNCHERS[kind](self._options.get(kind, {}))
             self._launchers[kind] = launcher
         return launcher
 

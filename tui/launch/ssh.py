@@ -25,9 +25,9 @@ from pathlib import Path
 
 import asyncssh
 
-from tui.config import HostSpec, TaskSpec
-from tui.events import Stream
-from tui.launch import deploy, sweep
+from tui.config.cluster import HostSpec, TaskSpec
+from tui.launch import deploy
+from tui.launch import leftover_search as sweep
 from tui.launch.base import (
     DEFAULT_CONNECT_TIMEOUT,
     ConnectReport,
@@ -39,13 +39,13 @@ from tui.launch.base import (
 from tui.launch.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
 from tui.launch.package import upload_package
+from tui.launch.probe import HostResources
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand, parse_pid_line
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
-from tui.resources import HostResources
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
 
-from tui.events import Stream
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, read_lines
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream, read_lines
 
 
 class Prefixed:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.config import ClusterConfig, HostSpec, TaskSpec
-from tui.launch.kinds import Kind
+from tui.config.cluster import ClusterConfig, HostSpec, TaskSpec
+from tui.program.hostkind import Kind
 
 
 class Readiness(Enum):
@@ -33,7 +33,7 @@ class Readiness(Enum):
 
 
 class PsEnding(Enum):
-    """How a ps task ends once training is over (:class:`~tui.program.ending.RunEnd`)."""
+    """How a ps task ends once training is over (:class:`~tui.program.end_rules.RunEnd`)."""
 
     EXITS = "exits"      # it exits 0 by itself (the trainer's handshake with the workers)
     END_LINE = "end"     # the controller sends protocol.END_LINE, it exits 0 (the shim)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainer import protocol
-from tui.program.spec import MetricField, MetricPattern
+from tui.config.program_spec import MetricField, MetricPattern
 
 #: Colour and cursor codes a terminal-minded program writes (Keras does).
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")

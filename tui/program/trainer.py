@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.config import TaskSpec
-from tui.launch.kinds import CHECKPOINTS, SUMMARIES
+from tui.config.cluster import TaskSpec
 from tui.program.base import EventReader, OutputReader, Setting, TaskCommand, TaskContext, TaskProgram
+from tui.program.hostkind import CHECKPOINTS, SUMMARIES
 
 #: How the trainer is invoked after the interpreter: ``python -m trainer <flags>``.
 TRAINER_ARGV: tuple[str, ...] = ("-m", "trainer")
@@ -31,7 +31,7 @@ class BuiltinTrainer(TaskProgram):
         return "the built-in trainer"
 
     def command(self, ctx: TaskContext) -> TaskCommand:
-        # gpus: 0 asks for no GPU (tui.resources hides them); the trainer still builds one tower.
+        # gpus: 0 asks for no GPU (tui.plan.allocation hides them); the trainer still builds one tower.
         settings = ctx.settings if ctx.spec.gpus is None else ctx.settings.replace(gpus=max(1, ctx.spec.gpus))
         if settings.checkpoint_dir is None and ctx.run_dir is not None:
             settings = settings.replace(checkpoint_dir=default_checkpoint_dir(ctx))

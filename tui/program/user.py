@@ -14,8 +14,9 @@ import re
 
 from trainer import protocol
 from trainer.settings import Mode, TrainingSettings
-from tui.config import Job, TaskSpec
-from tui.launch.kinds import CHECKPOINTS, SUMMARIES
+from tui.config.cluster import Job, TaskSpec
+from tui.config.program import is_python, script_index
+from tui.config.program_spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramSpec
 from tui.launch.package import upload_package
 from tui.program.base import (
     OutputReader,
@@ -26,9 +27,8 @@ from tui.program.base import (
     TaskContext,
     TaskProgram,
 )
+from tui.program.hostkind import CHECKPOINTS, SUMMARIES
 from tui.program.metrics import LogMetrics
-from tui.program.section import is_python, script_index
-from tui.program.spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramSpec
 
 #: ``python -m trainer.shim script.py args``: the shim runs the script as ``__main__``.
 SHIM_MODULE = "trainer.shim"
@@ -43,7 +43,7 @@ _STARTED = re.compile(re.escape(protocol.SERVER_STARTED) + r":?\s*(?:grpc://)?(?
 
 
 class UserProgram(TaskProgram):
-    """Runs :class:`~tui.program.spec.ProgramSpec`'s command on every task."""
+    """Runs :class:`~tui.config.program_spec.ProgramSpec`'s command on every task."""
 
     holds = False
     readiness = Readiness.SERVER

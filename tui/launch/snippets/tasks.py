@@ -1,5 +1,5 @@
 """Remote sweep for tasks of earlier runs: processes whose environment holds the run-id
-variable (``TFDIST_RUN_ID``, :data:`tui.plan.RUN_ID_ENV`).
+variable (``TFDIST_RUN_ID``, :data:`tui.plan.tasks.RUN_ID_ENV`).
 
 ``python -c SOURCE find VAR OWNER_VAR`` lists them, each with OWNER_VAR's value (our own
 processes only, unless we are root).

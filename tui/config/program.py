@@ -1,0 +1,204 @@
+"""Reading the ``program:`` section of hosts.yaml (and, with it, ``training:`` as free-form
+values). Called by :mod:`tui.config.load`'s loader, whose located-error helpers it uses, so every
+mistake is a ``ConfigError`` with file:line:column."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import shlex
+import string
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from yaml.nodes import Node, ScalarNode, SequenceNode
+
+from trainer.settings import TrainingSettings
+from tui.config.program_spec import MetricField, MetricPattern, Placeholder, ProgramSpec, placeholder_names
+from tui.config.training import training_setting
+from tui.config.yamlload import ConfigError, Item, NodeReader
+
+PROGRAM_KEYS = ("command", "upload", "batch_size", "metrics", "shim")
+#: ``training:`` keys that keep their meaning with a user's program (toggles, progress,
+#: default directories); every other key is a free-form value for the placeholders.
+DRIVEN_SETTINGS = ("mode", "partitions", "steps", "checkpoint_dir", "summary_dir")
+_PYTHON = re.compile(r"python(3(\.\d+)?)?")
+#: Python options that take the next argument as their value.
+_PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "-Q"})
+
+
+def is_python(executable: str) -> bool:
+    """``python``, ``python3`` or ``python3.11``: run with the host's configured Python."""
+    return bool(_PYTHON.fullmatch(PurePosixPath(executable).name)) and "/" not in executable
+
+
+def script_index(argv: tuple[str, ...]) -> int | None:
+    """Where the script is in a ``python [options] script.py args`` command, or None when
+    Python runs something else (``-m module``, ``-c code``, nothing)."""
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-m", "-c", "-") or (arg.startswith(("-m", "-c")) and len(arg) > 2):
+            return None
+        if not arg.startswith("-"):
+            return i
+        i += 2 if arg in _PYTHON_VALUE_OPTIONS else 1
+    return None
+
+
+def load(loader: NodeReader, item: Item, training: Item | None) -> tuple[TrainingSettings, ProgramSpec]:
+    """The training settings the controller drives and the program, from ``program:`` and
+    ``training:``."""
+    settings, values = _training(loader, training)
+    where = "program"
+    items = loader.mapping(item.value, where, "a mapping with command: and optionally upload:, "
+                                              "batch_size:, metrics:, shim:")
+    loader.check_keys(items, PROGRAM_KEYS, where)
+    if "command" not in items:
+        raise loader.error(item.key, "program: missing key 'command' (what every task runs), e.g. "
+                                     "command: python train.py --job_name={job} --task_index={index}")
+    known = frozenset(p.value for p in Placeholder) | values.keys() | set(DRIVEN_SETTINGS)
+    command = _command(loader, items["command"], known)
+    fields: dict[str, Any] = {"command": command, "base_dir": loader.base_dir, "values": values}
+    if "upload" in items:
+        fields["upload"] = _folder(loader, items["upload"].value, "program.upload")
+    if "batch_size" in items:
+        fields["batch_size"] = loader.integer(items["batch_size"].value, "program.batch_size", 1)
+    elif values.get("batch_size", "").isdigit() and int(values["batch_size"]) > 0:
+        fields["batch_size"] = int(values["batch_size"])
+    if "metrics" in items:
+        fields["metrics"] = _metrics(loader, items["metrics"].value)
+    if "shim" in items:
+        fields["shim"] = loader.boolean(items["shim"].value, "program.shim")
+    return settings, ProgramSpec(**fields)
+
+
+def _training(loader: NodeReader, item: Item | None) -> tuple[TrainingSettings, dict[str, str]]:
+    items = loader.mapping(item.value, "training", "a mapping of values") if item else {}
+    driven: dict[str, Any] = {}
+    values: dict[str, str] = {}
+    for name, entry in items.items():
+        if name in DRIVEN_SETTINGS:
+            driven[name] = training_setting(loader, name, entry.value)
+            continue
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise loader.error(entry.key, f"training: {name!r} cannot be a placeholder name "
+                                          f"(letters, digits and '_')")
+        scalar = loader.scalar(entry.value, f"training.{name}", "a single value")
+        loader.check_usable(scalar, f"training.{name}")
+        values[name] = str(scalar.value)  # as written: "0.10" stays "0.10"
+    settings = dataclasses.replace(TrainingSettings(), **driven)
+    for name, problem in settings.problems():
+        raise loader.error(items[name].value, f"training.{name}: {problem}")
+    return settings, values
+
+
+def _command(loader: NodeReader, item: Item, known: frozenset[str]) -> tuple[str, ...]:
+    node = item.value
+    where = "program.command"
+    expected = "a command line (text) or a list of arguments"
+    parts: list[tuple[str, ScalarNode]]
+    if isinstance(node, SequenceNode):
+        parts = []
+        for i, element in enumerate(loader.sequence(node, where, expected)):
+            scalar = loader.scalar(element, f"{where}[{i}]", "text")
+            loader.check_usable(scalar, f"{where}[{i}]")
+            parts.append((str(scalar.value), scalar))
+    else:
+        scalar = loader.scalar(node, where, expected)
+        loader.check_usable(scalar, where)
+        text = "" if loader.typed(scalar, where) is None else str(scalar.value)
+        try:
+            parts = [(arg, scalar) for arg in shlex.split(text)]
+        except ValueError as exc:  # "No closing quotation"
+            raise loader.error(node, f"{where}: cannot be split like a shell would: {exc}") from None
+    if not parts:
+        raise loader.error(item.key if _is_empty(node) else node,
+                           f"{where}: empty command; expected e.g. python train.py --task_index={{index}}")
+    for arg, at in parts:
+        _check_placeholders(loader, arg, at, known)
+    argv = tuple(arg for arg, _ in parts)
+    _check_executable(loader, argv, parts)
+    return argv
+
+
+def _is_empty(node: Node) -> bool:
+    return (isinstance(node, ScalarNode) and not str(node.value).strip()) or \
+        (isinstance(node, SequenceNode) and not node.value)
+
+
+def _check_placeholders(loader: NodeReader, arg: str, node: ScalarNode, known: frozenset[str]) -> None:
+    try:
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(arg)
+                  if name is not None]
+    except ValueError as exc:
+        raise _at(loader, node, arg, f"program.command: {exc} in {arg!r}; write {{{{ and }}}} "
+                                     f"for literal braces") from None
+    for name, spec, conversion in fields:
+        if spec or conversion:
+            raise _at(loader, node, "{" + name, f"program.command: placeholders take no format or "
+                                                 f"conversion; write {{{name}}}")
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"; did you mean {{{close[0]}}}?" if close else ""
+            raise _at(loader, node, "{" + name,
+                      f"program.command: unknown placeholder {{{name}}}{hint} (placeholders: "
+                      f"{', '.join(p.value for p in Placeholder)} and the training: keys)")
+
+
+def _check_executable(loader: NodeReader, argv: tuple[str, ...], parts: list[tuple[str, ScalarNode]]) -> None:
+    """A script or program given by a relative path must exist in hosts.yaml's folder (where
+    local tasks run, and what ``upload: .`` copies)."""
+    index = script_index(argv) if is_python(argv[0]) else (0 if "/" in argv[0] else None)
+    if index is None:
+        return
+    path = argv[index]
+    if list(placeholder_names(path)) or PurePosixPath(path).is_absolute():
+        return  # known only at launch, or a path on the hosts themselves
+    if not (loader.base_dir / path).is_file():
+        what = "script" if index else "program"
+        raise _at(loader, parts[index][1], path,
+                  f"program.command: {what} {path!r} does not exist in {loader.base_dir}")
+
+
+def _at(loader: NodeReader, node: ScalarNode, text: str, message: str) -> ConfigError:
+    """An error at ``text`` inside ``node`` when it is written there literally, else at the node."""
+    start, end = node.start_mark, node.end_mark
+    buffer = start.buffer or ""
+    found = buffer.find(text, start.pointer, end.pointer) if text else -1
+    if found < 0:
+        return loader.error(node, message)
+    before = buffer[start.pointer:found]
+    line = start.line + before.count("\n")
+    column = found - (buffer.rfind("\n", 0, found) + 1) if "\n" in before else start.column + len(before)
+    return ConfigError(loader.label, line + 1, column + 1, message)
+
+
+def _folder(loader: NodeReader, node: Node, where: str) -> Path:
+    folder = (loader.base_dir / Path(loader.text(node, where)).expanduser()).resolve()
+    if not folder.is_dir():
+        raise loader.error(node, f"{where}: {folder} is not a folder")
+    return folder
+
+
+def _metrics(loader: NodeReader, node: Node) -> tuple[MetricPattern, ...]:
+    allowed = tuple(f.value for f in MetricField)
+    patterns = []
+    for i, element in enumerate(loader.sequence(node, "program.metrics", "a list of regular expressions")):
+        where = f"program.metrics[{i}]"
+        text = loader.text(element, where)
+        try:
+            regex = re.compile(text)
+        except re.error as exc:
+            position = f" at character {exc.pos + 1}" if exc.pos is not None else ""
+            raise loader.error(element, f"{where}: not a valid regular expression: "
+                                        f"{exc.msg}{position}") from None
+        unknown = [name for name in regex.groupindex if name not in allowed]
+        if unknown or not regex.groupindex:
+            what = f"unknown group name {unknown[0]!r}" if unknown else "no named group"
+            raise loader.error(element, f"{where}: {what}; name groups after what they capture: "
+                                        f"{', '.join(f'(?P<{a}>...)' for a in allowed)}")
+        patterns.append(MetricPattern(regex))
+    return tuple(patterns)
+

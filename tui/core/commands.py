@@ -1,0 +1,69 @@
+"""What a front end asks the core to do: typed commands, not closures, so a request can be
+recorded, compared in tests and described to people. :meth:`tui.core.session.Session.execute`
+carries them out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from trainer.settings import TrainingSettings
+
+
+@dataclass(frozen=True)
+class StartRun:
+    """Look for leftover tasks of earlier runs (once a session), then start a run."""
+
+    def describe(self) -> str:
+        return "start the cluster"
+
+
+@dataclass(frozen=True)
+class StartTask:
+    """Start one task that is not running, regardless of the start order."""
+
+    task: str
+
+    def describe(self) -> str:
+        return f"start {self.task}"
+
+
+@dataclass(frozen=True)
+class StopTask:
+    """Stop one task (SIGTERM, SIGKILL after the grace period)."""
+
+    task: str
+
+    def describe(self) -> str:
+        return f"stop {self.task}"
+
+
+@dataclass(frozen=True)
+class RestartTask:
+    """Stop one task and start it again with the same command line."""
+
+    task: str
+
+    def describe(self) -> str:
+        return f"restart {self.task}"
+
+
+@dataclass(frozen=True)
+class StopAll:
+    """Stop every task; the run ends as stopped."""
+
+    def describe(self) -> str:
+        return "stop all"
+
+
+@dataclass(frozen=True)
+class Relaunch:
+    """Stop the current run (if any) and start a new one with ``settings``."""
+
+    settings: TrainingSettings
+
+    def describe(self) -> str:
+        return "relaunch"
+
+
+Command = Union[StartRun, StartTask, StopTask, RestartTask, StopAll, Relaunch]

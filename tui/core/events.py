@@ -1,0 +1,300 @@
+"""The controller's own events: what the supervisor tells its front ends.
+
+The supervisor publishes these to every subscriber (the run directory, the headless
+printer, the Textual app). They are frozen dataclasses so a front end may keep them, pass
+them between threads, or compare them in tests. :func:`to_record` turns any of them into a
+JSON-ready dict, the one format shared by ``events.jsonl`` and ``--json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Union
+
+from trainer import protocol
+from trainer.settings import TrainingSettings
+from tui.core.progress import ProgressSnapshot
+from tui.launch.lines import Stream
+from tui.plan.tasks import TaskInfo
+
+
+class TaskState(Enum):
+    """Where a task is in its life. The exit code of a finished task is carried separately."""
+
+    PENDING = "pending"        # not started (yet)
+    STARTING = "starting"      # process launched, `ready` not seen yet
+    RUNNING = "running"        # reported `ready`
+    STOPPING = "stopping"      # the controller is stopping it (SIGTERM sent, exit not seen yet)
+    BACKOFF = "backoff"        # failed or stopped, and a restart is coming (tui.core.task_state)
+    SUCCEEDED = "succeeded"    # exited 0 by itself
+    FAILED = "failed"          # exited non-zero by itself, or never got ready, or never exited
+    STOPPED = "stopped"        # exited because the controller stopped it
+
+    @property
+    def is_active(self) -> bool:
+        """A process exists (or is being launched) for the task."""
+        return self in (TaskState.STARTING, TaskState.RUNNING, TaskState.STOPPING)
+
+    @property
+    def is_finished(self) -> bool:
+        """The task exited and nothing will start it again by itself (BACKOFF is neither
+        active nor finished: its restart is coming)."""
+        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED)
+
+
+class Level(Enum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class RunOutcome(Enum):
+    """How a run ended. Front ends map it to what they show; headless maps it to exit codes."""
+
+    SUCCEEDED = "succeeded"      # every worker and ps exited 0 by itself
+    FAILED = "failed"            # a task failed (see its TaskResult)
+    STOPPED = "stopped"          # stopped on request (stop all, relaunch, tasks stopped by hand)
+    TIMEOUT = "timeout"          # stopped because a time limit passed
+    INTERRUPTED = "interrupted"  # stopped because of Ctrl-C / SIGTERM
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskStateChanged:
+    """A task moved from ``old`` to ``new``. ``exit_code`` is set once it exited (negative:
+    killed by that signal); ``reason`` says why for failures and stops."""
+
+    task: str
+    old: TaskState
+    new: TaskState
+    pid: int | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskOutput:
+    """One line a task printed (decoded with replacement characters, no newline).
+
+    ``is_event`` marks lines that were protocol events (also published as
+    :class:`TrainerEvent`); ``partial`` marks a piece of an over-long line whose rest follows
+    in the next TaskOutput of the same stream, ``continued`` a piece that continues one."""
+
+    task: str
+    stream: Stream
+    text: str
+    is_event: bool = False
+    partial: bool = False
+    continued: bool = False
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerEvent:
+    """A protocol event a task emitted."""
+
+    task: str
+    event: protocol.Event
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgressUpdate:
+    """The run's progress changed (a step, an eval, the chief's restored step, a worker's
+    exit): the snapshot to show. Derived from trainer events, so not kept in events.jsonl."""
+
+    progress: ProgressSnapshot
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notice:
+    """Something the controller wants a person to know."""
+
+    level: Level
+    text: str
+    task: str | None = None
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskStalled:
+    """A running task made no progress for ``seconds`` (the stall watchdog,
+    :mod:`tui.core.supervisor.stall`): ``stopped`` when its process is stopped (SIGSTOP),
+    ``last_line`` what it last said, ``policy`` what ``on_stall`` does about it."""
+
+    task: str
+    seconds: float
+    stopped: bool
+    last_line: str
+    policy: str
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskHint:
+    """A task's output (or its exit code) matched a known failure: ``hint`` says in one line
+    what probably went wrong and what to do (:mod:`tui.core.hints`). Once per launch."""
+
+    task: str
+    hint: str
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskResult:
+    """How one task ended, for the summary. ``last_lines`` are its last lines of output;
+    ``restarts`` counts automatic restarts by the restart policy; ``hint`` is the first
+    known-failure hint (:mod:`tui.core.hints`) of its last launch, or empty."""
+
+    name: str
+    state: TaskState
+    exit_code: int | None
+    reason: str = ""
+    restarts: int = 0
+    last_lines: tuple[str, ...] = ()
+    hint: str = ""
+
+
+class IncidentKind(Enum):
+    """What the controller did about a task that failed mid-run."""
+
+    TASK_RESTART = "task_restart"        # the task alone was started again (a worker)
+    CLUSTER_RESTART = "cluster_restart"  # every task was restarted (a ps: it held the model)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Incident:
+    """A failure the run recovered from (or tried to). ``global_step`` is the run's step
+    when ``task`` failed; ``resumed_step`` is where training went on after the restart
+    (the chief's restored step for a cluster restart, the step a worker rejoined at),
+    None until then or if it never did."""
+
+    kind: IncidentKind
+    task: str
+    reason: str
+    global_step: int
+    resumed_step: int | None = None
+    t: float = field(default_factory=time.time)
+
+    @property
+    def steps_lost(self) -> int | None:
+        """Global steps trained before the failure and trained again after it (a cluster
+        restart resumes from the last checkpoint)."""
+        if self.kind is not IncidentKind.CLUSTER_RESTART or self.resumed_step is None:
+            return None
+        return max(0, self.global_step - self.resumed_step)
+
+    def describe(self) -> str:
+        """One line for people: what failed, what was done, where training resumed."""
+        head = f"{self.task} {self.reason} at step {self.global_step}"
+        if self.kind is IncidentKind.CLUSTER_RESTART:
+            if self.resumed_step is None:
+                return f"{head}: cluster restarted, training did not resume"
+            return (f"{head}: cluster restarted, resumed from step {self.resumed_step} "
+                    f"({self.steps_lost} steps lost)")
+        if self.resumed_step is None:
+            return f"{head}: restarted, did not rejoin"
+        return f"{head}: restarted, rejoined at step {self.resumed_step}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    """The end of a run: what the headless summary prints and ``summary.json`` holds."""
+
+    run_id: str
+    run_dir: Path
+    outcome: RunOutcome
+    reason: str
+    started_at: float
+    wall_time: float
+    global_step: int
+    target: int
+    final_loss: float | None
+    final_accuracy: float | None
+    tasks: tuple[TaskResult, ...]
+    incidents: tuple[Incident, ...] = ()
+
+    @property
+    def failed_tasks(self) -> tuple[TaskResult, ...]:
+        return tuple(t for t in self.tasks if t.state is TaskState.FAILED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStarted:
+    """A run began: its id, directory, tasks and training settings."""
+
+    run_id: str
+    run_dir: Path
+    tasks: tuple[TaskInfo, ...]
+    settings: TrainingSettings
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFinished:
+    """A run ended; every task of it has exited."""
+
+    summary: RunSummary
+    t: float = field(default_factory=time.time)
+
+
+ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, ProgressUpdate,
+                        Notice, TaskStalled, TaskHint, RunFinished]
+
+_RECORD_TYPES: dict[type[Any], str] = {
+    RunStarted: "run_started",
+    TaskStateChanged: "task_state",
+    TaskOutput: "task_output",
+    TrainerEvent: "trainer_event",
+    ProgressUpdate: "progress",
+    Notice: "notice",
+    TaskStalled: "task_stalled",
+    TaskHint: "task_hint",
+    RunFinished: "run_finished",
+}
+
+
+def to_record(event: ControllerEvent) -> dict[str, Any]:
+    """A JSON-ready dict: ``{"type": "task_state", ...fields}``. A protocol event nested in a
+    :class:`TrainerEvent` appears exactly as the trainer emitted it."""
+    body = _plain(event)
+    assert isinstance(body, dict)
+    return {"type": _RECORD_TYPES[type(event)], **body}
+
+
+def to_json(event: ControllerEvent) -> str:
+    """One JSON line (without the newline) for ``events.jsonl`` and ``--json``."""
+    return json.dumps(to_record(event), separators=(",", ":"), allow_nan=False)
+
+
+def summary_record(summary: RunSummary) -> dict[str, Any]:
+    """The summary as a JSON-ready dict: ``summary.json``, and the ``summary`` of a
+    ``run_finished`` record."""
+    body = _plain(summary)
+    assert isinstance(body, dict)
+    return body
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, protocol.Event):
+        return json.loads(value.to_json())
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN or infinity
+        return None
+    return value

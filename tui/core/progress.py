@@ -1,0 +1,143 @@
+"""Training progress folded from trainer events: global step, throughput, loss, accuracy,
+ETA.
+
+Pure bookkeeping, no I/O, and the only place these rules live (such as "the chief's
+``initialized`` step wins"): the supervisor keeps one tracker per run and publishes its
+snapshots as :class:`~tui.core.events.ProgressUpdate` events; front ends only render them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from trainer import protocol
+
+#: How many recent (time, global step) points the ETA is computed from.
+ETA_POINTS = 30
+
+
+@dataclass(frozen=True)
+class WorkerProgress:
+    """The latest ``step`` report of one worker."""
+
+    task: str
+    global_step: int
+    local_step: int
+    examples_per_sec: float
+    loss: float | None
+
+
+@dataclass(frozen=True)
+class ProgressSnapshot:
+    """Progress of the whole run at one moment. ``examples_per_sec`` sums the workers still
+    running; ``loss`` is the most recently reported one."""
+
+    global_step: int
+    target: int
+    examples_per_sec: float
+    workers: tuple[WorkerProgress, ...]
+    loss: float | None
+    accuracy: float | None
+    #: Seconds to the target at the recent global-step rate; None when unknown.
+    eta_seconds: float | None = None
+
+    @classmethod
+    def empty(cls, target: int) -> ProgressSnapshot:
+        """Progress before any worker reported."""
+        return cls(global_step=0, target=target, examples_per_sec=0.0, workers=(), loss=None,
+                   accuracy=None)
+
+    @property
+    def fraction(self) -> float | None:
+        """Done fraction in [0, 1], or None when the target is unknown."""
+        if self.target <= 0:
+            return None
+        return min(1.0, self.global_step / self.target)
+
+
+class ProgressTracker:
+    """Folds protocol events into the run's progress."""
+
+    def __init__(self, target: int) -> None:
+        self._target = target
+        self._global_step = 0
+        self._workers: dict[str, WorkerProgress] = {}
+        self._loss: float | None = None
+        self._accuracy: float | None = None
+        self._final_loss: float | None = None
+        self._final_accuracy: float | None = None
+        self._history: deque[tuple[float, int]] = deque(maxlen=ETA_POINTS)
+        self.placement: protocol.Placement | None = None
+
+    def update(self, task: str, event: protocol.Event, t: float) -> bool:
+        """Take one event emitted by ``task`` and received at ``t``; return whether the
+        progress changed (a new snapshot is due)."""
+        if isinstance(event, protocol.Step):
+            self._global_step = max(self._global_step, event.global_step)
+            if event.target > 0:
+                self._target = event.target
+            self._workers[task] = WorkerProgress(task, event.global_step, event.local_step,
+                                                 event.examples_per_sec, event.loss)
+            if event.loss is not None:
+                self._loss = event.loss
+            self._history.append((t, self._global_step))
+        elif isinstance(event, protocol.Initialized) and event.is_chief:
+            # The chief read the step from the ps tasks: after a cluster restart that is the
+            # restored checkpoint's step, lower than what the lost cluster had reached.
+            # Another worker's view of it is not authoritative.
+            self._global_step = event.global_step
+            self._history.clear()
+        elif isinstance(event, protocol.Eval):
+            self._global_step = max(self._global_step, event.global_step)
+            self._accuracy = event.accuracy
+        elif isinstance(event, protocol.Done):
+            self._global_step = max(self._global_step, event.global_step)
+            # The chief's final numbers are the run's; another worker's fill in only gaps.
+            is_chief = event.role == "worker" and event.index == 0
+            if event.loss is not None and (is_chief or self._final_loss is None):
+                self._final_loss = event.loss
+            if event.accuracy is not None and (is_chief or self._final_accuracy is None):
+                self._final_accuracy = event.accuracy
+        elif isinstance(event, protocol.Placement) and self.placement is None:
+            self.placement = event
+            return False
+        else:
+            return False
+        return True
+
+    def worker_exited(self, task: str) -> bool:
+        """A worker stopped contributing throughput; return whether the progress changed."""
+        return self._workers.pop(task, None) is not None
+
+    def eta_seconds(self) -> float | None:
+        """Seconds to the target at the recent global-step rate."""
+        if len(self._history) < 2 or self._target <= self._global_step:
+            return None
+        (t0, s0), (t1, s1) = self._history[0], self._history[-1]
+        if t1 <= t0 or s1 <= s0:
+            return None
+        return (self._target - self._global_step) / ((s1 - s0) / (t1 - t0))
+
+    def snapshot(self) -> ProgressSnapshot:
+        # (len, name) sorts worker2 before worker10.
+        workers = tuple(sorted(self._workers.values(), key=lambda w: (len(w.task), w.task)))
+        return ProgressSnapshot(
+            global_step=self._global_step,
+            target=self._target,
+            examples_per_sec=sum(w.examples_per_sec for w in workers),
+            workers=workers,
+            loss=self._loss,
+            accuracy=self._accuracy,
+            eta_seconds=self.eta_seconds(),
+        )
+
+    @property
+    def final_loss(self) -> float | None:
+        """The loss the run ended with: the chief's ``done`` report, else the last step's."""
+        return self._final_loss if self._final_loss is not None else self._loss
+
+    @property
+    def final_accuracy(self) -> float | None:
+        """The accuracy the run ended with: the chief's ``done`` report, else the last eval."""
+        return self._final_accuracy if self._final_accuracy is not None else self._accuracy

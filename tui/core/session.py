@@ -1,0 +1,83 @@
+"""One controller session, the same for every front end: the launchers (a
+:class:`~tui.launch.router.Router`), the :class:`~tui.core.supervisor.lifecycle.Supervisor`, the measured
+traffic per ps (a :class:`~tui.core.traffic.TrafficMonitor`), and the start-up sweep for tasks
+of earlier runs, whose findings arrive as :class:`~tui.core.events.Notice` events through the
+supervisor's event stream like everything else.
+Front ends send it :mod:`tui.core.commands`."""
+
+from __future__ import annotations
+
+from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
+from tui.core.events import Level
+from tui.core.options import RunOptions
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
+from tui.core.traffic import TrafficMonitor
+from tui.launch import leftovers
+from tui.launch.router import Router
+
+
+class Session:
+    """A supervisor and what it runs tasks with. ``router``: the launchers, when the session
+    made them (then it also sweeps for leftover tasks before the first run); ``traffic``:
+    the monitor of each ps's TCP counters, subscribed to the supervisor (front ends read its
+    latest sample and summary)."""
+
+    def __init__(self, supervisor: Supervisor, *, router: Router | None = None,
+                 stop_leftovers: bool = False, traffic: TrafficMonitor | None = None) -> None:
+        self.supervisor = supervisor
+        self.traffic = traffic
+        if traffic is not None:
+            supervisor.subscribe(traffic.handle)
+        self._router = router
+        self._stop_leftovers = stop_leftovers
+        self._swept = False
+
+    @classmethod
+    def from_options(cls, options: RunOptions,
+                     supervisor_options: SupervisorOptions | None = None) -> Session:
+        """The session a command line asks for: local and SSH launchers with its host-key
+        rules, a supervisor writing under its run directory, and the traffic monitor
+        (reading counters with the same launchers)."""
+        router = options.launcher()
+        supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router,
+                                options=supervisor_options or options.supervisor_options())
+        return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers,
+                   traffic=TrafficMonitor(options.config, router.run_command))
+
+    async def sweep_leftovers(self) -> None:
+        """Report (with ``--stop-leftovers``: stop) tasks of earlier runs still alive on the
+        cluster's hosts, as warnings. Once a session."""
+        if self._router is None or self._swept:
+            return
+        self._swept = True
+        for line in await leftovers.sweep(self._router, self.supervisor.config, self._stop_leftovers):
+            self.supervisor.notify(Level.WARNING, f"leftover tasks: {line}")
+
+    async def start(self) -> None:
+        """Sweep for leftovers (the first time), then start a run (see
+        :meth:`Supervisor.start` for what it raises)."""
+        await self.sweep_leftovers()
+        await self.supervisor.start()
+
+    async def execute(self, command: Command) -> None:
+        """Carry out one front-end command."""
+        supervisor = self.supervisor
+        if isinstance(command, StartRun):
+            await self.start()
+        elif isinstance(command, StartTask):
+            await supervisor.start_task(command.task)
+        elif isinstance(command, StopTask):
+            await supervisor.stop_task(command.task)
+        elif isinstance(command, RestartTask):
+            await supervisor.restart_task(command.task)
+        elif isinstance(command, StopAll):
+            await supervisor.stop_all()
+        elif isinstance(command, Relaunch):
+            await supervisor.relaunch(command.settings)
+
+    async def close(self) -> None:
+        """Stop any run and its traffic sampling, and release the launchers."""
+        if self.traffic is not None:
+            await self.traffic.close()
+        await self.supervisor.close()

@@ -1,0 +1,61 @@
+"""Whether a task that stopped moving is still working: the CPU time of its process group,
+read twice from ``/proc`` on its host (this machine, or over the host's SSH connection).
+
+The hang rule (:mod:`tui.core.supervisor.after_target`) ends a worker whose global step no longer
+moves after the target was reached: the sync chief of tensorflow#13779, blocked on a
+gradient that will never come, idles near 0 % of a core. A program that saves, exports or
+evaluates after its last step uses far more, and ending it would lose that work."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+
+from tui.config.cluster import HostSpec
+from tui.launch.base import CommandRunner, LaunchError
+
+#: A group using at least this many cores over the sample is working, not hung.
+BUSY_CORES = 0.2
+#: Every process's ``stat`` line; a process gone between the glob and its read is no error.
+STAT_ARGV = ("sh", "-c", "cat /proc/[0-9]*/stat 2>/dev/null; exit 0")
+#: ``utime``/``stime`` are in clock ticks (100 a second on every Linux architecture, so a
+#: remote host's are taken to be this machine's).
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def group_cpu_seconds(stat_lines: str, pgid: int) -> float | None:
+    """CPU seconds (user + system) of the processes of group ``pgid`` among ``/proc/*/stat``
+    lines; None when none of them is in it."""
+    ticks, found = 0, False
+    for line in stat_lines.splitlines():
+        # The command name (field 2) is in parentheses and may hold spaces or ")".
+        fields = line[line.rfind(")") + 2:].split()
+        if len(fields) < 13 or fields[2] != str(pgid):
+            continue
+        try:
+            ticks += int(fields[11]) + int(fields[12])
+        except ValueError:
+            continue
+        found = True
+    return ticks / CLOCK_TICKS if found else None
+
+
+async def cores_used(launcher: object, host: HostSpec, pgid: int | None,
+                     sleep: Callable[[float], Awaitable[None]], seconds: float) -> float | None:
+    """How many cores process group ``pgid`` on ``host`` used over ``seconds``; None when it
+    cannot be told (no pid known, the launcher runs no commands, the host has no ``/proc``,
+    the group is gone). Takes ``seconds`` either way, so that a hang is judged after the same
+    time."""
+
+    async def sample() -> float | None:
+        if pgid is None or not isinstance(launcher, CommandRunner):
+            return None
+        try:
+            return group_cpu_seconds(await launcher.run_command(host, STAT_ARGV), pgid)
+        except (OSError, LaunchError):
+            return None
+
+    before = await sample()
+    await sleep(seconds)
+    after = await sample() if before is not None else None
+    return None if before is None or after is None else max(0.0, after - before) / seconds

@@ -1,0 +1,190 @@
+"""One task's process: launch it, read its output, and record its exit.
+
+What a line of output means (a protocol event, a hint, progress) is decided in
+:func:`on_line`; how an exit is recorded (which state, which reason) in :func:`record_exit`.
+A failure is then handed to the run's :attr:`~tui.core.supervisor.records.RunRecord.on_failure`
+(the restart policy, :mod:`tui.core.supervisor.recovery`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+
+from trainer import protocol
+from tui.core.clock import Wake, first_completed
+from tui.core.describe import describe_event, describe_exit
+from tui.core.events import Level, TaskHint, TaskOutput, TaskState, TrainerEvent
+from tui.core.hints import hint_for, hint_for_exit
+from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
+from tui.launch.base import LaunchError, RunningTask
+from tui.launch.lines import OutputLine, Stream
+from tui.program.base import Readiness
+from tui.program.end_rules import PORT_PROBE_INTERVAL, port_open
+
+log = logging.getLogger(__name__)
+
+#: After a process exits, how long its remaining output may take to arrive. A grandchild
+#: that inherited the pipe could hold it open forever; we stop reading then.
+DRAIN_TIMEOUT = 2.0
+TAIL_LINE_CHARS = 2000
+
+
+async def launch(run: RunRecord, task: TaskRecord) -> str | None:
+    """Start the task's process; return why it could not start, or None."""
+    task.new_launch()
+    plan = task.plan
+    try:
+        process = await run.launcher.start(plan.spec, plan.host, plan.argv, plan.env, plan.cwd)
+    except (LaunchError, OSError) as exc:
+        task.exit_code = None
+        run.set_state(task, TaskState.FAILED, reason=f"could not start: {exc}")
+        task.exited.set()
+        task.settled.set()
+        task.loaded.set()
+        return f"{task.name} could not start: {exc}"
+    task.process = process
+    task.pid = process.pid
+    task.launches += 1
+    task.last_activity = run.clock.monotonic()
+    run.set_state(task, TaskState.STARTING)
+    run.spawn(_watch(run, task, process))
+    if task in run.workers():
+        run.hangs.started(task.name, run.clock.monotonic())
+    if run.program.readiness is Readiness.SERVER and plan.host.is_local:
+        run.spawn(_probe_port(run, task))
+    return None
+
+
+async def _probe_port(run: RunRecord, task: TaskRecord) -> None:
+    """A program that says nothing when its server is up is ready once its port accepts
+    connections (on this machine; on a remote one, TensorFlow's log line says so)."""
+    exited = task.exited
+    while task.state is TaskState.STARTING and not exited.is_set():
+        if await port_open(task.plan.host.address, task.plan.port, timeout=PORT_PROBE_INTERVAL):
+            became_ready(run, task)
+            return
+        await first_completed({Wake.DONE: exited.wait(), Wake.TIMEOUT: run.clock.sleep(PORT_PROBE_INTERVAL)})
+
+
+def became_ready(run: RunRecord, task: TaskRecord) -> None:
+    """The task's server is up (its ``ready`` event, TensorFlow's line, or its port)."""
+    if task.state is TaskState.STARTING:
+        run.set_state(task, TaskState.RUNNING)
+        task.settled.set()
+
+
+async def _watch(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
+    """Pump the task's output until it exits, then record the exit."""
+    pump = asyncio.create_task(_pump(run, task, process))
+    try:
+        code = await process.wait()
+    except LaunchError as exc:  # the connection to its host was lost: no exit code
+        task.judge(Verdict(TaskState.FAILED, str(exc)))
+        run.notify(Level.ERROR, str(exc), task.name)
+        code = -1
+    except Exception as exc:  # a bug in a launcher: keep the traceback in the log
+        log.exception("%s: waiting for the process failed", task.name)
+        run.notify(Level.ERROR, f"lost track of the process: {exc}", task.name)
+        code = -1
+    if not pump.done():
+        await first_completed({Wake.DONE: pump, Wake.TIMEOUT: run.clock.sleep(DRAIN_TIMEOUT)})
+    record_exit(run, task, code)
+
+
+async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
+    try:
+        async for line in process.output():
+            on_line(run, task, line)
+    except Exception as exc:
+        log.exception("%s: reading output failed", task.name)
+        run.notify(Level.WARNING, f"stopped reading output: {exc}", task.name)
+
+
+def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
+    """One line of the task's output: publish it, keep it for the tail, and act on the
+    protocol event it carries."""
+    now = run.clock.time()
+    task.last_activity = run.clock.monotonic()
+    events: list[protocol.Event] = []
+    # Events come as whole lines, on stdout (and, for a program whose own log lines mean
+    # something, on stderr); a piece of an over-long line never counts.
+    if (line.stream is Stream.STDOUT or run.program.reads_stderr) and not line.partial \
+            and not line.continued:
+        events = task.reader.read(line.text, now)
+    # Only a protocol line is shown as an event; metrics read from log text stay text.
+    event = events[0] if len(events) == 1 and protocol.parse_event(line.text) is not None else None
+    run.publish(TaskOutput(task=task.name, stream=line.stream, text=line.text,
+                           is_event=event is not None, partial=line.partial,
+                           continued=line.continued, t=now))
+    text = describe_event(event) if event is not None else line.text
+    if len(text) > TAIL_LINE_CHARS:
+        text = text[:TAIL_LINE_CHARS] + f"... ({len(text) - TAIL_LINE_CHARS} more characters)"
+    task.tail.append(text)
+    if not task.hint:
+        offer_hint(run, task, hint_for(line.text))
+    for each in events:
+        on_event(run, task, each, now)
+
+
+def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float) -> None:
+    """Act on one event of the task's (from the protocol, or read from its log)."""
+    if isinstance(event, protocol.Ready) and not event.pid and task.pid:
+        event = dataclasses.replace(event, pid=task.pid)  # read from TensorFlow's log line
+    progressed = run.progress.update(task.name, event, now)
+    run.publish(TrainerEvent(task=task.name, event=event, t=now))
+    if progressed:
+        run.publish_progress()
+    if isinstance(event, protocol.Initialized) and task.name in run.awaiting_resume:
+        index = run.awaiting_resume.pop(task.name)
+        run.incidents[index] = dataclasses.replace(run.incidents[index],
+                                                   resumed_step=event.global_step)
+    # Readiness: with --hold, `loaded` means the graph is built and `go` may be sent;
+    # `ready` means its server is up.
+    if isinstance(event, protocol.Loaded):
+        task.loaded.set()
+    elif isinstance(event, protocol.Ready):
+        became_ready(run, task)
+    elif isinstance(event, protocol.Step) and task in run.workers():
+        run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
+        run.hang_check.set()
+
+
+def record_exit(run: RunRecord, task: TaskRecord, code: int) -> None:
+    """The task's process exited with ``code``: record its final state and judge a failure."""
+    task.exit_code = code
+    was_running = task.state is TaskState.RUNNING
+    verdict = task.verdict
+    if verdict is not None:
+        state, reason = verdict.state, verdict.reason
+    elif code == 0:
+        state, reason = TaskState.SUCCEEDED, ""
+    else:
+        before = " before reporting ready" if task.state is TaskState.STARTING else ""
+        state, reason = TaskState.FAILED, describe_exit(code) + before
+        if not task.hint:  # it died by itself: the exit code alone may tell why
+            offer_hint(run, task, hint_for_exit(code))
+    run.set_state(task, state, reason=reason)
+    task.last_exit = (state, reason)
+    task.exited.set()
+    task.settled.set()
+    task.loaded.set()
+    # (Any task that reported steps: with a chief job, a worker may have too.)
+    run.hangs.exited(task.name)
+    if run.progress.worker_exited(task.name):
+        run.publish_progress()
+    if verdict is not None and verdict.then_restart:
+        run.set_state(task, TaskState.BACKOFF, reason="restarting")
+    elif state is TaskState.FAILED and not run.recovering and not run.stop_requested:
+        # (During a cluster restart every failure is a casualty of the one being recovered
+        # from.)
+        run.on_failure(task, was_running, reason)
+    run.check_workers_done()
+
+
+def offer_hint(run: RunRecord, task: TaskRecord, hint: str | None) -> None:
+    """Keep the first hint of a launch and tell the front ends, once per launch."""
+    if hint and not task.hint:
+        task.hint = hint
+        run.publish(TaskHint(task=task.name, hint=hint, t=run.clock.time()))

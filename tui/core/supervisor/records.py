@@ -1,0 +1,323 @@
+"""What the supervisor knows about a run and its tasks, and how it tells subscribers.
+
+:class:`RunRecord` is one run's state, owned by its lifecycle; :class:`TaskRecord` one task's.
+Task states and run phases change only through :meth:`RunRecord.set_state` and
+:meth:`RunRecord.enter`, which check them against :mod:`tui.core.task_state`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections import deque
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trainer.settings import TrainingSettings
+from tui.config.cluster import ClusterConfig, Job
+from tui.config.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
+from tui.core.clock import Clock
+from tui.core.events import (
+    ControllerEvent,
+    Incident,
+    Level,
+    Notice,
+    ProgressUpdate,
+    RunOutcome,
+    RunSummary,
+    TaskState,
+    TaskStateChanged,
+)
+from tui.core.progress import ProgressTracker
+from tui.core.rundir import RunDirectory
+from tui.core.task_state import RunPhase, check_run_transition, check_task_transition
+from tui.launch.base import Launcher, PortReservation, RunningTask
+from tui.plan.tasks import TaskPlan, program_for
+from tui.program.base import EventReader, OutputReader, TaskProgram
+from tui.program.end_rules import HangWatch, RunEnd
+from tui.program.trainer import TRAINER_ARGV
+
+log = logging.getLogger(__name__)
+
+TAIL_LINES = 10
+
+Sink = Callable[[ControllerEvent], None]
+
+
+@dataclass(frozen=True)
+class SupervisorOptions:
+    """How the supervisor runs tasks (the same for every run of one supervisor).
+
+    ``ready_timeout``: seconds a stage's tasks have to report ready. ``grace``: seconds
+    between SIGTERM and SIGKILL. ``ps_exit_timeout``: seconds each ps has to exit by itself
+    after every worker succeeded. ``fail_fast``: the first task that fails (and is not
+    restarted) stops the run. ``hold``: launch every task at once with ``--hold`` and release
+    each stage with ``go``. ``trainer_argv`` / ``local_python``: what a task runs.
+    ``program``: what the tasks run (default: the config's ``program:``, else the built-in
+    trainer with ``hold`` and ``trainer_argv``; see :func:`tui.plan.tasks.program_for`).
+    ``stall_timeout``: seconds without progress before a running task is reported stalled
+    (0: never); ``on_stall``: what then (:mod:`tui.core.supervisor.stall`)."""
+
+    ready_timeout: float = 120.0
+    grace: float = 3.0
+    ps_exit_timeout: float = 5.0
+    fail_fast: bool = True
+    hold: bool = True
+    trainer_argv: Sequence[str] = TRAINER_ARGV
+    local_python: str = sys.executable
+    program: TaskProgram | None = None
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    on_stall: StallPolicy = StallPolicy.WARN
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A snapshot of one task for front ends."""
+
+    name: str
+    job: Job
+    index: int
+    host: str
+    port: int
+    state: TaskState
+    pid: int | None
+    exit_code: int | None
+    reason: str
+    launches: int
+    restarts: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How the controller will record a launch's exit, decided before the exit came: STOPPED
+    (it is being stopped) or FAILED (the controller judged it failed: not ready in time, did
+    not exit, its host was lost). ``then_restart``: a by-hand restart starts it again."""
+
+    state: TaskState
+    reason: str
+    then_restart: bool = False
+
+
+class TaskRecord:
+    """Mutable bookkeeping of one task within a run."""
+
+    def __init__(self, plan: TaskPlan, reservation: PortReservation | None,
+                 reader: Callable[[], OutputReader] = EventReader) -> None:
+        self.plan = plan
+        self.reservation = reservation
+        self._new_reader = reader
+        self.state = TaskState.PENDING
+        self.pid: int | None = None
+        self.reason = ""
+        self.process: RunningTask | None = None
+        self.launches = 0
+        self.restarts = 0  # automatic restarts by the restart policy
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        #: Monotonic time of the task's last sign of life (launch, output, CPU use past the
+        #: target step): a stall watchdog compares it with the clock.
+        self.last_activity = 0.0
+        #: The state and reason of its last exit: where an abandoned restart goes back to.
+        self.last_exit: tuple[TaskState, str] = (TaskState.PENDING, "")
+        self.new_launch()
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def job(self) -> Job:
+        return self.plan.spec.job
+
+    def new_launch(self) -> None:
+        """Reset what belongs to one launch of the task."""
+        # Set when `loaded` (with --hold) / `ready` arrived or the process exited / when it
+        # exited.
+        self.loaded = asyncio.Event()
+        self.settled = asyncio.Event()
+        self.exited = asyncio.Event()
+        self.verdict: Verdict | None = None
+        self.exit_code: int | None = None
+        self.hint = ""  # the first known-failure hint of this launch (tui.core.hints)
+        self.reader = self._new_reader()  # what this launch's output means (tui.program)
+        self.stall_reported = False  # the stall watchdog reports a launch once
+
+    def judge(self, verdict: Verdict) -> None:
+        """Record the controller's verdict on this launch: a failure overrides a stop, and
+        otherwise the first verdict stands."""
+        if self.verdict is None or (verdict.state is TaskState.FAILED
+                                    and self.verdict.state is not TaskState.FAILED):
+            self.verdict = verdict
+
+    def abandon_restart(self, run: RunRecord) -> None:
+        """A restart that was coming (BACKOFF) will not happen: back to how it last ended."""
+        if self.state is TaskState.BACKOFF:
+            state, reason = self.last_exit
+            run.set_state(self, state, reason)
+
+    @property
+    def declared_failed(self) -> bool:
+        """The controller itself judged this launch failed (such failures are not retried)."""
+        return self.verdict is not None and self.verdict.state is TaskState.FAILED
+
+    def view(self) -> TaskView:
+        spec = self.plan.spec
+        return TaskView(self.name, spec.job, spec.index, spec.host, self.plan.port, self.state,
+                        self.pid, self.exit_code, self.reason, self.launches, self.restarts)
+
+
+class RunRecord:
+    """One run's state, owned by its lifecycle task, and the run's outlets: every event goes
+    through :meth:`publish` (run directory, then subscribers)."""
+
+    def __init__(self, run_id: str, directory: RunDirectory, settings: TrainingSettings,
+                 tasks: dict[str, TaskRecord], *, config: ClusterConfig,
+                 options: SupervisorOptions, launcher: Launcher, clock: Clock,
+                 sinks: list[Sink], started_wall: float, program: TaskProgram | None = None) -> None:
+        self.run_id = run_id
+        self.directory = directory
+        self.settings = settings
+        self.tasks = tasks
+        self.config = config
+        self.options = options
+        self.program: TaskProgram = program or program_for(
+            config, trainer_argv=options.trainer_argv, hold=options.hold)
+        #: When training is over: every worker, or the chief job's task (tui.program.end_rules).
+        self.run_end = RunEnd.of(t.job for t in tasks.values())
+        #: Workers stuck after the target step (a user's sync chief): tui.core.supervisor.after_target.
+        self.hangs = HangWatch(self.program.target(settings))
+        self.hang_check = asyncio.Event()  # a step came in: look at the hang watch again
+        self.launcher = launcher
+        self.clock = clock
+        self._sinks = sinks
+        self.progress = ProgressTracker(settings.steps)
+        self.started_mono = clock.monotonic()
+        self.started_wall = started_wall
+        self.phase = RunPhase.STARTING
+        # Set on entering the phase (RECOVERING's is cleared on leaving it): what waits
+        # race against.
+        self.entered = {phase: asyncio.Event() for phase in RunPhase}
+        self.stop_outcome: RunOutcome | None = None
+        self.stop_reason = ""
+        self.kill_now = asyncio.Event()
+        self.finished: asyncio.Future[RunSummary] = asyncio.get_running_loop().create_future()
+        self.background: set[asyncio.Task[None]] = set()
+        self.incidents: list[Incident] = []
+        # task name -> index in `incidents` of the incident that task's `initialized` closes
+        self.awaiting_resume: dict[str, int] = {}
+        #: Called when a task failed by itself (task, was it running, reason): the restart
+        #: policy's entry point, set by the supervisor.
+        self.on_failure: Callable[[TaskRecord, bool, str], None] = lambda task, running, why: None
+
+    # -- phases ---------------------------------------------------------------------------
+
+    def enter(self, phase: RunPhase) -> None:
+        """Move the run to ``phase`` (checked against :data:`tui.core.task_state.RUN_TRANSITIONS`)."""
+        check_run_transition(self.phase, phase)
+        if self.phase is RunPhase.RECOVERING:
+            self.entered[RunPhase.RECOVERING].clear()
+        self.phase = phase
+        self.entered[phase].set()
+
+    async def entered_ending(self) -> None:
+        """Return once a stop was requested (the run entered ENDING)."""
+        await self.entered[RunPhase.ENDING].wait()
+
+    @property
+    def stop_requested(self) -> bool:
+        """The run is ending: no restarts, no new stages."""
+        return self.phase in (RunPhase.ENDING, RunPhase.FINISHED)
+
+    @property
+    def recovering(self) -> bool:
+        """A cluster restart is in progress."""
+        return self.phase is RunPhase.RECOVERING
+
+    def request_stop(self, outcome: RunOutcome, reason: str) -> None:
+        """Ask the lifecycle to end the run. The first request's outcome and reason win."""
+        if self.stop_requested:
+            return
+        self.stop_outcome = outcome
+        self.stop_reason = reason
+        self.enter(RunPhase.ENDING)
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    def stages(self) -> list[list[TaskRecord]]:
+        """The start order: every ps, the chief, then everyone else (workers, evaluators)."""
+        ps = self.of_job(Job.PS)
+        others = [t for t in self.tasks.values() if t.job is not Job.PS and t is not self.chief]
+        return [stage for stage in (ps, [self.chief], others) if stage]
+
+    def of_job(self, job: Job) -> list[TaskRecord]:
+        return [t for t in self.tasks.values() if t.job is job]
+
+    def workers(self) -> list[TaskRecord]:
+        """The tasks that train, as :attr:`run_end` says (every worker; with a chief job, the
+        chief alone): the run's training is over when they are."""
+        return [t for t in self.tasks.values() if self.run_end.trains(t.job)]
+
+    def servers(self) -> list[TaskRecord]:
+        """The tasks that serve the ones that train (ps, evaluators; with a chief job, the
+        workers too): they are ended once training is over."""
+        return [t for t in self.tasks.values() if not self.run_end.trains(t.job)]
+
+    @property
+    def holds(self) -> bool:
+        """Tasks are launched held and released with ``go`` (the built-in trainer)."""
+        return self.program.holds
+
+    @property
+    def chief(self) -> TaskRecord:
+        """The chief job's task, else worker 0."""
+        return self.tasks[self.config.chief.name]
+
+    def task(self, name: str) -> TaskRecord:
+        try:
+            return self.tasks[name]
+        except KeyError:
+            raise ValueError(f"no task named {name!r}") from None
+
+    def set_state(self, task: TaskRecord, new: TaskState, reason: str = "") -> None:
+        """Move ``task`` to ``new`` (checked against :data:`tui.core.task_state.TASK_TRANSITIONS`)
+        and tell the subscribers."""
+        old = task.state
+        check_task_transition(task.name, old, new)
+        task.state = new
+        task.reason = reason
+        self.publish(TaskStateChanged(
+            task=task.name, old=old, new=new, pid=task.pid,
+            exit_code=task.exit_code if new.is_finished else None, reason=reason,
+            t=self.clock.time()))
+
+    def check_workers_done(self) -> None:
+        """Enter WORKERS_DONE once every task that trains has finished (none is restarting)."""
+        if self.phase in (RunPhase.STARTING, RunPhase.UP) and \
+                all(t.state.is_finished for t in self.workers()):
+            self.enter(RunPhase.WORKERS_DONE)
+
+    # -- outlets --------------------------------------------------------------------------
+
+    def notify(self, level: Level, text: str, task: str | None = None) -> None:
+        self.publish(Notice(level=level, text=text, task=task, t=self.clock.time()))
+
+    def publish_progress(self) -> None:
+        """Tell the front ends the run's progress changed."""
+        self.publish(ProgressUpdate(progress=self.progress.snapshot(), t=self.clock.time()))
+
+    def publish(self, event: ControllerEvent) -> None:
+        if not isinstance(event, ProgressUpdate):  # derived from events kept there
+            self.directory.record(event)  # never raises: see RunDirectory.on_failure
+        for sink in list(self._sinks):
+            try:
+                sink(event)
+            except Exception:  # one broken front end must not take the run down
+                log.exception("event subscriber %r failed", sink)
+
+    def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        """Run ``coroutine`` in the background; it is cancelled when the run finishes."""
+        task = asyncio.create_task(coroutine)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+

@@ -1,0 +1,130 @@
+"""Carrying out the restart policy (:mod:`tui.config.restart_policy`) for a task that failed by
+itself: restart it alone after the backoff, restart the whole cluster, settle first, or fail
+the run. Each restart is an :class:`~tui.core.events.Incident` of the summary."""
+
+from __future__ import annotations
+
+from tui.config.cluster import Job
+from tui.config.restart_policy import PEER_LOSS_SETTLE, Decision, FailureFacts, PsFacts, decide
+from tui.core.clock import Wake, first_completed
+from tui.core.events import Incident, IncidentKind, Level, RunOutcome, TaskState
+from tui.core.hints import UNAVAILABLE
+from tui.core.supervisor.process import launch
+from tui.core.supervisor.records import RunRecord, TaskRecord
+from tui.core.supervisor.staged import expect_ready, start_in_order
+from tui.core.supervisor.stopping import stop_tasks
+from tui.core.task_state import RunPhase
+
+
+def on_failure(run: RunRecord, task: TaskRecord, was_running: bool, reason: str,
+               *, settled: bool = False) -> None:
+    """A task failed by itself: ask the policy what next, and do it."""
+    facts = FailureFacts(job=task.job, was_running=was_running,
+                         declared_by_controller=task.declared_failed,
+                         lost_peer=task.hint == UNAVAILABLE, cluster_up=run.phase is RunPhase.UP,
+                         workers_done=run.phase is RunPhase.WORKERS_DONE, restarts=task.restarts,
+                         settled=settled)
+    ps = [PsFacts(p.restarts, p.declared_failed) for p in run.of_job(Job.PS)]
+    decision = decide(run.config, facts, fail_fast=run.options.fail_fast, ps=ps)
+    if decision is Decision.RESTART_CLUSTER:
+        _begin_cluster_restart(run, task)
+        return
+    if decision is Decision.SETTLE:
+        # BACKOFF keeps the run open while we wait.
+        run.set_state(task, TaskState.BACKOFF,
+                      f"{reason}; waiting {PEER_LOSS_SETTLE:g} s for a ps failure to explain it")
+        run.spawn(_judge_after_settle(run, task, reason))
+        return
+    if decision is Decision.RESTART_TASK:
+        task.restarts += 1
+        _record_incident(run, task, reason, IncidentKind.TASK_RESTART, resumes=task)
+        policy = run.config.restart_policy(task.job)
+        restart = f"restart {task.restarts} of {policy.max_restarts} in {policy.backoff:g} s"
+        run.notify(Level.WARNING, f"{reason}; {restart}", task.name)
+        # Into BACKOFF now, not in the coroutine: the run must not end (and a start in
+        # progress must not fail) while the restart is pending.
+        run.set_state(task, TaskState.BACKOFF, f"{reason}; {restart}")
+        run.spawn(_restart_after_backoff(run, task, policy.backoff))
+        return
+    task.abandon_restart(run)
+    if decision is Decision.FAIL_RUN:
+        run.request_stop(RunOutcome.FAILED, f"{task.name} {reason}")
+
+
+async def _judge_after_settle(run: RunRecord, task: TaskRecord, reason: str) -> None:
+    """A worker lost its connection to a ps: if a ps failure (and so a cluster restart)
+    follows within :data:`PEER_LOSS_SETTLE`, the worker was its casualty (the cluster restart
+    starts it again); otherwise it is judged like any failed worker."""
+    judged = False
+    try:
+        await first_completed({Wake.DONE: run.entered[RunPhase.RECOVERING].wait(),
+                               Wake.STOPPED: run.entered_ending(),
+                               Wake.TIMEOUT: run.clock.sleep(PEER_LOSS_SETTLE)})
+        if not run.recovering and not run.stop_requested and task.state is TaskState.BACKOFF:
+            judged = True  # from here on, the decision owns its BACKOFF
+            on_failure(run, task, True, reason, settled=True)
+    finally:
+        if not judged and not run.recovering:
+            task.abandon_restart(run)
+        run.check_workers_done()
+
+
+def _record_incident(run: RunRecord, task: TaskRecord, reason: str, kind: IncidentKind,
+                     resumes: TaskRecord) -> None:
+    """Note a restart for the summary; ``resumes``'s next `initialized` says where
+    training went on."""
+    run.incidents.append(Incident(kind=kind, task=task.name, reason=reason,
+                                  global_step=run.progress.snapshot().global_step,
+                                  t=run.clock.time()))
+    run.awaiting_resume[resumes.name] = len(run.incidents) - 1
+
+
+def _begin_cluster_restart(run: RunRecord, cause: TaskRecord) -> None:
+    """A ps failed mid-run. The model's variables on it are gone and every worker's session
+    with it, so restarting the ps alone cannot help: restart every task, in order, and let
+    the chief restore the latest checkpoint."""
+    cause.restarts += 1
+    run.enter(RunPhase.RECOVERING)
+    _record_incident(run, cause, cause.reason, IncidentKind.CLUSTER_RESTART, resumes=run.chief)
+    policy = run.config.restart_policy(cause.job)
+    run.notify(Level.WARNING,
+               f"{cause.reason}; restarting the whole cluster (restart {cause.restarts} of "
+               f"{policy.max_restarts} in {policy.backoff:g} s), training resumes from the "
+               f"latest checkpoint", cause.name)
+    run.spawn(_restart_cluster(run, cause))
+
+
+async def _restart_cluster(run: RunRecord, cause: TaskRecord) -> None:
+    policy = run.config.restart_policy(cause.job)
+    try:
+        survivors = [t for t in run.tasks.values() if t.state.is_active]
+        await stop_tasks(run, survivors, f"cluster restart after {cause.name} failed")
+        wake = await first_completed({Wake.DONE: run.clock.sleep(policy.backoff),
+                                      Wake.STOPPED: run.entered_ending()})
+        if wake is not Wake.DONE or run.stop_requested:
+            return
+        failure = await start_in_order(run)
+        if failure:
+            run.request_stop(RunOutcome.FAILED, f"cluster restart failed: {failure}")
+    finally:
+        if run.recovering:
+            run.enter(RunPhase.UP)
+        run.check_workers_done()
+
+
+async def _restart_after_backoff(run: RunRecord, task: TaskRecord, backoff: float) -> None:
+    try:
+        wake = await first_completed({Wake.DONE: run.clock.sleep(backoff),
+                                      Wake.STOPPED: run.entered_ending()})
+        # A cluster restart in the meantime has started it again already.
+        if wake is Wake.DONE and not run.stop_requested and not run.recovering \
+                and task.state is TaskState.BACKOFF:
+            failure = await launch(run, task)
+            if failure is None:
+                run.spawn(expect_ready(run, task))
+            elif run.options.fail_fast:
+                run.request_stop(RunOutcome.FAILED, failure)
+    finally:
+        if not run.recovering:
+            task.abandon_restart(run)
+        run.check_workers_done()

@@ -1,0 +1,105 @@
+"""The staged start: every ps, then the chief, then the other workers; each stage starts
+once every task of the previous one reported ready.
+
+With ``hold`` every task is launched at once with the trainer's ``--hold``: it imports
+TensorFlow, builds its graph, reports ``loaded`` and waits; its stage's turn sends it ``go``
+on stdin, and only then does it start its server. Start order, same; start time, shorter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from tui.core.clock import Wake, first_completed
+from tui.core.events import Level, TaskState
+from tui.core.supervisor.process import launch
+from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
+from tui.core.supervisor.stopping import release_port, stop_one
+from tui.plan.tasks import GO_LINE
+
+
+async def start_in_order(run: RunRecord) -> str | None:
+    """Start stage after stage; return why the start failed, or None (also when a stop was
+    requested meanwhile). Once every task is up, a notice says how long it took."""
+    began = run.clock.monotonic()
+    stages = run.stages()
+    if run.holds:
+        # Launch every task now so their TensorFlow imports overlap; each waits for
+        # `go` before starting its server, so the servers still start in order.
+        for task in (task for stage in stages for task in stage):
+            if run.stop_requested:
+                return None
+            failure = await launch(run, task)
+            if failure:
+                return failure
+    for stage in stages:
+        if not run.holds:
+            for task in stage:
+                if run.stop_requested:
+                    return None
+                release_port(task)
+                failure = await launch(run, task)
+                if failure:
+                    return failure
+        failure = await bring_up(run, stage)
+        if failure or run.stop_requested:
+            return failure
+    run.notify(Level.INFO, f"all {len(run.tasks)} tasks up in {run.clock.monotonic() - began:.1f} s")
+    return None
+
+
+async def bring_up(run: RunRecord, stage: list[TaskRecord]) -> str | None:
+    """Wait until every launched task of ``stage`` is ready (with ``--hold``: wait for
+    `loaded`, then send `go`); return why not, or None. One deadline for both waits."""
+    deadline = run.clock.monotonic() + run.options.ready_timeout
+    if run.holds:
+        failure = await _await_stage(run, stage, lambda t: t.loaded, deadline)
+        if failure or run.stop_requested:
+            return failure
+        for task in stage:
+            await _go(run, task)
+    return await _await_stage(run, stage, lambda t: t.settled, deadline)
+
+
+async def expect_ready(run: RunRecord, task: TaskRecord) -> None:
+    """For a task started on its own (by hand or by the restart policy): bring it up, and
+    stop it (as failed) if it does not get ready in time."""
+    failure = await bring_up(run, [task])
+    if failure and task.state.is_active:
+        await stop_one(run, task, failure)
+
+
+async def _await_stage(run: RunRecord, stage: list[TaskRecord],
+                       milestone: Callable[[TaskRecord], asyncio.Event], deadline: float) -> str | None:
+    async def all_reached() -> None:
+        await asyncio.gather(*(milestone(t).wait() for t in stage))
+
+    remaining = max(0.0, deadline - run.clock.monotonic())
+    wake = await first_completed({Wake.DONE: all_reached(),
+                                  Wake.STOPPED: run.entered_ending(),
+                                  Wake.TIMEOUT: run.clock.sleep(remaining)})
+    # An exit explains a stop that fail-fast requested, so look at exits first. (A task
+    # whose restart is coming is in BACKOFF, not FAILED.)
+    for task in stage:
+        if task.state is TaskState.FAILED:
+            return f"{task.name} {task.reason}"
+    if wake is Wake.TIMEOUT:
+        timeout = run.options.ready_timeout
+        late = [t for t in stage if t.state is TaskState.STARTING]
+        for task in late:
+            task.judge(Verdict(TaskState.FAILED, f"did not report ready within {timeout:g} s"))
+        names = ", ".join(t.name for t in late)
+        return f"start failed: {names} did not report ready within {timeout:g} s"
+    return None
+
+
+async def _go(run: RunRecord, task: TaskRecord) -> None:
+    """Let a held task start its server (its port is released first)."""
+    release_port(task)
+    if task.process is None or not task.state.is_active:
+        return
+    try:
+        await task.process.send(GO_LINE)
+    except OSError:
+        pass  # it is exiting; its exit is recorded and judged by the stage's wait

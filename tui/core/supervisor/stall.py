@@ -1,0 +1,113 @@
+"""The stall watchdog: a running task that makes no progress is reported, not waited on
+forever.
+
+A task that is hung (a GPU driver hang, a swap storm, a debugger, SIGSTOP) does not exit, so
+nothing else notices it: a sync run freezes, and every worker behind a hung ps waits. Every
+output line of a task is a sign of life (:attr:`TaskRecord.last_activity`; a worker prints a
+step event every ``log_every`` steps), and so is a worker's CPU use past the target step
+(:mod:`tui.core.supervisor.after_target`: an export after training that prints nothing). The
+watchdog looks once a tick at the running tasks of a run that is up:
+
+- a worker is stalled when it has said nothing for ``stall_timeout`` seconds, or for a
+  quarter of that while another worker is progressing (it is not the cluster that waits);
+- a ps says nothing while it serves, so it is stalled when no worker has progressed for
+  ``stall_timeout`` seconds (every worker is stalled behind it);
+- a local task whose process is stopped (state T: SIGSTOP, a debugger) is named as such,
+  judged after a quarter of the time, and it alone is reported: the others wait behind it.
+
+A stall is reported once per launch: a :class:`~tui.core.events.TaskStalled` event, a hint naming
+the task and its last line, and a warning. ``on_stall`` then decides: ``warn`` (only that),
+``restart`` (kill it: the restart policy treats it like any failure) or ``fail`` (the
+controller declares it failed, which ends the run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import psutil
+
+from tui.config.cluster import Job
+from tui.config.restart_policy import StallPolicy
+from tui.core.events import Level, TaskHint, TaskStalled, TaskState
+from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
+from tui.core.task_state import RunPhase
+
+#: The longest line of a task quoted in a stall's hint.
+LAST_LINE_CHARS = 200
+
+
+def process_stopped(task: TaskRecord) -> bool:
+    """Whether the task's local process is stopped (state T). Remote processes: unknown."""
+    if task.pid is None or not task.plan.host.is_local:
+        return False
+    try:
+        return psutil.Process(task.pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    except psutil.Error:
+        return False
+
+
+async def watch_stalls(run: RunRecord) -> None:
+    """Check the run's tasks every tick until the run ends (a background task of the run)."""
+    timeout = run.options.stall_timeout
+    if timeout <= 0:
+        return
+    tick = min(1.0, timeout / 8)
+    while not run.stop_requested:
+        await run.clock.sleep(tick)
+        check_stalls(run)
+
+
+def check_stalls(run: RunRecord) -> None:
+    """Report every running task that is stalled now (see the module docstring)."""
+    if run.phase is not RunPhase.UP:
+        return  # starting, recovering or ending: other deadlines watch those
+    timeout = run.options.stall_timeout
+    quick = timeout / 4
+    now = run.clock.monotonic()
+    running = [t for t in run.tasks.values() if t.state is TaskState.RUNNING]
+    stopped = {t.name for t in running if process_stopped(t)}
+    workers = [t for t in running if t.job is Job.WORKER]
+    for task in running:
+        if task.stall_reported or (stopped and task.name not in stopped):
+            continue
+        if task.job is Job.WORKER:
+            idle = now - task.last_activity
+            others_progress = any(now - w.last_activity < quick for w in workers if w is not task)
+            limit = quick if task.name in stopped or others_progress else timeout
+        else:
+            idle = now - max((w.last_activity for w in workers), default=now)
+            limit = quick if task.name in stopped else timeout
+        if idle >= limit:
+            _report(run, task, idle, task.name in stopped)
+
+
+def _report(run: RunRecord, task: TaskRecord, idle: float, stopped: bool) -> None:
+    task.stall_reported = True
+    last = task.tail[-1] if task.tail else ""
+    if len(last) > LAST_LINE_CHARS:
+        last = last[:LAST_LINE_CHARS] + "..."
+    what = "no worker has progressed behind it" if task.job is Job.PS else "no progress"
+    state = "; its process is stopped (SIGSTOP)" if stopped else ""
+    said = f"; its last line: {last}" if last else "; it printed nothing"
+    text = f"stalled: {what} for {idle:.0f} s{state}{said}"
+    policy = run.options.on_stall
+    run.publish(TaskStalled(task=task.name, seconds=round(idle, 1), stopped=stopped, last_line=last,
+                            policy=policy.value, t=run.clock.time()))
+    action = {StallPolicy.WARN: "kill -CONT it if it was stopped, or restart it (on_stall: restart)",
+              StallPolicy.RESTART: "restarting it as the restart policy says",
+              StallPolicy.FAIL: "the run fails (on_stall: fail)"}[policy]
+    run.publish(TaskHint(task=task.name, hint=f"{text}; {action}", t=run.clock.time()))
+    run.notify(Level.WARNING, text, task.name)
+    if policy is StallPolicy.FAIL:
+        task.judge(Verdict(TaskState.FAILED, text))  # declared failed: the run fails
+    if policy is not StallPolicy.WARN:
+        task.hint = text  # its SIGKILL exit must not be blamed on memory (tui.core.hints)
+        run.spawn(_kill(task))
+
+
+async def _kill(task: TaskRecord) -> None:
+    """SIGKILL: it ends a stopped process too; its exit is then judged as usual."""
+    if task.process is not None:
+        with contextlib.suppress(Exception):
+            await task.process.kill()

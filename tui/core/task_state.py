@@ -1,0 +1,85 @@
+"""The life of a task and of a run, as state machines: every allowed transition is declared
+here, once, and :func:`check_task_transition` / :func:`check_run_transition` are the one place
+that checks them. An illegal transition is a controller bug: it raises
+:class:`IllegalTransition` (the tests see it at once instead of a run that hangs).
+
+A task (:class:`~tui.core.events.TaskState`, what front ends show)::
+
+    pending -> starting -> running -> stopping -> stopped
+                  |          |          |-----> failed (a failure the controller declared)
+                  |          |          '-----> succeeded (its work was done: see tui.program)
+                  |          '-> succeeded / failed (exited by itself)
+                  '-> failed (exited or could not start before reporting ready)
+    failed / stopped -> backoff -> starting   (a restart is coming: the restart policy's
+                           '-> failed / stopped  backoff, a by-hand restart, or a failed
+                                                 worker waiting to see whether its ps failed)
+
+A run (:class:`RunPhase`): starting -> up -> (recovering -> up)* -> workers_done -> ending ->
+finished, where ending (a stop was requested, or the run is over and its tasks are stopped)
+may come from any phase before it.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from tui.core.events import TaskState
+
+
+class IllegalTransition(RuntimeError):
+    """A state change that the machine does not allow: a bug in the controller."""
+
+
+_S = TaskState
+
+#: Every allowed task transition. A launch that fails (``could not start``) goes to FAILED
+#: from wherever a launch may begin.
+TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
+    _S.PENDING: frozenset({_S.STARTING, _S.FAILED}),
+    _S.STARTING: frozenset({_S.RUNNING, _S.STOPPING, _S.SUCCEEDED, _S.FAILED}),
+    _S.RUNNING: frozenset({_S.STOPPING, _S.SUCCEEDED, _S.FAILED}),
+    # SUCCEEDED: a task ended by the controller whose work was done (a user's ps once the
+    # workers finished, a worker hung after the target step).
+    _S.STOPPING: frozenset({_S.STOPPED, _S.FAILED, _S.SUCCEEDED}),
+    # (BACKOFF -> BACKOFF: a worker that waited for a ps failure is then restarted on its own.)
+    _S.BACKOFF: frozenset({_S.STARTING, _S.FAILED, _S.STOPPED, _S.BACKOFF}),
+    _S.SUCCEEDED: frozenset({_S.STARTING, _S.FAILED}),
+    _S.FAILED: frozenset({_S.STARTING, _S.BACKOFF, _S.FAILED}),
+    _S.STOPPED: frozenset({_S.STARTING, _S.BACKOFF, _S.FAILED}),
+}
+
+
+def check_task_transition(task: str, old: TaskState, new: TaskState) -> None:
+    """Raise :class:`IllegalTransition` unless ``old -> new`` is declared above."""
+    if new not in TASK_TRANSITIONS[old]:
+        raise IllegalTransition(f"{task}: {old.value} -> {new.value} is not a task transition")
+
+
+class RunPhase(Enum):
+    """Where a run is. Decisions about failures depend on it (a ps failure is recoverable
+    only once the cluster is up; during a recovery every failure is its casualty)."""
+
+    STARTING = "starting"          # the staged start is under way
+    UP = "up"                      # every task was started and reported ready
+    RECOVERING = "recovering"      # a cluster restart is under way
+    WORKERS_DONE = "workers_done"  # training is over (every worker, or the chief: RunEnd); the rest end
+    ENDING = "ending"              # a stop was requested or the run is over: tasks are stopped
+    FINISHED = "finished"          # every task exited and the summary is out
+
+
+_P = RunPhase
+
+RUN_TRANSITIONS: dict[RunPhase, frozenset[RunPhase]] = {
+    _P.STARTING: frozenset({_P.UP, _P.WORKERS_DONE, _P.ENDING}),
+    _P.UP: frozenset({_P.RECOVERING, _P.WORKERS_DONE, _P.ENDING}),
+    _P.RECOVERING: frozenset({_P.UP, _P.ENDING}),
+    _P.WORKERS_DONE: frozenset({_P.ENDING}),
+    _P.ENDING: frozenset({_P.FINISHED}),
+    _P.FINISHED: frozenset(),
+}
+
+
+def check_run_transition(old: RunPhase, new: RunPhase) -> None:
+    """Raise :class:`IllegalTransition` unless ``old -> new`` is declared above."""
+    if new not in RUN_TRANSITIONS[old]:
+        raise IllegalTransition(f"run: {old.value} -> {new.value} is not a run transition")

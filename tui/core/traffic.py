@@ -1,0 +1,387 @@
+"""Measured network traffic of each parameter server, from the kernel's TCP counters.
+
+Every ``interval`` seconds the monitor asks each ps host for its established TCP sockets
+(``ss -tinpH state established``, run locally or over the run's SSH connection) and sums
+the ``bytes_sent`` and ``bytes_received`` counters of the sockets each ps process owns. Both
+directions matter and both kinds of socket: TensorFlow's gRPC runtime *pulls* tensors (the
+consumer calls ``RecvTensor`` on the producer), so a ps sends variables over the channels
+the workers opened to its port and fetches gradients over channels it opened to theirs.
+Where ``ss`` shows no owner (another user's process) a socket on a ps port counts for that
+ps. A socket that closes between two samples loses its last increment; gRPC channels live
+for the whole run.
+
+Beside the measurement stands the placement's prediction: every step a worker reads every
+variable and sends back a gradient of the same size, so a ps holding ``B`` bytes of dense
+variables moves ``B x 2 x steps/s``. The measured figure adds gRPC's per-call overhead
+(and, in sync mode, the accumulators' and token queue's traffic).
+
+The monitor is a supervisor subscriber like any front end; it writes ``traffic.jsonl``
+(one sample a line) and ``traffic.json`` (the run's totals) into the run directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from trainer import protocol
+from tui.config.cluster import ClusterConfig, HostSpec, Job
+from tui.core.events import (
+    ControllerEvent,
+    ProgressUpdate,
+    RunFinished,
+    RunStarted,
+    TaskStateChanged,
+    TrainerEvent,
+)
+from tui.launch.base import LaunchError
+
+SAMPLE_INTERVAL = 0.5
+TRAFFIC_SAMPLES = "traffic.jsonl"
+TRAFFIC_SUMMARY = "traffic.json"
+
+#: Runs a command (argv) on a host and returns its stdout; raises OSError or LaunchError.
+CommandRunner = Callable[[HostSpec, Sequence[str]], Awaitable[str]]
+
+_COUNTER = re.compile(r"\b(bytes_sent|bytes_received):(\d+)")
+_PID = re.compile(r"\bpid=(\d+)")
+
+
+@dataclass(frozen=True)
+class SocketCounters:
+    """One established TCP socket as ``ss -ti`` shows it."""
+
+    local: str
+    peer: str
+    bytes_sent: int
+    bytes_received: int
+    pids: tuple[int, ...] = ()
+
+    @property
+    def local_port(self) -> int:
+        return int(self.local.rpartition(":")[2])
+
+
+def ss_argv(ports: Sequence[int]) -> list[str]:
+    """The ``ss`` command listing established sockets to or from any of ``ports`` (the
+    cluster's), with TCP info and owning processes."""
+    expression = " or ".join(f"{side} = :{p}" for p in ports for side in ("sport", "dport"))
+    return ["ss", "-tinpH", "state", "established", f"( {expression} )"]
+
+
+def parse_ss(text: str) -> list[SocketCounters]:
+    """Sockets from ``ss -tinpH state established`` output: an address line (recv-q,
+    send-q, local, peer, owners), then an indented line of TCP info with the counters."""
+    found: list[SocketCounters] = []
+    head: list[str] | None = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            fields = line.split()
+            ok = len(fields) >= 4 and fields[2].rpartition(":")[2].isdigit()
+            head = fields if ok else None
+            continue
+        if head is None:
+            continue
+        counters = dict(_COUNTER.findall(line))
+        pids = tuple(int(p) for p in _PID.findall(" ".join(head[4:])))
+        found.append(SocketCounters(head[2], head[3], int(counters.get("bytes_sent", 0)),
+                                    int(counters.get("bytes_received", 0)), pids))
+        head = None
+    return found
+
+
+@dataclass(frozen=True)
+class PsTraffic:
+    """One ps task in one sample: bytes per second since the previous sample, and totals
+    since the run started."""
+
+    task: str
+    sent_per_sec: float
+    received_per_sec: float
+    sent_total: int
+    received_total: int
+
+    @property
+    def per_sec(self) -> float:
+        return self.sent_per_sec + self.received_per_sec
+
+    @property
+    def total(self) -> int:
+        return self.sent_total + self.received_total
+
+
+@dataclass(frozen=True)
+class TrafficSample:
+    """Every ps task at one moment, and the global step then."""
+
+    t: float
+    global_step: int
+    ps: tuple[PsTraffic, ...]
+
+
+@dataclass(frozen=True)
+class PsTrafficSummary:
+    """One ps over the training window: measured bytes per second (both directions) beside
+    the placement's prediction."""
+
+    task: str
+    bytes_sent: int
+    bytes_received: int
+    measured_per_sec: float
+    expected_per_sec: float | None
+    placed_bytes: int | None
+
+
+@dataclass(frozen=True)
+class TrafficSummary:
+    """The run's traffic per ps. The window runs from the first to the last sample taken
+    while training advanced; ``measured_imbalance`` is max over mean bytes per ps in it."""
+
+    window_seconds: float
+    steps_per_sec: float
+    ps: tuple[PsTrafficSummary, ...]
+    measured_imbalance: float
+    expected_imbalance: float | None
+
+    def lines(self) -> list[str]:
+        """The summary's traffic block, one line per ps and one for the imbalance."""
+        out = []
+        for ps in self.ps:
+            expected = (f", expected {format_rate(ps.expected_per_sec)}"
+                        if ps.expected_per_sec is not None else "")
+            out.append(f"{ps.task:<6} {format_rate(ps.measured_per_sec)} measured{expected} "
+                       f"(sent {format_bytes(ps.bytes_sent)}, received {format_bytes(ps.bytes_received)})")
+        predicted = (f" (placement predicts {self.expected_imbalance:.2f})"
+                     if self.expected_imbalance is not None else "")
+        out.append(f"max/mean traffic per ps {self.measured_imbalance:.2f}{predicted}")
+        return out
+
+
+class TrafficMeter:
+    """Turns successive socket listings into per-ps increments. Pure bookkeeping."""
+
+    def __init__(self, ports: dict[int, str], pids: dict[int, str] | None = None) -> None:
+        self._ports = ports
+        self.pids: dict[int, str] = dict(pids or {})
+        self._tasks = sorted(set(ports.values()), key=lambda name: (len(name), name))
+        self._last: dict[tuple[str, str], SocketCounters] = {}
+        self._totals = {task: [0, 0] for task in self._tasks}
+        self._t: float | None = None
+
+    def owner(self, sock: SocketCounters) -> str | None:
+        """The ps task a socket belongs to: by owning process, else by listening port."""
+        if sock.pids:
+            return next((self.pids[p] for p in sock.pids if p in self.pids), None)
+        return self._ports.get(sock.local_port)
+
+    def update(self, t: float, global_step: int, sockets: Sequence[SocketCounters]) -> TrafficSample:
+        increments = {task: [0, 0] for task in self._tasks}
+        seen: dict[tuple[str, str], SocketCounters] = {}
+        for sock in sockets:
+            task = self.owner(sock)
+            if task is None:
+                continue
+            key = (sock.local, sock.peer)
+            seen[key] = sock
+            before = self._last.get(key)
+            # A socket first seen counts in full: it opened during the run.
+            sent = sock.bytes_sent - (before.bytes_sent if before else 0)
+            received = sock.bytes_received - (before.bytes_received if before else 0)
+            increments[task][0] += max(sent, 0)
+            increments[task][1] += max(received, 0)
+        self._last = seen
+        elapsed = t - self._t if self._t is not None else 0.0
+        self._t = t
+        ps = []
+        for task, (sent, received) in increments.items():
+            totals = self._totals[task]
+            totals[0] += sent
+            totals[1] += received
+            ps.append(PsTraffic(task, sent / elapsed if elapsed > 0 else 0.0,
+                                received / elapsed if elapsed > 0 else 0.0, totals[0], totals[1]))
+        return TrafficSample(t, global_step, tuple(ps))
+
+
+def summarise(samples: Sequence[TrafficSample],
+              placement: protocol.Placement | None) -> TrafficSummary | None:
+    """Totals over the training window (None when fewer than two samples fall in it)."""
+    window = training_window(samples)
+    if window is None:
+        return None
+    first, last = window
+    seconds = last.t - first.t
+    steps_per_sec = (last.global_step - first.global_step) / seconds
+    placed = list(placement.ps_bytes) if placement is not None else None
+    rows = []
+    for index, (start, end) in enumerate(zip(first.ps, last.ps, strict=True)):
+        sent = end.sent_total - start.sent_total
+        received = end.received_total - start.received_total
+        on_ps = placed[index] if placed is not None and index < len(placed) else None
+        expected = on_ps * 2 * steps_per_sec if on_ps is not None else None
+        rows.append(PsTrafficSummary(end.task, sent, received, (sent + received) / seconds,
+                                     expected, on_ps))
+    if not any(row.bytes_sent or row.bytes_received for row in rows):
+        return None  # training ended between two samples: nothing was measured
+    return TrafficSummary(seconds, steps_per_sec, tuple(rows), _max_mean([r.measured_per_sec for r in rows]),
+                          placement.max_mean_ratio if placement is not None else None)
+
+
+def training_window(samples: Sequence[TrafficSample]) -> tuple[TrafficSample, TrafficSample] | None:
+    """The first and last sample between which the global step advanced."""
+    moving = [s for s in samples if s.global_step > 0]
+    if not moving:
+        return None
+    start = moving[0]
+    end = max(moving, key=lambda s: (s.global_step, -s.t))  # the first sample at the final step
+    if end.t <= start.t:
+        return None
+    return start, end
+
+
+def _max_mean(values: Sequence[float]) -> float:
+    mean = sum(values) / len(values) if values else 0.0
+    return max(values) / mean if mean > 0 else 1.0
+
+
+class TrafficMonitor:
+    """Samples each ps task's traffic while a run is on. Subscribe :meth:`handle` to the
+    supervisor; :meth:`close` stops the sampler (a run's end stops it too)."""
+
+    def __init__(self, config: ClusterConfig, run_command: CommandRunner,
+                 interval: float = SAMPLE_INTERVAL,
+                 on_sample: Callable[[TrafficSample], None] | None = None) -> None:
+        self._config = config
+        self._run_command = run_command
+        self._interval = interval
+        self._on_sample = on_sample
+        self._task: asyncio.Task[None] | None = None
+        self._run_dir: Path | None = None
+        self._global_step = 0
+        self.placement: protocol.Placement | None = None
+        self.samples: list[TrafficSample] = []
+        self.failure: str | None = None
+        self.summary: TrafficSummary | None = None
+        self._hosts: dict[str, list[int]] = {}
+        self._ps_names: set[str] = set()
+        self._meter = TrafficMeter({})
+
+    def handle(self, event: ControllerEvent) -> None:
+        """The supervisor's sink."""
+        if isinstance(event, RunStarted):
+            self._start(event)
+        elif isinstance(event, TaskStateChanged):
+            if event.pid is not None and event.task in self._ps_names:
+                self._meter.pids[event.pid] = event.task
+        elif isinstance(event, ProgressUpdate):
+            self._global_step = max(self._global_step, event.progress.global_step)
+        elif isinstance(event, TrainerEvent):
+            if isinstance(event.event, protocol.Placement) and self.placement is None:
+                self.placement = event.event
+        elif isinstance(event, RunFinished):
+            self._finish()
+
+    @property
+    def latest(self) -> TrafficSample | None:
+        """The newest sample (front ends on another thread read it; appends are atomic)."""
+        return self.samples[-1] if self.samples else None
+
+    def expected_per_sec(self, span: int = 4) -> list[float | None]:
+        """Each ps's expected bytes/s now: bytes placed on it x 2 x the global steps per
+        second over the last ``span`` samples."""
+        recent = self.samples[-span:]
+        if self.placement is None or len(recent) < 2 or recent[-1].t <= recent[0].t:
+            return []
+        steps_per_sec = (recent[-1].global_step - recent[0].global_step) / (recent[-1].t - recent[0].t)
+        return [size * 2 * steps_per_sec for size in self.placement.ps_bytes]
+
+    def _start(self, event: RunStarted) -> None:
+        self._finish_sampler()
+        self._run_dir = event.run_dir
+        self._global_step = 0
+        self.placement = None
+        self.samples = []
+        self.summary = None
+        self._hosts = {}
+        ports: dict[int, str] = {}
+        for info in event.tasks:
+            if info.job is Job.PS:
+                ports[info.port] = info.name
+        # On each ps host, sockets to or from any cluster port: a ps's own channels to the
+        # workers too (those of other processes are told apart by owner).
+        every_port = sorted({info.port for info in event.tasks})
+        for info in event.tasks:
+            if info.job is Job.PS:
+                self._hosts[info.host] = every_port
+        self._ps_names = set(ports.values())
+        self._meter = TrafficMeter(ports)
+        if self._hosts:
+            self._task = asyncio.ensure_future(self._sample_forever())
+
+    def _finish(self) -> None:
+        self._finish_sampler()
+        self.summary = summarise(self.samples, self.placement)
+        if self._run_dir is not None and self._run_dir.is_dir():
+            record = {"summary": asdict(self.summary) if self.summary else None,
+                      "failure": self.failure}
+            (self._run_dir / TRAFFIC_SUMMARY).write_text(json.dumps(record, indent=2) + "\n",
+                                                         encoding="utf-8")
+
+    def _finish_sampler(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def close(self) -> None:
+        """Stop sampling (idempotent)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _sample_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await self.sample_once(loop.time())
+            except (OSError, LaunchError) as exc:
+                self.failure = f"cannot read TCP counters: {exc}"
+                return
+            await asyncio.sleep(self._interval)
+
+    async def sample_once(self, t: float) -> TrafficSample:
+        """List every ps host's sockets once and record the sample."""
+        sockets: list[SocketCounters] = []
+        for host_name, ports in self._hosts.items():
+            host = self._config.hosts.get(host_name) or HostSpec(name=host_name, address=host_name)
+            text = await self._run_command(host, ss_argv(ports))
+            sockets += parse_ss(text)
+        sample = self._meter.update(t, self._global_step, sockets)
+        self.samples.append(sample)
+        if self._run_dir is not None and self._run_dir.is_dir():
+            with open(self._run_dir / TRAFFIC_SAMPLES, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(asdict(sample), separators=(",", ":")) + "\n")
+        if self._on_sample is not None:
+            self._on_sample(sample)
+        return sample
+
+
+def format_rate(per_sec: float) -> str:
+    return format_bytes(per_sec) + "/s"
+
+
+def format_bytes(size: float) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+

@@ -1,0 +1,131 @@
+"""``tfdist-tui compare RUN_DIR...``: several runs side by side.
+
+One table (the settings that differ between the runs, then wall time, time to the first
+step (start-up) and to the target step, final loss and accuracy, aggregate examples/sec as
+median and min-max, bytes placed on each ps and measured traffic per ps) and two overlaid
+charts (loss against step, examples/sec against time). :func:`render_text` gives the
+terminal form (Rich), and :func:`render_html` a self-contained HTML page with the same
+table and inline SVG charts.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console
+from rich.table import Table
+
+from tui.core.describe import format_number
+from tui.core.traffic import format_bytes, format_rate
+from tui.experiments.charts import Series, svg_chart, text_chart
+from tui.experiments.finished_runs import RunRecord
+
+COMPARISON_HTML = "comparison.html"
+COMPARISON_TEXT = "comparison.txt"
+#: A file is never wrapped: wide enough for every column of many differing settings.
+FILE_WIDTH = 1000
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Rows of text, one per run, under ``columns``; and the runs' curves."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    labels: tuple[str, ...]
+    loss: tuple[Series, ...]
+    rate: tuple[Series, ...]
+
+
+def differing_settings(runs: Sequence[RunRecord]) -> list[str]:
+    """Names of the settings whose values are not the same in every run, in first-seen order."""
+    names: list[str] = []
+    for run in runs:
+        names += [name for name, _ in run.settings if name not in names]
+    return [name for name in names if len({run.setting(name) for run in runs}) > 1]
+
+
+def compare(runs: Sequence[RunRecord]) -> Comparison:
+    """The comparison of ``runs`` (at least one)."""
+    differ = differing_settings(runs)
+    columns = ("run", *differ, "outcome", "wall s", "first step s", "to target s", "loss", "accuracy",
+               "ex/s median (min-max)", "bytes per ps", "traffic per ps", "max/mean")
+    rows = []
+    labels = []
+    for run in runs:
+        label = " ".join(f"{name}={run.setting(name)}" for name in differ) or run.run_id
+        labels.append(label)
+        rate = (f"{run.throughput.median:.1f} ({run.throughput.low:.1f}-{run.throughput.high:.1f})"
+                if run.throughput else "-")
+        placed = " / ".join(format_bytes(b) for b in run.ps_bytes) or "-"
+        traffic = " / ".join(format_rate(t.measured_per_sec) for t in run.traffic) or "-"
+        imbalance = f"{run.traffic_imbalance:.2f}" if run.traffic_imbalance is not None else "-"
+        rows.append((run.run_id, *(run.setting(name) for name in differ), run.outcome,
+                     f"{run.wall_time:.1f}", _seconds(run.time_to_first_step),
+                     _seconds(run.time_to_target),
+                     format_number(run.final_loss), format_number(run.final_accuracy),
+                     rate, placed, traffic, imbalance))
+    loss = tuple(Series(label, tuple((float(s), v) for s, v in run.loss_curve))
+                 for label, run in zip(labels, runs, strict=True))
+    rate_series = tuple(Series(label, run.rate_curve) for label, run in zip(labels, runs, strict=True))
+    return Comparison(columns, tuple(rows), tuple(labels), loss, rate_series)
+
+
+def render_text(comparison: Comparison, out: TextIO, colour: bool = False, width: int = 240) -> None:
+    """The table and both charts, for a terminal (or a file with ``colour=False``)."""
+    console = Console(file=out, width=width, color_system="auto" if colour else None,
+                      force_terminal=colour, highlight=False, soft_wrap=False)
+    table = Table(title=f"{len(comparison.rows)} run(s)", title_justify="left")
+    for number, column in enumerate(comparison.columns):
+        table.add_column(column, justify="left" if number == 0 or not _numeric(column) else "right",
+                         no_wrap=True)
+    for row in comparison.rows:
+        table.add_row(*row)
+    console.print(table)
+    for title, series, x_label in (("loss by step", comparison.loss, "global step"),
+                                   ("examples/sec by time", comparison.rate, "seconds since start")):
+        console.print()
+        for line in text_chart(title, series, x_label=x_label, markup=colour):
+            console.print(line, markup=colour, highlight=False)
+
+
+def render_html(comparison: Comparison, title: str = "tfdist-tui comparison") -> str:
+    """A self-contained page: the table and both charts as inline SVG (no scripts)."""
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in comparison.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+                   for row in comparison.rows)
+    charts = (svg_chart("loss by step", comparison.loss, "global step", "loss")
+              + svg_chart("examples/sec by time", comparison.rate, "seconds since start", "examples/sec"))
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>"
+            "body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+            "td:first-child,th{text-align:left}svg{display:block;margin:1em 0}</style></head><body>"
+            f"<h1>{html.escape(title)}</h1><p>written {stamp}</p>"
+            f"<table><tr>{head}</tr>{body}</table>{charts}</body></html>\n")
+
+
+def write_files(comparison: Comparison, folder: Path) -> tuple[Path, Path]:
+    """Write ``comparison.txt`` and ``comparison.html`` into ``folder``; their paths."""
+    text = io.StringIO()
+    render_text(comparison, text, width=FILE_WIDTH)
+    text_path = folder / COMPARISON_TEXT
+    text_path.write_text(text.getvalue(), encoding="utf-8")
+    html_path = folder / COMPARISON_HTML
+    html_path.write_text(render_html(comparison), encoding="utf-8")
+    return text_path, html_path
+
+
+def _numeric(column: str) -> bool:
+    return column not in ("outcome", "bytes per ps", "traffic per ps")
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

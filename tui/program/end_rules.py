@@ -1,0 +1,149 @@
+"""Ending a user's program cleanly whatever it does: what says its training is over
+(:class:`RunEnd`: every worker, or the ``chief`` job's task), the sync chief's hang after its
+last step (tensorflow#13779), and a ps's port probed for readiness. Pure rules and
+bookkeeping plus one small probe; the supervisor acts on the answers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from tui.config.cluster import Job
+from tui.program.base import PsEnding
+
+#: Once the target step is reached, a worker whose global step has not advanced for this
+#: long is ended (and counted as succeeded) unless its processes are busy: well inside the
+#: 10 s the product promises.
+HANG_AFTER = 5.0
+#: The last seconds of :data:`HANG_AFTER`, over which a candidate's CPU time is sampled
+#: (:mod:`tui.core.supervisor.busy`); its clock ticks are 1/100 s, so 2 s resolve 0.5 % of a core.
+CPU_SAMPLE = 2.0
+#: How often a task's port is tried while it is starting.
+PORT_PROBE_INTERVAL = 0.25
+
+
+class RunEnd(Enum):
+    """The rule for when a run's training is over, and so when the tasks that only serve it
+    are ended (each counted as succeeded; one that had exited keeps its own verdict).
+
+    :meth:`of` picks it from the cluster's jobs; :meth:`trains` says which tasks the run waits
+    for, :meth:`ending_of` how each of the others ends then. A task that fails is judged by
+    the restart policy as ever: only a training task's exit 0 can end the training."""
+
+    #: No ``chief`` job (TF1 between-graph, worker 0 is the chief): every worker trains until
+    #: it is done and exits by itself; once all have exited 0 the ps end as the program says.
+    WORKERS = "workers"
+    #: A ``chief`` job (TF2 ``ParameterServerStrategy``: the chief is the coordinator, the
+    #: workers and ps are servers that never return from ``join()``): the chief's exit 0 ends
+    #: the run, and every worker, evaluator and ps still running is stopped at once.
+    CHIEF = "chief"
+
+    @classmethod
+    def of(cls, jobs: Iterable[Job]) -> RunEnd:
+        """The rule for a cluster with tasks of ``jobs``."""
+        return cls.CHIEF if Job.CHIEF in set(jobs) else cls.WORKERS
+
+    def trains(self, job: Job) -> bool:
+        """Whether a task of ``job`` trains (the run's training is over once every such task
+        has exited), rather than serves the ones that do."""
+        return job is (Job.CHIEF if self is RunEnd.CHIEF else Job.WORKER)
+
+    def ending_of(self, job: Job, ps_ending: PsEnding) -> PsEnding:
+        """How a serving task of ``job`` ends once training is over, in a program whose ps end
+        as ``ps_ending`` says: a TF1 ps so; an evaluator, and everything serving a chief, is
+        stopped (SIGTERM, then SIGKILL after the grace period) at once."""
+        return ps_ending if self is RunEnd.WORKERS and job is Job.PS else PsEnding.STOP
+
+    def ended_reason(self, chief: str) -> str:
+        """Why a serving task that the controller ended counts as succeeded (``chief``: the
+        chief's task name)."""
+        if self is RunEnd.CHIEF:
+            return f"ended by the controller: {chief} finished (counted as succeeded)"
+        return "ended by the controller after every worker finished (counted as succeeded)"
+
+    def ended_notice(self, chief: str, ended: Sequence[tuple[str, Job]]) -> str | None:
+        """What the controller says once it ended the tasks ``ended`` (name and job) because
+        training is over: with a chief job, that the chief finished and which it ended
+        (workers first, ps last); otherwise nothing (each ps's reason says it)."""
+        if self is not RunEnd.CHIEF or not ended:
+            return None
+        order = (Job.WORKER, Job.EVALUATOR, Job.PS)
+        names = [name for name, _ in sorted(ended, key=lambda each: order.index(each[1]))]
+        return f"{chief} finished: ended {', '.join(names)} (counted as succeeded)"
+
+
+@dataclass
+class HangWatch:
+    """Which workers have stopped making progress after the run reached its target.
+
+    ``target`` is the step the run trains to (0: unknown, and then nothing is ever judged
+    hung: a program that ignores ``{steps}`` may rightly train past it)."""
+
+    target: int
+    #: Quiet seconds after which a worker is a candidate; the supervisor then samples its CPU.
+    after: float = HANG_AFTER - CPU_SAMPLE
+    _advanced: dict[str, tuple[int, float]] = field(default_factory=dict)  # task -> (step, when)
+    _reached_at: float | None = None
+    _working: set[str] = field(default_factory=set)  # found busy past the target (said once)
+
+    def started(self, task: str, now: float) -> None:
+        """``task`` (a worker or the chief) was launched."""
+        self._advanced[task] = (-1, now)
+
+    def step(self, task: str, global_step: int, target: int, now: float) -> None:
+        """``task`` reported ``global_step`` (``target`` as it knows it, 0 if not)."""
+        if target > 0:
+            self.target = target
+        last = self._advanced.get(task)
+        if last is None or global_step > last[0]:
+            self._advanced[task] = (global_step, now)
+        if self.target > 0 and global_step >= self.target and self._reached_at is None:
+            self._reached_at = now
+
+    def exited(self, task: str) -> None:
+        self._advanced.pop(task, None)
+
+    def working(self, task: str, now: float) -> bool:
+        """``task`` did not move but its process is busy (saving, exporting, evaluating after
+        its last step): look again :attr:`after` seconds from ``now``. True the first time,
+        so that it is said once."""
+        last = self._advanced.get(task)
+        if last is not None:
+            self._advanced[task] = (last[0], now)
+        first = task not in self._working
+        self._working.add(task)
+        return first
+
+    @property
+    def reached(self) -> bool:
+        return self._reached_at is not None
+
+    def hung(self, now: float) -> list[str]:
+        """Workers still running whose step has not moved for :attr:`after` seconds since
+        the target was reached (or since they last advanced, if later)."""
+        if self._reached_at is None:
+            return []
+        reached = self._reached_at
+        return [task for task, (_, when) in self._advanced.items() if now - max(when, reached) >= self.after]
+
+    def next_check(self, now: float) -> float | None:
+        """Seconds until someone may be hung (None: nobody can be yet)."""
+        if self._reached_at is None or not self._advanced:
+            return None
+        reached = self._reached_at
+        return max(0.0, min(max(when, reached) + self.after for _, when in self._advanced.values()) - now)
+
+
+async def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Whether something accepts connections on ``host:port`` now."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
