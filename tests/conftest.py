@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+#: Fixtures of real parts any test file may ask for (a private sshd, ...), shared by name.
+pytest_plugins = ["tests.support.sshd"]
+
 #: The suite runs on pytest-xdist workers (``-n auto`` in pyproject.toml). Its integration tests
 #: each start whole TensorFlow clusters, so past a few workers they only compete for cores and
 #: stretch each other's timeouts.
@@ -15,3 +18,15 @@ MAX_WORKERS = 4
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """One worker per core this process may use, at most :data:`MAX_WORKERS`."""
     return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
+#: Fixtures whose users carry a marker of the same name, so ``-m "not sshd"`` deselects them.
+MARKED_FIXTURES = ("sshd", "slurm")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the real parts its fixtures start (a marker, not a folder)."""
+    for item in items:
+        for name in MARKED_FIXTURES:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(name)

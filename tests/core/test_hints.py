@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.core.fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
+from tests.support.fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
 from trainer.settings import Dataset
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import RestartMode, RestartPolicy

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.core.fakes import FakeClock, FakeLauncher, Recorder, make_config
 from tests.support import fill, small_filesystem
+from tests.support.fakes import FakeClock, FakeLauncher, Recorder, make_config
 from trainer import protocol
 from tui.core.events import ControllerEvent, RunOutcome, RunSummary, TaskOutput, TaskState, TaskStateChanged
 from tui.core.rundir import RunDirectory, WriteFailure, new_run_id

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tests.core.fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
+from tests.support.fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
 from tui.config.cluster import HostSpec
 from tui.core.commands import Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
 from tui.core.events import Level, Notice, RunOutcome, TaskState

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.fakes import make_config
+from tests.support.fakes import make_config
 from tui.config.cluster import Job, RestartMode, RestartPolicy
 from tui.config.restart_policy import Decision, FailureFacts, PsFacts, decide
 from tui.core.events import TaskState

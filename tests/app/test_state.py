@@ -1,0 +1,112 @@
+"""The dashboard's bookkeeping, without Textual."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.app.scripted import T0, TASKS, failed_history, running_history
+from tests.support import with_progress
+from trainer import protocol
+from trainer.settings import TrainingSettings
+from tui.app.state import LOG_LINES_PER_TASK, MAX_LINE_CHARS, MERGED_LOG_LINES, Dashboard
+from tui.core import hints
+from tui.core.events import RunStarted, TaskOutput, TaskState, TaskStateChanged, TrainerEvent
+from tui.launch.lines import Stream
+
+
+def folded(events) -> Dashboard:
+    d = Dashboard(TrainingSettings(), clock=lambda: T0 + 40)
+    for e in with_progress(events):
+        d.apply(e)
+    return d
+
+
+def test_rows_follow_states_steps_and_rates() -> None:
+    d = folded(running_history(TrainingSettings()))
+    assert [r.state for r in d.rows.values()] == [TaskState.RUNNING] * 4
+    assert d.rows["worker0"].local_step == 600 and d.rows["worker1"].examples_per_sec == 4800 + 25 * 30
+    assert d.global_step == 1200 and d.target == 3000
+    assert d.aggregate_rate == (5000 + 40 * 30) + (4800 + 25 * 30)
+    assert d.rows["ps0"].output_age(T0 + 40) == "36s"
+    assert d.placement is not None and d.placement.max_mean_ratio > 1.9
+    # one throughput point per second of event time, per worker too
+    assert len(d.rate_history) == 30 and len(d.worker_history["worker0"]) == 30
+    # 1200 steps in the last 29 s of events: (3000 - 1200) / (1160 / 29) s to go
+    assert d.eta_seconds() == (3000 - 1200) / ((1200 - 40) / 29)
+
+
+def test_failure_is_in_the_row_and_the_log() -> None:
+    d = folded(failed_history(TrainingSettings()))
+    row = d.rows["worker1"]
+    assert row.state is TaskState.FAILED and row.exit_code == 1 and row.state_text == "failed (1)"
+    assert "worker1" not in d.worker_rates
+    assert list(d.logs["worker1"].lines)[-3:] == ["trainer: worker1: UnavailableError: Socket closed",
+                                                   f"── hint: {hints.UNAVAILABLE}",
+                                                   "── failed: exited with code 1 (exited with code 1)"]
+
+
+def test_a_hint_stays_beside_its_task_until_the_task_starts_again() -> None:
+    d = folded(failed_history(TrainingSettings()))
+    assert d.rows["worker1"].hint == hints.UNAVAILABLE
+    assert d.hints == [("worker1", hints.UNAVAILABLE)]
+    assert f"── hint: {hints.UNAVAILABLE}" in d.logs["worker1"].lines
+    d.apply(TaskStateChanged(task="worker1", old=TaskState.FAILED, new=TaskState.STARTING, pid=1010,
+                             t=T0 + 38))
+    assert d.hints == []
+
+
+def test_the_chiefs_initialized_step_is_authoritative_after_a_cluster_restart() -> None:
+    # (The rule lives in the core's ProgressTracker; the dashboard shows its snapshots.)
+    events = running_history(TrainingSettings())
+    assert folded(events).global_step == 1200
+    events.append(TrainerEvent(task="worker0", event=protocol.Initialized(
+        role="worker", index=0, global_step=1000, seconds=3.0, is_chief=True), t=T0 + 45))
+    d = folded(events)
+    assert d.global_step == 1000 and d.eta_seconds() is None
+    events.append(TrainerEvent(task="worker1", event=protocol.Initialized(
+        role="worker", index=1, global_step=900, seconds=3.0), t=T0 + 45))
+    assert folded(events).global_step == 1000  # another worker's view is not
+
+
+def test_buffers_are_bounded_and_lines_clipped() -> None:
+    d = folded([RunStarted(run_id="r", run_dir=Path("x"), tasks=TASKS,
+                           settings=TrainingSettings(), t=T0)])
+    for i in range(LOG_LINES_PER_TASK + 500):
+        d.apply(TaskOutput(task="worker0", stream=Stream.STDOUT, text=f"line {i}", t=T0))
+    d.apply(TaskOutput(task="worker1", stream=Stream.STDOUT, text="x" * 10_000, t=T0))
+    assert len(d.logs["worker0"].lines) == LOG_LINES_PER_TASK
+    assert d.logs["worker0"].lines[-1] == f"line {LOG_LINES_PER_TASK + 499}"
+    assert len(d.merged.lines) <= MERGED_LOG_LINES
+    assert len(d.logs["worker1"].lines[-1]) == MAX_LINE_CHARS + 1
+
+
+def test_event_lines_are_shown_described_not_raw() -> None:
+    d = folded(running_history(TrainingSettings()))
+    raw = protocol.Ready(role="ps", index=0, pid=1, address="localhost:1", tf_version="2.21.0")
+    d.apply(TaskOutput(task="ps0", stream=Stream.STDOUT, text=raw.to_json(), is_event=True, t=T0 + 41))
+    d.apply(TrainerEvent(task="ps0", event=raw, t=T0 + 41))
+    assert raw.to_json() not in d.logs["ps0"].lines
+    assert d.logs["ps0"].lines[-1] == "ready on localhost:1 (pid 1, TensorFlow 2.21.0)"
+    assert d.rows["ps0"].tf_version == "2.21.0"
+
+
+def test_restarts_count_launches_across_relaunches() -> None:
+    events = running_history(TrainingSettings())
+    events.append(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.STOPPED, t=T0 + 41))
+    events.append(TaskStateChanged(task="worker1", old=TaskState.STOPPED, new=TaskState.STARTING, t=T0 + 42))
+    d = folded(events)
+    assert d.rows["worker1"].restarts == 1
+    d.apply(RunStarted(run_id="again", run_dir=Path("y"), tasks=TASKS,
+                       settings=TrainingSettings(), t=T0 + 50))
+    assert d.rows["worker1"].restarts == 1 and d.global_step == 0 and d.placement is None
+
+
+def test_each_tasks_share_of_its_host_opens_its_log() -> None:
+    import dataclasses
+
+    tasks = (dataclasses.replace(TASKS[0], share="1 core", share_brief="1c"),
+             *(dataclasses.replace(task, share="", share_brief="") for task in TASKS[1:]))
+    d = folded([RunStarted(run_id="r", run_dir=Path("/r"), tasks=tasks, settings=TrainingSettings(), t=T0)])
+    assert d.logs["ps0"].lines[-1] == "── ps0 on localhost: 1 core"
+    assert (d.rows["ps0"].share, d.rows["worker0"].share) == ("1c", "")  # the table's column
+    assert not any("core" in line for line in d.logs["worker0"].lines)  # no share, no line

@@ -1,0 +1,195 @@
+"""Cluster restarts: a ps that fails mid-run takes the model's variables with it, so the
+supervisor restarts every task in order and the chief resumes from the latest checkpoint.
+Scripted fake processes and a fake clock; the real thing is in test_integration_restart."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tests.support.fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, finish_cleanly, make_config
+from trainer import protocol
+from trainer.settings import Mode
+from tui.config.cluster import Job, RestartMode, RestartPolicy
+from tui.config.restart_policy import PEER_LOSS_SETTLE
+from tui.core.events import Incident, IncidentKind, Notice, RunOutcome, TaskState, TrainerEvent
+from tui.core.supervisor.lifecycle import Supervisor
+
+S = TaskState
+NAMES = ["ps0", "worker0", "worker1"]
+UNAVAILABLE_LINE = "tensorflow.python.framework.errors_impl.UnavailableError: Socket closed"
+
+
+def make(tmp_path: Path, ps: RestartPolicy, worker: RestartPolicy | None = None
+         ) -> tuple[Supervisor, FakeLauncher, FakeClock, Recorder]:
+    config = make_config(tmp_path, steps=1000)
+    overrides = {Job.PS: ps, **({Job.WORKER: worker} if worker else {})}
+    config = dataclasses.replace(config, restart_overrides=overrides)
+    launcher, clock, recorder = FakeLauncher(), FakeClock(), Recorder()
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=clock)
+    supervisor.subscribe(recorder)
+    return supervisor, launcher, clock, recorder
+
+
+def on_failure(max_restarts: int = 2, backoff: float = 5.0) -> RestartPolicy:
+    # (Not 1 s: the run directory's flush sleeps that long, and clock.sleeping would match it.)
+    return RestartPolicy(RestartMode.ON_FAILURE, max_restarts=max_restarts, backoff=backoff)
+
+
+def initialized(process: FakeProcess, global_step: int) -> None:
+    process.emit(protocol.Initialized(role="worker", index=process.task.index, global_step=global_step,
+                                      seconds=1.0, is_chief=process.task.index == 0))
+
+
+async def running(launcher: FakeLauncher, recorder: Recorder, launch: int = 1) -> dict[str, FakeProcess]:
+    """Bring every task up, and wait for the supervisor to see the whole cluster up."""
+    processes = {}
+    for name in NAMES:
+        processes[name] = await launcher.started(name, launch=launch)
+        processes[name].ready()
+    seen = 0
+
+    def up(event: object) -> bool:
+        nonlocal seen
+        seen += isinstance(event, Notice) and event.text.startswith("all 3 tasks up")
+        return seen >= launch
+
+    await recorder.wait_for(up)
+    return processes
+
+
+async def test_a_failed_ps_restarts_the_whole_cluster_which_resumes_from_the_checkpoint(
+        tmp_path: Path) -> None:
+    supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=5.0))
+    await supervisor.start()
+    first = await running(launcher, recorder)
+    first["worker0"].step(350, target=1000)
+    first["ps0"].exit(-9)
+    # Every other task is stopped by the controller, not left to fail on its own.
+    await recorder.state("worker0", S.STOPPED)
+    await recorder.state("worker1", S.STOPPED)
+    await clock.sleeping(5.0)
+    assert supervisor.is_running
+    clock.advance(5.0)
+    second = await running(launcher, recorder, launch=2)
+    # Staged start again: ps first, then the chief, then the others.
+    assert launcher.starts == NAMES + NAMES
+    assert [e for e in launcher.log if e[0] == "send"][-3:] == [
+        ("send", "ps0 go"), ("send", "worker0 go"), ("send", "worker1 go")]
+    initialized(second["worker0"], 200)  # the chief restored the checkpoint of step 200
+    await recorder.wait_for(lambda e: isinstance(e, TrainerEvent)
+                            and isinstance(e.event, protocol.Initialized))
+    progress = supervisor.progress()
+    assert progress is not None and progress.global_step == 200  # back to the checkpoint's step
+    await finish_cleanly(second)
+    summary = await supervisor.wait()
+    assert summary.outcome is RunOutcome.SUCCEEDED
+    assert summary.incidents == (Incident(kind=IncidentKind.CLUSTER_RESTART, task="ps0",
+                                          reason="was killed by SIGKILL", global_step=350,
+                                          resumed_step=200, t=summary.incidents[0].t),)
+    assert summary.incidents[0].steps_lost == 150
+    assert summary.incidents[0].describe() == ("ps0 was killed by SIGKILL at step 350: cluster "
+                                               "restarted, resumed from step 200 (150 steps lost)")
+    assert {t.name: t.restarts for t in summary.tasks} == {"ps0": 1, "worker0": 0, "worker1": 0}
+    notices = [n.text for n in recorder.of(Notice) if n.task == "ps0"]
+    assert notices == ["was killed by SIGKILL; restarting the whole cluster (restart 1 of 2 in 5 s), "
+                       "training resumes from the latest checkpoint"]
+
+
+async def test_workers_that_lose_the_ps_first_are_its_casualties_not_failures(tmp_path: Path) -> None:
+    # Worker restarts are off: judged alone, worker1 would fail the run at once.
+    supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=7.0))
+    await supervisor.start()
+    first = await running(launcher, recorder)
+    first["worker1"].say(UNAVAILABLE_LINE)
+    first["worker1"].exit(1)  # its exit arrives before the ps's
+    await recorder.state("worker1", S.FAILED)
+    await clock.sleeping(PEER_LOSS_SETTLE)
+    first["ps0"].exit(-9)
+    await clock.sleeping(7.0)  # the backoff of the cluster restart
+    clock.advance(7.0)
+    second = await running(launcher, recorder, launch=2)
+    await finish_cleanly(second)
+    summary = await supervisor.wait()
+    assert summary.outcome is RunOutcome.SUCCEEDED
+    assert [i.kind for i in summary.incidents] == [IncidentKind.CLUSTER_RESTART]
+    assert {t.name: t.restarts for t in summary.tasks} == {"ps0": 1, "worker0": 0, "worker1": 0}
+
+
+async def test_a_worker_that_lost_a_ps_which_did_not_fail_is_judged_alone(tmp_path: Path) -> None:
+    supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure())
+    await supervisor.start()
+    first = await running(launcher, recorder)
+    first["worker1"].say(UNAVAILABLE_LINE)
+    first["worker1"].exit(1)
+    await clock.sleeping(PEER_LOSS_SETTLE)
+    assert supervisor.is_running and first["worker0"].terminated == 0  # still waiting
+    clock.advance(PEER_LOSS_SETTLE)
+    summary = await supervisor.wait()
+    assert summary.outcome is RunOutcome.FAILED
+    assert summary.reason == "worker1 exited with code 1"
+    assert summary.incidents == ()
+    assert launcher.starts == NAMES
+
+
+async def test_a_ps_failure_past_its_restart_budget_fails_the_run(tmp_path: Path) -> None:
+    supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(max_restarts=1, backoff=7.0))
+    await supervisor.start()
+    first = await running(launcher, recorder)
+    first["ps0"].exit(1)
+    await clock.sleeping(7.0)
+    clock.advance(7.0)
+    second = await running(launcher, recorder, launch=2)
+    initialized(second["worker0"], 0)
+    second["ps0"].exit(1)
+    summary = await supervisor.wait()
+    assert summary.outcome is RunOutcome.FAILED
+    assert summary.reason == "ps0 exited with code 1"
+    assert [(i.task, i.resumed_step) for i in summary.incidents] == [("ps0", 0)]
+    assert launcher.starts == NAMES + NAMES
+
+
+async def test_a_ps_failing_during_the_start_fails_the_start(tmp_path: Path) -> None:
+    supervisor, launcher, _clock, recorder = make(tmp_path, ps=on_failure())
+    await supervisor.start()
+    ps0 = await launcher.started("ps0")
+    ps0.ready()
+    await recorder.state("ps0", S.RUNNING)
+    ps0.exit(1)  # before the chief is up: there is nothing to resume yet
+    summary = await supervisor.wait()
+    assert summary.outcome is RunOutcome.FAILED
+    assert summary.incidents == ()
+    assert launcher.starts == NAMES
+
+
+async def test_a_stop_during_the_backoff_ends_the_run_without_restarting(tmp_path: Path) -> None:
+    supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=30.0))
+    await supervisor.start()
+    first = await running(launcher, recorder)
+    first["ps0"].exit(1)
+    await clock.sleeping(30.0)
+    summary = await supervisor.stop_all()
+    assert summary is not None and summary.outcome is RunOutcome.FAILED  # ps0 failed
+    assert launcher.starts == NAMES
+    assert [(i.task, i.resumed_step) for i in summary.incidents] == [("ps0", None)]
+    assert summary.incidents[0].describe().endswith("cluster restarted, training did not resume")
+
+
+@pytest.mark.parametrize(("mode", "replicas", "warned"), [
+    (Mode.SYNC, None, True), (Mode.SYNC, 1, False), (Mode.ASYNC, None, False)])
+async def test_stopping_a_worker_by_hand_in_sync_mode_warns_that_training_pauses(
+        tmp_path: Path, mode: Mode, replicas: int | None, warned: bool) -> None:
+    config = make_config(tmp_path, mode=mode, replicas_to_aggregate=replicas)
+    launcher, recorder = FakeLauncher(), Recorder()
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=FakeClock())
+    supervisor.subscribe(recorder)
+    await supervisor.start()
+    await running(launcher, recorder)
+    await supervisor.stop_task("worker1")
+    warnings = [n.text for n in recorder.of(Notice) if n.task == "worker1"]
+    assert bool(warnings) is warned
+    if warned:
+        assert warnings[0].startswith("sync mode: every round needs a gradient from each worker")
+    await supervisor.stop_all()

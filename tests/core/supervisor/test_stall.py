@@ -1,0 +1,155 @@
+"""The stall watchdog: the rules with scripted tasks on a fake clock, then a real TensorFlow
+cluster with a SIGSTOPped worker, whose run directory then fills up (the run stops, exit 1)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.support import assert_no_trainers_left, fill, small_filesystem
+from tests.support.fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, make_config, start_all
+from trainer import protocol
+from trainer.settings import Mode
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import RestartMode, RestartPolicy
+from tui.config.restart_policy import StallPolicy
+from tui.core.events import (
+    ControllerEvent,
+    Notice,
+    RunOutcome,
+    TaskHint,
+    TaskStalled,
+    TaskState,
+    TrainerEvent,
+)
+from tui.core.options import RunOptions
+from tui.core.supervisor import stall
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
+from tui.headless import run_headless
+
+
+async def seconds_pass(clock: FakeClock, seconds: int, each: FakeProcess | None = None) -> None:
+    """Let ``seconds`` pass on the fake clock, one tick at a time; ``each`` steps every tick."""
+    for second in range(seconds):
+        if each is not None:
+            each.step(second + 1)
+        await clock.sleeping(1.0)
+        clock.advance(1.0)
+
+
+async def up(tmp_path: Path, options: SupervisorOptions, restart: RestartPolicy | None = None
+             ) -> tuple[Supervisor, Recorder, FakeClock, dict[str, FakeProcess], FakeLauncher]:
+    launcher, recorder, clock = FakeLauncher(), Recorder(), FakeClock()
+    config = dataclasses.replace(make_config(tmp_path), restart=restart or RestartPolicy())
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=clock,
+                            options=options)
+    supervisor.subscribe(recorder)
+    await supervisor.start()
+    processes = await start_all(launcher, ["ps0", "worker0", "worker1"])
+    await recorder.wait_for(lambda e: isinstance(e, Notice) and "tasks up" in e.text)
+    return supervisor, recorder, clock, processes, launcher
+
+
+async def test_a_silent_worker_is_stalled_sooner_while_others_progress_and_a_ps_when_all_wait(
+        tmp_path: Path) -> None:
+    supervisor, recorder, clock, processes, _ = await up(tmp_path, SupervisorOptions(stall_timeout=8.0))
+    processes["worker1"].say("last words of worker1")
+    await seconds_pass(clock, 4, each=processes["worker0"])  # a quarter of 8 s: 2 s
+    (first,) = recorder.of(TaskStalled)
+    assert (first.task, first.stopped, first.last_line, first.policy) == (
+        "worker1", False, "last words of worker1", "warn")
+    assert 2 <= first.seconds < 4
+    hint = next(h for h in recorder.of(TaskHint) if h.task == "worker1")
+    assert hint.hint.startswith("stalled: no progress for")
+    assert "last line: last words of worker1" in hint.hint
+    await seconds_pass(clock, 9)  # now nobody progresses: the full 8 s for worker0 and the ps
+    stalled = {s.task: s for s in recorder.of(TaskStalled)}
+    assert sorted(stalled) == ["ps0", "worker0", "worker1"]  # each once
+    assert len(recorder.of(TaskStalled)) == 3 and stalled["ps0"].seconds >= 8
+    assert any(n.text.startswith("stalled: no worker has progressed behind it") for n in recorder.of(Notice))
+    await supervisor.stop_all()
+
+
+async def test_a_stopped_ps_alone_is_named_and_on_stall_fail_ends_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stall, "process_stopped", lambda task: task.name == "ps0")
+    supervisor, recorder, clock, processes, _ = await up(
+        tmp_path, SupervisorOptions(stall_timeout=8.0, on_stall=StallPolicy.FAIL))
+    await seconds_pass(clock, 3)
+    (stalled,) = recorder.of(TaskStalled)
+    assert (stalled.task, stalled.stopped) == ("ps0", True)
+    summary = await supervisor.wait()
+    assert processes["ps0"].killed == 1
+    assert summary.outcome is RunOutcome.FAILED
+    assert "ps0 stalled: no worker has progressed behind it for" in summary.reason
+    assert "its process is stopped (SIGSTOP)" in summary.reason
+
+
+async def test_on_stall_restart_kills_it_and_the_restart_policy_restarts_it(tmp_path: Path) -> None:
+    supervisor, recorder, clock, processes, launcher = await up(
+        tmp_path, SupervisorOptions(stall_timeout=8.0, on_stall=StallPolicy.RESTART),
+        restart=RestartPolicy(policy=RestartMode.ON_FAILURE, max_restarts=1, backoff=0.0))
+    await seconds_pass(clock, 3, each=processes["worker0"])
+    (stalled,) = recorder.of(TaskStalled)
+    assert (stalled.task, stalled.policy) == ("worker1", "restart")
+    await recorder.state("worker1", TaskState.FAILED)
+    assert processes["worker1"].killed == 1
+    await clock.sleeping(0.0)  # the restart policy's backoff
+    clock.advance(0.0)
+    again = await launcher.started("worker1", launch=2)  # the restart policy's restart
+    again.ready()
+    await recorder.state("worker1", TaskState.RUNNING, nth=2)
+    assert not [h for h in recorder.of(TaskHint) if "out of memory" in h.hint]
+    await supervisor.stop_all()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+async def test_a_sigstopped_worker_is_stalled_then_a_full_disk_stops_the_run(tmp_path: Path) -> None:
+    """Real TensorFlow: worker1 is SIGSTOPped; worker0 keeps training, so worker1 is
+    reported within a quarter of stall_timeout, as stopped. It is continued, and the run
+    directory's disk (a small tmpfs, checkpoints on it too) is filled: the write failure
+    names the file and "No space left on device", the run stops and exits 1, and
+    summary.json is never left empty."""
+    with small_filesystem(tmp_path / "disk", "16m") as disk:
+        runs = disk / "runs"
+        config = make_config(tmp_path, mode=Mode.ASYNC, steps=10_000_000, log_every=20, hidden_units=16)
+        supervisor = Supervisor(config, runs_root=runs,
+                                options=SupervisorOptions(grace=2.0, stall_timeout=8.0))
+        stopped: list[int] = []
+        stalls: list[TaskStalled] = []
+
+        def act(event: ControllerEvent) -> None:
+            if (not stopped and isinstance(event, TrainerEvent) and event.task == "worker1"
+                    and isinstance(event.event, protocol.Step)):
+                pid = next(t.pid for t in supervisor.tasks() if t.name == "worker1")
+                assert pid is not None
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            elif isinstance(event, TaskStalled) and not stalls:
+                stalls.append(event)
+                os.kill(stopped[0], signal.SIGCONT)
+                fill(disk)
+
+        supervisor.subscribe(act)
+        out, err = io.StringIO(), io.StringIO()
+        code = await run_headless(RunOptions(config=config, runs_root=runs), supervisor=supervisor,
+                                  out=out, err=err, handle_signals=False)
+        text = out.getvalue()
+        (run_dir,) = runs.iterdir()
+        summary = run_dir / "summary.json"
+        assert not summary.exists() or json.loads(summary.read_text())["outcome"] == "failed"
+        assert_no_trainers_left(runs)
+    assert stalls and (stalls[0].task, stalls[0].stopped) == ("worker1", True), text[-3000:]
+    assert stalls[0].seconds < 8
+    assert "worker1 | warning: stalled: no progress for" in text
+    assert "its process is stopped (SIGSTOP)" in text
+    assert code is ExitCode.TASK_FAILED, text[-3000:]
+    assert f"run directory: cannot write {run_dir}/" in text and "No space left on device" in text

@@ -1,0 +1,162 @@
+"""A real OpenSSH server for the SSH launcher's tests.
+
+One ``sshd`` per test session, listening on one port of 127.0.0.2 and 127.0.0.3 (two
+"hosts" for the controller; both are this machine, so tests can inspect the remote
+processes with psutil). It has its own host key, accepts one generated user key for root,
+and is killed at the end of the session.
+
+Most tests give the remote side a stub ``tensorflow`` (:func:`stub_tf`) on PYTHONPATH: the
+launcher's probe imports TensorFlow on every host it prepares, and the real import costs
+seconds. Tests that run the real trainer use the real one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.ssh import SshServer
+
+SSHD = Path("/usr/sbin/sshd")
+ADDRESSES = ("127.0.0.2", "127.0.0.3")
+START_TIMEOUT = 10.0
+#: The stub TensorFlow. With TFDIST_STUB_TF_BARRIER=DIR:N, an import waits until N imports
+#: have started (each leaves a file in DIR) and fails after 30 s: proof that they overlap.
+STUB_TF = """\
+import os, time, uuid
+_barrier = os.environ.get("TFDIST_STUB_TF_BARRIER")
+if _barrier:
+    _dir, _, _count = _barrier.rpartition(":")
+    open(os.path.join(_dir, uuid.uuid4().hex), "w").close()
+    _deadline = time.time() + 30
+    while len(os.listdir(_dir)) < int(_count):
+        if time.time() > _deadline:
+            raise ImportError("the other probes did not start within 30 s")
+        time.sleep(0.05)
+__version__ = "0.0+stub"
+"""
+
+
+def _keygen(path: Path, comment: str) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+                   check=True, stdin=subprocess.DEVNULL)
+    return path
+
+
+def _free_port() -> int:
+    """A port free on every test address (bound on the wildcard, then let go)."""
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        return int(sock.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    for address in ADDRESSES:
+        try:
+            with socket.create_connection((address, port), timeout=0.5):
+                pass
+        except OSError:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class _Keys:
+    host: Path
+    other_host: Path
+    user: Path
+    wrong_user: Path
+
+
+def _config(directory: Path, port: int, keys: _Keys) -> Path:
+    lines = [
+        f"Port {port}",
+        *(f"ListenAddress {address}" for address in ADDRESSES),
+        f"HostKey {keys.host}",
+        f"PidFile {directory / 'sshd.pid'}",
+        f"AuthorizedKeysFile {keys.user}.pub",
+        "PermitRootLogin prohibit-password",
+        "UsePAM no",
+        "StrictModes no",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "Subsystem sftp internal-sftp",
+        # Tests open many connections at once; the default throttles unauthenticated ones.
+        "MaxStartups 100",
+        "LogLevel VERBOSE",
+    ]
+    path = directory / "sshd_config"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    if not SSHD.exists() or shutil.which("ssh-keygen") is None:
+        pytest.skip("openssh-server is not installed (.ci/run installs it)")
+    directory = tmp_path_factory.mktemp("sshd")
+    keys = _Keys(host=_keygen(directory / "host_key", "test host"),
+                 other_host=_keygen(directory / "other_host_key", "another host"),
+                 user=_keygen(directory / "user_key", "test user"),
+                 wrong_user=_keygen(directory / "wrong_key", "not authorized"))
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
+    log = directory / "sshd.log"
+    process: subprocess.Popen[bytes] | None = None
+    port = 0
+    for _ in range(5):  # the free port may be taken before sshd binds it
+        port = _free_port()
+        config = _config(directory, port, keys)
+        with log.open("ab") as log_file:
+            process = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
+                                       stdout=log_file, stderr=log_file)
+        deadline = time.monotonic() + START_TIMEOUT
+        while process.poll() is None and not _listening(port) and time.monotonic() < deadline:
+            time.sleep(0.05)  # no event to await: sshd says nothing when it is listening
+        if process.poll() is None and _listening(port):
+            break
+        process.kill()
+        process.wait()
+        process = None
+    if process is None:
+        pytest.fail(f"sshd did not start: {log.read_text()[-2000:]}")
+    known_hosts = directory / "known_hosts"
+    host_key = (keys.host.with_suffix(".pub")).read_text().split()[:2]
+    known_hosts.write_text("".join(f"[{a}]:{port} {' '.join(host_key)}\n" for a in ADDRESSES))
+    try:
+        yield SshServer(port=port, addresses=ADDRESSES, directory=directory, pid=process.pid,
+                        user_key=keys.user, wrong_key=keys.wrong_user,
+                        host_key_pub=keys.host.with_suffix(".pub"),
+                        other_host_key_pub=keys.other_host.with_suffix(".pub"),
+                        known_hosts=known_hosts, log=log)
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def stub_tf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding a fake ``tensorflow`` package that imports instantly."""
+    directory = tmp_path_factory.mktemp("stub-tf")
+    package = directory / "tensorflow"
+    package.mkdir()
+    (package / "__init__.py").write_text(STUB_TF)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def python_without_tf(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A Python interpreter that cannot import TensorFlow (a bare venv)."""
+    venv = tmp_path_factory.mktemp("venv-no-tf")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    assert python.exists(), os.listdir(venv)
+    return str(python)

@@ -1,0 +1,291 @@
+"""The headless front end: formatting (pure) and whole runs in-process against the fake
+trainer (real processes, real ports)."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.support import with_progress
+from tests.support.clirun import FAKE_TRAINER
+from tests.support.fakes import make_config
+from trainer import protocol
+from trainer.settings import TrainingSettings
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import Job
+from tui.core.events import (
+    RunOutcome,
+    RunStarted,
+    RunSummary,
+    TaskOutput,
+    TaskResult,
+    TaskState,
+    TaskStateChanged,
+    TrainerEvent,
+)
+from tui.core.options import RunOptions
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
+from tui.headless import JsonPrinter, Printer, clean_text, run_headless
+from tui.launch.lines import Stream
+from tui.plan.tasks import TaskInfo
+
+TASKS = (TaskInfo("ps0", Job.PS, 0, "localhost", 2222),
+         TaskInfo("worker0", Job.WORKER, 0, "localhost", 2223),
+         TaskInfo("worker1", Job.WORKER, 1, "localhost", 2224))
+
+
+def started() -> RunStarted:
+    return RunStarted(run_id="r1", run_dir=Path("/runs/r1"), tasks=TASKS,
+                      settings=TrainingSettings(steps=100), t=0.0)
+
+
+def printed(*events: object, colour: bool = False) -> str:
+    out = io.StringIO()
+    printer = Printer(out, colour=colour)
+    for event in events:
+        printer.handle(event)  # type: ignore[arg-type]
+    return out.getvalue()
+
+
+def test_output_is_prefixed_per_task_and_cleaned() -> None:
+    text = printed(started(),
+                   TaskOutput(task="worker1", stream=Stream.STDERR, text="\x1b[31mred\x1b[0m\x07 done"),
+                   TaskOutput(task="ps0", stream=Stream.STDOUT, text='{"event":"ready"}', is_event=True))
+    lines = text.splitlines()
+    assert lines[0] == "tfdist  | run r1: ps localhost:2222; workers localhost:2223, localhost:2224"
+    assert lines[-1] == "worker1 | red done"
+    assert '{"event"' not in text
+
+
+def test_colour_only_when_asked() -> None:
+    line = TaskOutput(task="ps0", stream=Stream.STDOUT, text="hi")
+    assert "\x1b[" not in printed(started(), line)
+    assert "\x1b[36mps0     |\x1b[0m hi" in printed(started(), line, colour=True)
+
+
+def test_a_huge_line_is_cut_on_screen() -> None:
+    text = printed(started(), TaskOutput(task="ps0", stream=Stream.STDOUT, text="x" * 10_000))
+    assert "... (6000 more characters in logs/ps0.log)" in text
+
+
+def test_state_changes_and_trainer_events() -> None:
+    text = printed(
+        started(),
+        TaskStateChanged(task="worker0", old=TaskState.PENDING, new=TaskState.STARTING, pid=42),
+        TaskStateChanged(task="worker0", old=TaskState.STARTING, new=TaskState.FAILED, pid=42,
+                         exit_code=2, reason="exited with code 2 before reporting ready"),
+        TrainerEvent(task="worker0", event=protocol.Error(role="worker", index=0, type="usage",
+                                                          message="--data-path: missing")),
+    )
+    assert "worker0 | -- starting (pid 42)" in text
+    assert "worker0 | -- failed: exited with code 2 before reporting ready" in text
+    assert "worker0 | -- error: usage: --data-path: missing" in text
+
+
+def placement() -> protocol.Placement:
+    shard = protocol.VariableShard(name="w", variable="w", shard=0, num_shards=1, shape=(2,),
+                                   dtype="float32", bytes=3072, ps=1)
+    return protocol.Placement(role="worker", index=0, model="mlp", strategy="round_robin",
+                              partitions=1, num_ps=2, variables=(shard,), ps_bytes=(1024, 3072))
+
+
+def test_placement_table_is_printed_once_with_totals_and_ratio() -> None:
+    event = TrainerEvent(task="worker0", event=placement())
+    text = printed(started(), event, event)
+    assert text.count("placement of mlp") == 1
+    assert "tfdist  |   ps0       0 shards     1.0 KiB   25.0%" in text
+    assert "tfdist  |   ps1       1 shards     3.0 KiB   75.0%" in text
+    assert "max/mean bytes per ps: 1.50" in text
+
+
+def test_progress_line_sums_workers_and_skips_repeats() -> None:
+    out = io.StringIO()
+    printer = Printer(out, colour=False)
+    printer.handle(started())
+    printer.progress_line()
+    assert "ex/s" not in out.getvalue()  # nothing to report yet
+    steps = [TrainerEvent(task=f"worker{index}", event=protocol.Step(
+        role="worker", index=index, global_step=40 + index, local_step=20, loss=0.5,
+        examples_per_sec=rate, step_time=0.1, target=100)) for index, rate in ((0, 100.0), (1, 50.5))]
+    for event in with_progress([started(), *steps])[1:]:  # as the supervisor publishes them
+        printer.handle(event)
+    printer.progress_line()
+    printer.progress_line()
+    lines = [line for line in out.getvalue().splitlines() if "ex/s" in line]
+    assert lines == ["tfdist  | step 41/100 (41%)  150.5 ex/s [worker0 100.0, worker1 50.5]  loss 0.5000"]
+
+
+def test_summary_shows_each_exit_code_and_a_failed_tasks_last_lines() -> None:
+    summary = RunSummary(
+        run_id="r1", run_dir=Path("/runs/r1"), outcome=RunOutcome.FAILED,
+        reason="worker1 exited with code 3", started_at=0.0, wall_time=12.34, global_step=50,
+        target=100, final_loss=0.25, final_accuracy=None,
+        tasks=(TaskResult(name="ps0", state=TaskState.STOPPED, exit_code=-15),
+               TaskResult(name="worker0", state=TaskState.STOPPED, exit_code=-15),
+               TaskResult(name="worker1", state=TaskState.FAILED, exit_code=3,
+                          reason="exited with code 3",
+                          last_lines=tuple(f"line {i}" for i in range(10)))))
+    out = io.StringIO()
+    printer = Printer(out, colour=False)
+    printer.handle(started())
+    printer.summary(summary)
+    text = out.getvalue()
+    assert "tfdist  | run failed: worker1 exited with code 3" in text
+    assert "  steps        50 / 100\n" in text
+    assert "  wall time    12.3 s\n" in text
+    assert "  final loss   0.2500\n  accuracy     n/a\n" in text
+    assert "  worker1  failed, exit code 3 (exited with code 3)\n" in text
+    assert "  ps0      stopped, exit code -15\n" in text
+    assert "  run dir      /runs/r1\n" in text
+    assert "worker1 exited with code 3; its last 10 lines:\n" in text
+    assert "  worker1 | line 9\n" in text
+
+
+def test_json_printer_prints_every_event_once() -> None:
+    out = io.StringIO()
+    printer = JsonPrinter(out)
+    printer.handle(started())
+    printer.handle(TaskOutput(task="ps0", stream=Stream.STDOUT, text="plain"))
+    printer.handle(TaskOutput(task="ps0", stream=Stream.STDOUT, text="{}", is_event=True))
+    printer.handle(TrainerEvent(task="worker0", event=placement()))
+    kinds = [json.loads(line)["type"] for line in out.getvalue().splitlines()]
+    assert kinds == ["run_started", "task_output", "trainer_event"]
+
+
+def test_clean_text() -> None:
+    assert clean_text("\x1b[1;31mbold\x1b[0m\ttab\r\x1b]0;t\x07x\x00") == "bold\ttabx"
+
+
+# -- whole runs with the fake trainer --------------------------------------------------
+
+
+def fake_supervisor(config: object, tmp_path: Path) -> Supervisor:
+    return Supervisor(config, runs_root=tmp_path / "runs",  # type: ignore[arg-type]
+                      options=SupervisorOptions(trainer_argv=[str(FAKE_TRAINER)], grace=1.0))
+
+
+async def headless(tmp_path: Path, *, timeout: float | None = None, json_output: bool = False,
+                   ports: list[int | None] | None = None) -> tuple[ExitCode, str, str]:
+    config = make_config(tmp_path, ports=ports)
+    out, err = io.StringIO(), io.StringIO()
+    options = RunOptions(config=config, runs_root=tmp_path / "runs", timeout=timeout,
+                         json_output=json_output)
+    code = await run_headless(options, supervisor=fake_supervisor(config, tmp_path), out=out, err=err,
+                              handle_signals=False, progress_interval=0.05)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
+    monkeypatch.setenv("FAKE_STEPS", "20")
+    return monkeypatch
+
+
+async def test_clean_run_exits_0_with_a_summary(tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
+    code, out, _ = await headless(tmp_path)
+    assert code is ExitCode.OK, out
+    assert "tfdist  | run succeeded" in out
+    assert "placement of mlp" in out
+    assert "  worker1  succeeded, exit code 0" in out
+    assert "  steps        40 / 40" in out
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert f"  run dir      {run_dir}" in out
+    assert json.loads((run_dir / "summary.json").read_text())["outcome"] == "succeeded"
+
+
+async def test_a_failing_task_exits_1_with_its_exit_code_and_last_lines(
+        tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
+    fake_env.setenv("FAKE_FAIL", "worker1")
+    fake_env.setenv("FAKE_FOREVER", "worker0")
+    code, out, _ = await headless(tmp_path)
+    assert code is ExitCode.TASK_FAILED, out
+    assert "run failed: worker1 exited with code 3" in out
+    assert "worker1 exited with code 3; its last" in out
+    assert "worker1 | RuntimeError: fake failure" in out
+    assert "worker1 | error: RuntimeError: fake failure" in out
+
+
+async def test_a_task_failing_before_ready_exits_1(tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
+    fake_env.setenv("FAKE_FAIL_EARLY", "worker0")
+    code, out, _ = await headless(tmp_path)
+    assert code is ExitCode.TASK_FAILED
+    assert "run failed: worker0 exited with code 2 before reporting ready" in out
+    assert "worker0 | trainer: error: --data-path: /nonexistent does not exist" in out
+
+
+async def test_timeout_stops_everything_and_exits_3(tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
+    fake_env.setenv("FAKE_FOREVER", "*")
+    code, out, _ = await headless(tmp_path, timeout=2.0)
+    assert code is ExitCode.TIMEOUT, out
+    assert "run timeout: timed out after 2 s" in out
+    results = [line for line in out.splitlines() if ", exit code" in line]
+    assert results and all(" stopped, exit code " in line for line in results)
+
+
+async def test_json_mode_prints_only_json(tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
+    code, out, _ = await headless(tmp_path, json_output=True)
+    assert code is ExitCode.OK
+    records = [json.loads(line) for line in out.splitlines()]
+    assert records[0]["type"] == "run_started" and records[-1]["type"] == "run_finished"
+    assert records[-1]["summary"]["outcome"] == "succeeded"
+    assert any(r["type"] == "trainer_event" and r["event"]["event"] == "placement" for r in records)
+
+
+async def test_a_port_in_use_exits_2_naming_host_port_and_holder(
+        tmp_path: Path, fake_env: pytest.MonkeyPatch) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        code, out, err = await headless(tmp_path, ports=[port, None, None])
+    assert code is ExitCode.USAGE
+    assert err.startswith(f"error: localhost:{port} is in use by pid ")
+    assert out == "" and not (tmp_path / "runs").exists()
+
+
+class StubSupervisor:
+    def __init__(self) -> None:
+        self.stops: list[tuple[RunOutcome, str]] = []
+        self.kills = 0
+
+    async def stop_all(self, outcome: RunOutcome, reason: str) -> None:
+        self.stops.append((outcome, reason))
+
+    def kill_all(self) -> None:
+        self.kills += 1
+
+
+async def test_a_signal_during_preflight_is_held_and_a_second_one_kills() -> None:
+    import asyncio
+    import signal
+
+    from tui.headless import _Stopper
+
+    stub, err = StubSupervisor(), io.StringIO()
+    stopper = _Stopper(stub, err)  # type: ignore[arg-type]
+    stopper.on_signal(signal.SIGINT)
+    await asyncio.sleep(0)
+    assert stub.stops == []  # nothing to stop yet
+    stopper.run_started()
+    await asyncio.sleep(0)
+    assert stub.stops == [(RunOutcome.INTERRUPTED, "interrupted by SIGINT")]
+    stopper.on_signal(signal.SIGTERM)
+    assert stub.kills == 1
+    assert err.getvalue().splitlines() == [
+        "tfdist: SIGINT: stopping every task (again to kill them now)",
+        "tfdist: SIGTERM: killing every task"]
+
+
+def test_start_up_lines_show_each_tasks_share_of_its_host() -> None:
+    tasks = (TaskInfo("ps0", Job.PS, 0, "localhost", 2222, "1 core"),
+             TaskInfo("worker0", Job.WORKER, 0, "gpu1", 2223, "4 cores (8 threads), GPU 0,1"))
+    text = printed(RunStarted(run_id="r1", run_dir=Path("/runs/r1"), tasks=tasks,
+                              settings=TrainingSettings(steps=100), t=0.0))
+    assert "tfdist  | shares: ps0 1 core; worker0 4 cores (8 threads), GPU 0,1\n" in text
+    assert "shares:" not in printed(started())  # planned without shares: no line
