@@ -63,7 +63,7 @@ def flood_section(result: flood.FloodResult, command: str, load: str) -> Section
     """Section 5 from one flood measurement (``load``: the load average right after it)."""
     missing = Figure("lines missing from the run directory", (float(result.missing_lines),),
                      digits=0, target=Target("<=", 0),
-                     held_back="the run directory lost lines: a bug, see tui/rundir.py")
+                     held_back="the run directory lost lines: a bug, see tui/core/rundir.py")
     p99 = Figure("keypress latency under flood, p99", (result.flood_p99_ms,), unit=" ms", digits=1,
                  target=FLOOD_P99_TARGET,
                  held_back=f"one measurement, not repeated: the app shared the 2 cores with the "

@@ -142,7 +142,7 @@ def section(rows: Sequence[Row], seconds: float) -> Section:
         "machine), the machine's compute limit for it; **cluster**: 1 ps + N workers of "
         "the trainer on loopback. **TF**: TensorFlow's default thread pools (every task sized "
         "for the whole machine, `resources: {threads: tensorflow}`); **alloc**: the "
-        "controller's share of the cores (`tui/resources.py`: intra-op threads = a ps's share "
+        "controller's share of the cores (`tui/plan/allocation.py`: intra-op threads = a ps's share "
         "of the cores, twice a worker's share capped at the machine's cores; inter-op = "
         "max(2, intra-op)). Ratios: cluster over the limit, and alloc over TF; **windows**: "
         "the shortest and longest window of the row's measurements. "

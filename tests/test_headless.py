@@ -23,13 +23,13 @@ from tui.core.events import (
     RunSummary,
     TaskOutput,
     TaskResult,
-    TaskState,
     TaskStateChanged,
     TrainerEvent,
 )
 from tui.core.options import RunOptions
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.task_state import TaskState
 from tui.headless import JsonPrinter, Printer, clean_text, run_headless
 from tui.launch.lines import Stream
 from tui.plan.tasks import TaskInfo

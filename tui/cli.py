@@ -24,7 +24,6 @@ from tui.config.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
 from tui.config.yamlload import ConfigError
 from tui.core.options import RunOptions
 from tui.interop.textcommand import positive_int, positive_seconds
-from tui.plan.tasks import program_for
 from tui.program.base import Setting
 
 
@@ -43,13 +42,13 @@ class Subcommand:
 
 #: The subcommands, by their first word; the main command is ``tfdist-tui HOSTS.yaml``.
 SUBCOMMANDS = {
-    "export": Subcommand("tui.interop.export:main", "export HOSTS.yaml --format tfjob|tf-config|shell"),
-    "import": Subcommand("tui.interop.importer:main", "import FILE"),
+    "export": Subcommand("tui.interop.cli:export_main", "export HOSTS.yaml --format tfjob|tf-config|shell"),
+    "import": Subcommand("tui.interop.cli:import_main", "import FILE"),
     "sweep": Subcommand("tui.experiments.cli:sweep_main", "sweep HOSTS.yaml --set NAME=V1,V2 ..."),
     "compare": Subcommand("tui.experiments.cli:compare_main", "compare RUN_DIR..."),
 }
 #: Training settings the command line can override: those the TUI can toggle, and steps.
-OVERRIDES = (*(t.setting for t in TOGGLES), "steps")
+OVERRIDES = (*(t.setting.value for t in TOGGLES), "steps")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,18 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    program = program_for(config)
-    for setting in Setting:
-        why = program.ignores(setting)
-        if why and getattr(args, setting.value, None) is not None:
-            # Said, not refused: the flag is harmless, and scripts may pass it to every run.
-            print(f"warning: --{setting.value}: {why}", file=sys.stderr)
-
     options = RunOptions(config=config, runs_root=args.run_dir or config.run_dir, timeout=args.timeout,
                          json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,
                          insecure_no_host_key_check=args.insecure_no_host_key_check,
                          connect_timeout=args.connect_timeout, stop_leftovers=args.stop_leftovers,
                          stall_timeout=args.stall_timeout, on_stall=StallPolicy(args.on_stall))
+    program = options.program
+    for setting in Setting:
+        why = program.ignores(setting)
+        if why and getattr(args, setting.value, None) is not None:
+            # Said, not refused: the flag is harmless, and scripts may pass it to every run.
+            print(f"warning: --{setting.value}: {why}", file=sys.stderr)
     # asyncssh logs whole remote commands at INFO, env values from hosts.yaml included.
     logging.getLogger("asyncssh").setLevel(logging.WARNING)
 

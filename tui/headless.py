@@ -18,8 +18,9 @@ from typing import TextIO
 
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
+from tui.common.units import format_bytes
 from tui.config.cluster import Job
-from tui.core.describe import describe_event, describe_exit, format_number
+from tui.core.describe import describe_event, format_number
 from tui.core.events import (
     ControllerEvent,
     Notice,
@@ -30,17 +31,17 @@ from tui.core.events import (
     RunSummary,
     TaskHint,
     TaskOutput,
-    TaskState,
     TaskStateChanged,
     TrainerEvent,
     to_json,
 )
-from tui.core.exits import exit_code_for
+from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.options import RunOptions
 from tui.core.progress import ProgressSnapshot
 from tui.core.session import Session
 from tui.core.supervisor.lifecycle import Supervisor
-from tui.core.traffic import TrafficMonitor, format_bytes
+from tui.core.task_state import TaskState
+from tui.core.traffic import TrafficMonitor
 from tui.plan.preflight import PreflightError
 
 PROGRESS_INTERVAL = 5.0
@@ -133,7 +134,7 @@ class Printer:
             write(f"  {'restarts' if number == 1 else '':<12} {incident.describe()}\n")
         write(f"  run dir      {summary.run_dir}\n")
         for result in summary.failed_tasks:
-            exit_text = describe_exit(result.exit_code) if result.exit_code is not None else "failed"
+            exit_text = ExitInfo(result.exit_code).how("failed")
             write(f"{result.name} {exit_text}; its last {len(result.last_lines)} lines:\n")
             for line in result.last_lines:
                 write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
@@ -172,12 +173,7 @@ class Printer:
         if event.new is TaskState.STARTING:
             text = f"starting (pid {event.pid})"
         elif event.new.is_finished and event.exit_code is not None:
-            exit_text = describe_exit(event.exit_code)
-            if event.reason.startswith(exit_text):
-                detail = event.reason
-            else:
-                detail = exit_text + (f" ({event.reason})" if event.reason else "")
-            text = f"{event.new.value}: {detail}"
+            text = f"{event.new.value}: {ExitInfo(event.exit_code, event.reason).detail()}"
         else:
             text = event.new.value + (f": {event.reason}" if event.reason else "")
         self._line(event.task, f"-- {text}")

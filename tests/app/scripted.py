@@ -18,10 +18,10 @@ from tui.core.events import (
     RunStarted,
     TaskHint,
     TaskOutput,
-    TaskState,
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 from tui.plan.tasks import TaskInfo
 

@@ -22,8 +22,8 @@ from tui.app.messages import (
 )
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.config.load import load_config
-from tui.core.events import TaskState
 from tui.core.options import RunOptions
+from tui.core.task_state import TaskState
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,8 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.state import LOG_LINES_PER_TASK, MAX_LINE_CHARS, MERGED_LOG_LINES, Dashboard
 from tui.core import hints
-from tui.core.events import RunStarted, TaskOutput, TaskState, TaskStateChanged, TrainerEvent
+from tui.core.events import RunStarted, TaskOutput, TaskStateChanged, TrainerEvent
+from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 
 

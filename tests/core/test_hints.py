@@ -20,11 +20,12 @@ from trainer.settings import Dataset
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import RestartMode, RestartPolicy
 from tui.core import hints
-from tui.core.events import RunOutcome, RunSummary, TaskHint, TaskResult, TaskState
+from tui.core.events import RunOutcome, RunSummary, TaskHint, TaskResult
 from tui.core.hints import HINTS, hint_for, hint_for_exit
 from tui.core.options import RunOptions
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.task_state import TaskState
 from tui.headless import Printer, run_headless
 from tui.launch.lines import Stream
 

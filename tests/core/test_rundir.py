@@ -14,9 +14,10 @@ import yaml
 from tests.support import fill, small_filesystem
 from tests.support.fakes import FakeClock, FakeLauncher, Recorder, make_config
 from trainer import protocol
-from tui.core.events import ControllerEvent, RunOutcome, RunSummary, TaskOutput, TaskState, TaskStateChanged
+from tui.core.events import ControllerEvent, RunOutcome, RunSummary, TaskOutput, TaskStateChanged
 from tui.core.rundir import RunDirectory, WriteFailure, new_run_id
 from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 
 

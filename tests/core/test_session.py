@@ -10,9 +10,10 @@ from typing import Any
 from tests.support.fakes import FakeClock, FakeLauncher, Recorder, make_config, start_all
 from tui.config.cluster import HostSpec
 from tui.core.commands import Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.core.events import Level, Notice, RunOutcome, TaskState
+from tui.core.events import Level, Notice, RunOutcome
 from tui.core.session import Session
 from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.task_state import TaskState
 from tui.launch.leftover_search import LeftoverTask
 from tui.launch.router import SweepReport
 

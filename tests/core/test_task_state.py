@@ -11,12 +11,12 @@ import pytest
 from tests.support.fakes import make_config
 from tui.config.cluster import Job, RestartMode, RestartPolicy
 from tui.config.restart_policy import Decision, FailureFacts, PsFacts, decide
-from tui.core.events import TaskState
 from tui.core.task_state import (
     RUN_TRANSITIONS,
     TASK_TRANSITIONS,
     IllegalTransition,
     RunPhase,
+    TaskState,
     check_run_transition,
     check_task_transition,
 )

@@ -16,7 +16,8 @@ from tests.program.helpers import processes_of_runs, run_program
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
 from tui.config.load import apply_overrides, load_config
-from tui.core.events import Notice, RunFinished, TaskState, TaskStateChanged, TrainerEvent
+from tui.core.events import Notice, RunFinished, TaskStateChanged, TrainerEvent
+from tui.core.task_state import TaskState
 from tui.program.end_rules import HANG_AFTER
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tf2_ps_strategy"

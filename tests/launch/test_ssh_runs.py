@@ -17,8 +17,9 @@ import yaml
 
 from tests.support.ssh import SshServer, describe, kill, read_environ, tagged, wait_nothing_left
 from tui.config.load import load_config
-from tui.core.events import ControllerEvent, RunOutcome, TaskState, TaskStateChanged
+from tui.core.events import ControllerEvent, RunOutcome, TaskStateChanged
 from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.task_state import TaskState
 from tui.core.traffic import TrafficMonitor
 from tui.launch.deploy import local_package
 from tui.launch.owner import RUN_ID_ENV

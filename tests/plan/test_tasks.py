@@ -13,7 +13,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config.cluster import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.config.load import load_config
-from tui.core.describe import describe_event, describe_exit
+from tui.core.describe import describe_event
 from tui.core.events import (
     Incident,
     IncidentKind,
@@ -24,13 +24,14 @@ from tui.core.events import (
     RunSummary,
     TaskOutput,
     TaskResult,
-    TaskState,
     TaskStateChanged,
     TrainerEvent,
     to_json,
     to_record,
 )
+from tui.core.exits import describe_exit
 from tui.core.progress import ProgressTracker
+from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 from tui.launch.owner import RUN_ID_ENV
 from tui.launch.package import trainer_root

@@ -17,9 +17,10 @@ from tests.program.test_program_runs import STEP_PATTERN
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
 from tui.config.restart_policy import StallPolicy
-from tui.core.events import ControllerEvent, Notice, RunFinished, TaskResult, TaskState, TrainerEvent
+from tui.core.events import ControllerEvent, Notice, RunFinished, TaskResult, TrainerEvent
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.task_state import TaskState
 from tui.program.end_rules import HANG_AFTER
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -16,7 +16,8 @@ from tests.program.helpers import REPO, Finished, processes_of_runs, run_program
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
 from tui.config.load import apply_overrides, load_config
-from tui.core.events import RunFinished, TaskState, TaskStateChanged, TrainerEvent
+from tui.core.events import RunFinished, TaskStateChanged, TrainerEvent
+from tui.core.task_state import TaskState
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

@@ -12,8 +12,9 @@ from tests.program.helpers import REPO, processes_of_runs, program_folder
 from tests.support import async_wait_until
 from tui.app.app import TfdistApp
 from tui.config.load import apply_overrides, load_config
-from tui.core.events import RunOutcome, TaskState
+from tui.core.events import RunOutcome
 from tui.core.options import RunOptions
+from tui.core.task_state import TaskState
 
 pytestmark = pytest.mark.integration
 

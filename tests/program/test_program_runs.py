@@ -15,9 +15,10 @@ from tests.program.helpers import load, processes_of_runs, program_folder, run_p
 from trainer import protocol
 from tui import cli
 from tui.common.exit_codes import ExitCode
-from tui.core.events import ControllerEvent, RunFinished, TaskState, TrainerEvent
+from tui.core.events import ControllerEvent, RunFinished, TrainerEvent
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.task_state import TaskState
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -13,7 +13,8 @@ from typing import Any
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config.cluster import ClusterConfig, HostSpec, Job, TaskSpec
-from tui.core.events import ControllerEvent, TaskState, TaskStateChanged
+from tui.core.events import ControllerEvent, TaskStateChanged
+from tui.core.task_state import TaskState
 from tui.launch.base import ConnectReport, PortProblem, PortReservation
 from tui.launch.lines import OutputLine, Stream
 

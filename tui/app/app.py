@@ -43,13 +43,13 @@ from tui.app.widgets import (
 )
 from tui.common.exit_codes import ExitCode
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.core.describe import describe_exit
-from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskState, TaskStateChanged
+from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskStateChanged
+from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.options import RunOptions
 from tui.core.session import Session
-from tui.core.traffic import TrafficMonitor
+from tui.core.task_state import TaskState
+from tui.core.traffic import TrafficUpdate
 from tui.plan.preview import PreviewError, preview_placement
-from tui.plan.tasks import program_for
 from tui.program.base import Setting, TaskProgram
 
 REFRESH_SECONDS = 0.1
@@ -90,7 +90,7 @@ class TfdistApp(App[int]):
         self.autostart = autostart
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
-        self.traffic: TrafficMonitor | None = None  # the session's, read on each refresh
+        self.traffic: TrafficUpdate | None = None  # the newest sample from the core
         self.start_failed = False
         self._last_table_refresh = 0.0
         self._charted_revision = -1  # the progress revision the throughput pane shows
@@ -101,13 +101,11 @@ class TfdistApp(App[int]):
     @property
     def _program(self) -> TaskProgram:
         """What the tasks run: it says which toggles mean something."""
-        return program_for(self.options.config)
+        return self.options.program
 
     def _default_core(self, app: TfdistApp) -> Core:
         options = self.options
         bridge = CoreBridge(lambda: Session.from_options(options))
-        # Sampled on the core's thread; the refresh timer only reads its latest sample.
-        self.traffic = bridge.session.traffic if bridge.session is not None else None
         return bridge
 
     def compose(self) -> ComposeResult:
@@ -170,6 +168,9 @@ class TfdistApp(App[int]):
             return  # not started yet, or closing: the widgets are gone
         events, dropped = self.core.drain()
         for event in events:
+            if isinstance(event, TrafficUpdate):
+                self.traffic = event
+                continue
             self.dashboard.apply(event)
             self._announce(event)
         if dropped:
@@ -192,7 +193,7 @@ class TfdistApp(App[int]):
             d.placement_changed = False
         if self.traffic is not None and self.query_one(TabbedContent).active == "placement":
             self.query_one("#placement-traffic", Static).update(
-                traffic_chart(self.traffic.latest, self.traffic.expected_per_sec()))
+                traffic_chart(self.traffic.sample, list(self.traffic.expected_per_sec)))
         # The charts are the costliest redraw: only while visible, and only when progress
         # moved (or once a second, for the ETA).
         if self.query_one(TabbedContent).active == "throughput" and (
@@ -218,10 +219,7 @@ class TfdistApp(App[int]):
     def _announce(self, event: object) -> None:
         """Notifications for what an operator must not miss."""
         if isinstance(event, TaskStateChanged) and event.new is TaskState.FAILED:
-            text = f"{event.task} " + (describe_exit(event.exit_code) if event.exit_code is not None
-                                       else "failed")
-            if event.reason and event.reason not in text:
-                text += f": {event.reason}"
+            text = f"{event.task} {ExitInfo(event.exit_code, event.reason).detail('failed')}"
             # Long enough to outlast the rest of the run stopping after a fail-fast.
             self.notify(text, title="task failed", severity="error", timeout=30)
         elif isinstance(event, TaskHint):
@@ -468,12 +466,14 @@ class TfdistApp(App[int]):
         self.call_from_thread(self.exit, code, code)
 
     def exit_code_now(self) -> ExitCode:
+        """The run's exit code as the headless front end gives it (:func:`exit_code_for`);
+        quitting before the run finished is an interruption, as Ctrl-C is headless."""
         if self.start_failed:
             return ExitCode.USAGE
         finished = self.dashboard.finished
-        if finished is not None and finished.outcome is RunOutcome.FAILED:
-            return ExitCode.TASK_FAILED
-        return ExitCode.OK
+        if finished is None:
+            return ExitCode.INTERRUPTED
+        return exit_code_for(finished.outcome)
 
 
 def run(options: RunOptions) -> int:
@@ -484,4 +484,4 @@ def run(options: RunOptions) -> int:
     finally:
         if app.core is not None:
             app.core.close(timeout=15.0)
-    return int(result if result is not None else ExitCode.OK)
+    return int(result if result is not None else app.exit_code_now())

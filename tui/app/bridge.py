@@ -15,6 +15,10 @@ from typing import Protocol
 from tui.core.commands import Command
 from tui.core.events import ControllerEvent, TaskOutput
 from tui.core.session import Session
+from tui.core.traffic import TrafficUpdate
+
+#: What reaches the app from the core: the supervisor's events and the traffic samples.
+Happening = ControllerEvent | TrafficUpdate
 
 #: Output lines waiting for the UI. If the UI falls this far behind, further lines are
 #: dropped from the screen only (and counted); the run directory is written by the
@@ -27,7 +31,7 @@ class Core(Protocol):
 
     def send(self, command: Command) -> Future[None]: ...
 
-    def drain(self) -> tuple[list[ControllerEvent], int]: ...
+    def drain(self) -> tuple[list[Happening], int]: ...
 
     def close(self, timeout: float) -> None: ...
 
@@ -39,7 +43,7 @@ class CoreBridge:
     def __init__(self, session_factory: Callable[[], Session],
                  on_event: Callable[[], None] | None = None) -> None:
         self._loop = asyncio.new_event_loop()
-        self._inbox: deque[ControllerEvent] = deque()
+        self._inbox: deque[Happening] = deque()
         self._pending_output = 0
         self._dropped = 0
         self._lock = threading.Lock()
@@ -55,10 +59,12 @@ class CoreBridge:
         asyncio.set_event_loop(self._loop)
         self.session = self._factory()
         self.session.supervisor.subscribe(self._sink)
+        if self.session.traffic is not None:
+            self.session.traffic.subscribe(self._sink)
         self._ready.set()
         self._loop.run_forever()
 
-    def _sink(self, event: ControllerEvent) -> None:
+    def _sink(self, event: Happening) -> None:
         is_output = isinstance(event, TaskOutput)
         with self._lock:
             if is_output:
@@ -75,7 +81,7 @@ class CoreBridge:
         assert self.session is not None
         return asyncio.run_coroutine_threadsafe(self.session.execute(command), self._loop)
 
-    def drain(self) -> tuple[list[ControllerEvent], int]:
+    def drain(self) -> tuple[list[Happening], int]:
         """Everything that happened since the last drain, in order, and how many output
         lines were dropped because the UI fell behind."""
         with self._lock:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from tui.program.base import Setting
+
 
 class Section(Enum):
     """Where a control is listed on the help screen."""
@@ -24,12 +26,12 @@ class Toggle:
     so the command line can override: ``--<setting>``. ``label`` precedes its value in the
     status bar."""
 
-    setting: str
+    setting: Setting
     label: str = ""
 
 
 #: In status-bar order.
-TOGGLES = (Toggle("mode"), Toggle("partitions", "partitions "), Toggle("placement"))
+TOGGLES = (Toggle(Setting.MODE), Toggle(Setting.PARTITIONS, "partitions "), Toggle(Setting.PLACEMENT))
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,10 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from tui.app.controls import CONTROLS
-from tui.core.traffic import TrafficSample, format_rate
+from tui.common.units import format_rate
+from tui.core.traffic import TrafficSample
 from tui.experiments.compare import COMPARISON_HTML, compare, render_html, render_text
-from tui.experiments.finished_runs import RunDirError, RunRecord, read_run, runs_of_config
+from tui.experiments.finished_runs import FinishedRun, RunDirError, read_run, runs_of_config
 
 SELECTED = "●"
 
@@ -32,7 +33,7 @@ class RunsView(Vertical):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.runs_root = runs_root
         self.config_path = config_path
-        self.records: dict[str, RunRecord] = {}
+        self.records: dict[str, FinishedRun] = {}
         self.selected: list[str] = []
         self.last_page: Path | None = None
 

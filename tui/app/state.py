@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.core.describe import describe_event, describe_exit
+from tui.core.describe import describe_event
 from tui.core.events import (
     ControllerEvent,
     Notice,
@@ -23,11 +23,12 @@ from tui.core.events import (
     RunSummary,
     TaskHint,
     TaskOutput,
-    TaskState,
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.core.exits import ExitInfo
 from tui.core.progress import ProgressSnapshot
+from tui.core.task_state import TaskState
 
 LOG_LINES_PER_TASK = 2_000
 MERGED_LOG_LINES = 5_000
@@ -181,9 +182,8 @@ class Dashboard:
             row.exit_code = event.exit_code
         row.reason = event.reason
         if event.new.is_finished:
-            ending = describe_exit(event.exit_code) if event.exit_code is not None else "ended"
-            self._add_line(event.task, f"── {event.new.value}: {ending}"
-                           + (f" ({event.reason})" if event.reason else ""))
+            ending = ExitInfo(event.exit_code, event.reason).detail()
+            self._add_line(event.task, f"── {event.new.value}: {ending}")
         self.tasks_changed = True
 
     def _hint(self, event: TaskHint) -> None:

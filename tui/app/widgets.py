@@ -14,8 +14,9 @@ from textual.widgets import DataTable, Footer, Log, ProgressBar, Sparkline, Stat
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.controls import TOGGLES, Toggle
-from tui.app.state import Dashboard, TaskLog
-from tui.core.events import TaskState
+from tui.app.state import LOG_LINES_PER_TASK, Dashboard, TaskLog
+from tui.common.units import format_bytes
+from tui.core.task_state import TaskState
 
 STATE_STYLES: dict[TaskState, str] = {
     TaskState.PENDING: "dim",
@@ -29,21 +30,13 @@ STATE_STYLES: dict[TaskState, str] = {
 }
 
 
-def human_bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
-
-
 def duration(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def _shown(settings: TrainingSettings, toggle: Toggle) -> str:
-    value = getattr(settings, toggle.setting)
+    value = getattr(settings, toggle.setting.value)
     return str(getattr(value, "value", value))
 
 
@@ -165,7 +158,7 @@ class LogPane(Log):
     BINDINGS = [("end", "follow", "Follow")]
 
     def __init__(self, *, id: str) -> None:
-        super().__init__(max_lines=2_000, auto_scroll=True, id=id)
+        super().__init__(max_lines=LOG_LINES_PER_TASK, auto_scroll=True, id=id)
         self.filter_text = ""
         self.source: TaskLog | None = None
 
@@ -231,7 +224,7 @@ class PlacementView(VerticalScroll):
             for v in shown.variables:
                 shape = "x".join(str(d) for d in v.shape) or "scalar"
                 table.add_row(v.variable, f"{v.shard + 1}/{v.num_shards}", shape,
-                              human_bytes(v.bytes), f"ps{v.ps}")
+                              format_bytes(v.bytes), f"ps{v.ps}")
 
 
 def bar_chart(title: str, placement: protocol.Placement, width: int = 40) -> Text:
@@ -248,7 +241,7 @@ def bar_chart(title: str, placement: protocol.Placement, width: int = 40) -> Tex
         text.append(f"ps{i:<3}")
         text.append("█" * filled, style=style if total == peak and ratio > 1.10 else "cyan")
         text.append(" " * (width - filled))
-        text.append(f" {human_bytes(total)}\n")
+        text.append(f" {format_bytes(total)}\n")
     return text
 
 

@@ -13,6 +13,15 @@ from tui.config.program_spec import ProgramSpec
 from tui.config.resources import ResourceSettings
 
 LOCALHOST = "localhost"
+#: The names of this machine's loopback interface, as hosts.yaml may write them.
+LOOPBACK = frozenset({LOCALHOST, "127.0.0.1", "::1"})
+
+
+def machine_of(address: str) -> str:
+    """One name per machine: every loopback name is ``localhost``; other addresses as written
+    (lower-cased), so an entry and its address, or ``localhost`` and ``127.0.0.1``, match."""
+    address = address.lower()
+    return LOCALHOST if address in LOOPBACK else address
 DEFAULT_PYTHON = "python3"
 
 
@@ -145,6 +154,10 @@ class ClusterConfig:
 
     def host_of(self, task: TaskSpec) -> HostSpec:
         return self.hosts.get(task.host) or HostSpec(name=task.host, address=task.host)
+
+    def address_of(self, task: TaskSpec, port: int) -> str:
+        """``address:port`` of ``task`` as the other tasks reach it (its TF_CONFIG entry)."""
+        return f"{self.host_of(task).address}:{port}"
 
     def restart_policy(self, job: Job) -> RestartPolicy:
         """The restart policy for ``job``'s tasks: its override, else the cluster-wide one."""

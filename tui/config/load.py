@@ -28,6 +28,7 @@ from tui.config.cluster import (
     RestartMode,
     RestartPolicy,
     TaskSpec,
+    machine_of,
 )
 from tui.config.program_spec import ProgramSpec
 from tui.config.training import training_setting
@@ -109,7 +110,6 @@ _RELATED_SETTING = {"batch_size": "gpus"}
 _HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Addresses that all mean "this machine", so tasks on them share one set of ports.
-_LOOPBACK = frozenset({LOCALHOST, "127.0.0.1", "::1"})
 
 
 class _Loader(NodeReader):
@@ -296,8 +296,7 @@ class _Loader(NodeReader):
             if task.port is None:
                 continue  # auto ports are picked free at launch
             spec = hosts.get(task.host)
-            address = (spec.address if spec else task.host).lower()
-            key = (LOCALHOST if address in _LOOPBACK else address, task.port)
+            key = (machine_of(spec.address if spec else task.host), task.port)
             if key in taken:
                 other, other_node = taken[key]
                 mark = other_node.start_mark

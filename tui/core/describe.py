@@ -1,21 +1,9 @@
-"""Short human descriptions of trainer events and exit codes, shared by the summary's last
-lines and the front ends."""
+"""Short human descriptions of trainer events, shared by the summary's last lines and the
+front ends (a task's exit: :class:`tui.core.exits.ExitInfo`)."""
 
 from __future__ import annotations
 
-import signal
-
 from trainer import protocol
-
-
-def describe_exit(code: int) -> str:
-    """``exited with code 2``, or ``was killed by SIGKILL`` for a negative code."""
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
 
 
 def format_number(value: float | None, digits: int = 4) -> str:

@@ -20,32 +20,9 @@ from typing import Any, Union
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.core.progress import ProgressSnapshot
+from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 from tui.plan.tasks import TaskInfo
-
-
-class TaskState(Enum):
-    """Where a task is in its life. The exit code of a finished task is carried separately."""
-
-    PENDING = "pending"        # not started (yet)
-    STARTING = "starting"      # process launched, `ready` not seen yet
-    RUNNING = "running"        # reported `ready`
-    STOPPING = "stopping"      # the controller is stopping it (SIGTERM sent, exit not seen yet)
-    BACKOFF = "backoff"        # failed or stopped, and a restart is coming (tui.core.task_state)
-    SUCCEEDED = "succeeded"    # exited 0 by itself
-    FAILED = "failed"          # exited non-zero by itself, or never got ready, or never exited
-    STOPPED = "stopped"        # exited because the controller stopped it
-
-    @property
-    def is_active(self) -> bool:
-        """A process exists (or is being launched) for the task."""
-        return self in (TaskState.STARTING, TaskState.RUNNING, TaskState.STOPPING)
-
-    @property
-    def is_finished(self) -> bool:
-        """The task exited and nothing will start it again by itself (BACKOFF is neither
-        active nor finished: its restart is coming)."""
-        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED)
 
 
 class Level(Enum):

@@ -1,6 +1,10 @@
-"""The one mapping from a run's outcome to the exit code every front end returns."""
+"""How things end, said once: a task's exit (:class:`ExitInfo`), and the exit code every front
+end returns for a run's outcome (:func:`exit_code_for`)."""
 
 from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
 
 from tui.common.exit_codes import ExitCode
 from tui.core.events import RunOutcome
@@ -16,3 +20,34 @@ def exit_code_for(outcome: RunOutcome) -> ExitCode:
         RunOutcome.TIMEOUT: ExitCode.TIMEOUT,
         RunOutcome.INTERRUPTED: ExitCode.INTERRUPTED,
     }[outcome]
+
+
+def describe_exit(code: int) -> str:
+    """``exited with code 2``, or ``was killed by SIGKILL`` for a negative code."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    """How one task's process ended: its exit code (None: unknown, or it never started) and
+    the controller's reason. Every front end formats a task's end through it."""
+
+    code: int | None
+    reason: str = ""
+
+    def how(self, unknown: str = "ended") -> str:
+        """``exited with code 1`` / ``was killed by SIGTERM``; ``unknown`` without a code."""
+        return describe_exit(self.code) if self.code is not None else unknown
+
+    def detail(self, unknown: str = "ended") -> str:
+        """How, then why: ``exited with code 1 (UnavailableError)``; a reason that already
+        starts with how (the supervisor's own wording) is said once."""
+        how = self.how(unknown)
+        if self.reason.startswith(how):
+            return self.reason
+        return how + (f" ({self.reason})" if self.reason else "")

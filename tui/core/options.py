@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from tui.config.cluster import ClusterConfig
 from tui.config.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
 from tui.core.supervisor.records import SupervisorOptions
 from tui.launch.base import DEFAULT_CONNECT_TIMEOUT
-from tui.launch.router import Router
+from tui.plan.tasks import program_for
+from tui.program.base import TaskProgram
 
 
 @dataclass(frozen=True)
@@ -30,10 +32,11 @@ class RunOptions:
 
     def supervisor_options(self) -> SupervisorOptions:
         """How the front ends' supervisor runs tasks, as the command line says."""
-        return SupervisorOptions(stall_timeout=self.stall_timeout, on_stall=self.on_stall)
+        return SupervisorOptions(stall_timeout=self.stall_timeout, on_stall=self.on_stall,
+                                 program=self.program)
 
-    def launcher(self) -> Router:
-        """Local tasks as processes, remote ones over SSH, with these host-key rules."""
-        return Router.for_config(self.config, accept_new_host_keys=self.accept_new_host_keys,
-                                 insecure_no_host_key_check=self.insecure_no_host_key_check,
-                                 connect_timeout=self.connect_timeout)
+    @cached_property
+    def program(self) -> TaskProgram:
+        """What the run's tasks run, decided once for every part that asks (the command
+        line's warnings, the app's toggles, the supervisor)."""
+        return program_for(self.config)

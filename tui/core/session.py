@@ -39,7 +39,9 @@ class Session:
         """The session a command line asks for: local and SSH launchers with its host-key
         rules, a supervisor writing under its run directory, and the traffic monitor
         (reading counters with the same launchers)."""
-        router = options.launcher()
+        router = Router.for_config(options.config, accept_new_host_keys=options.accept_new_host_keys,
+                                   insecure_no_host_key_check=options.insecure_no_host_key_check,
+                                   connect_timeout=options.connect_timeout)
         supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router,
                                 options=supervisor_options or options.supervisor_options())
         return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers,

@@ -3,7 +3,7 @@ here, once, and :func:`check_task_transition` / :func:`check_run_transition` are
 that checks them. An illegal transition is a controller bug: it raises
 :class:`IllegalTransition` (the tests see it at once instead of a run that hangs).
 
-A task (:class:`~tui.core.events.TaskState`, what front ends show)::
+A task (:class:`TaskState`, what front ends show)::
 
     pending -> starting -> running -> stopping -> stopped
                   |          |          |-----> failed (a failure the controller declared)
@@ -23,7 +23,29 @@ from __future__ import annotations
 
 from enum import Enum
 
-from tui.core.events import TaskState
+
+class TaskState(Enum):
+    """Where a task is in its life. The exit code of a finished task is carried separately."""
+
+    PENDING = "pending"        # not started (yet)
+    STARTING = "starting"      # process launched, `ready` not seen yet
+    RUNNING = "running"        # reported `ready`
+    STOPPING = "stopping"      # the controller is stopping it (SIGTERM sent, exit not seen yet)
+    BACKOFF = "backoff"        # failed or stopped, and a restart is coming (tui.core.task_state)
+    SUCCEEDED = "succeeded"    # exited 0 by itself
+    FAILED = "failed"          # exited non-zero by itself, or never got ready, or never exited
+    STOPPED = "stopped"        # exited because the controller stopped it
+
+    @property
+    def is_active(self) -> bool:
+        """A process exists (or is being launched) for the task."""
+        return self in (TaskState.STARTING, TaskState.RUNNING, TaskState.STOPPING)
+
+    @property
+    def is_finished(self) -> bool:
+        """The task exited and nothing will start it again by itself (BACKOFF is neither
+        active nor finished: its restart is coming)."""
+        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED)
 
 
 class IllegalTransition(RuntimeError):

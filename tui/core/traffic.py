@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer import protocol
+from tui.common.units import format_bytes, format_rate
 from tui.config.cluster import ClusterConfig, HostSpec, Job
 from tui.core.events import (
     ControllerEvent,
@@ -250,17 +251,26 @@ def _max_mean(values: Sequence[float]) -> float:
     return max(values) / mean if mean > 0 else 1.0
 
 
+@dataclass(frozen=True)
+class TrafficUpdate:
+    """A new sample and each ps's expected bytes/s at that moment, as published to the
+    monitor's listeners (a front end on another thread gets it through its inbox)."""
+
+    sample: TrafficSample
+    expected_per_sec: tuple[float | None, ...]
+
+
 class TrafficMonitor:
     """Samples each ps task's traffic while a run is on. Subscribe :meth:`handle` to the
-    supervisor; :meth:`close` stops the sampler (a run's end stops it too)."""
+    supervisor, and a listener with :meth:`subscribe` for each sample; :meth:`close` stops the
+    sampler (a run's end stops it too)."""
 
     def __init__(self, config: ClusterConfig, run_command: CommandRunner,
-                 interval: float = SAMPLE_INTERVAL,
-                 on_sample: Callable[[TrafficSample], None] | None = None) -> None:
+                 interval: float = SAMPLE_INTERVAL) -> None:
         self._config = config
         self._run_command = run_command
         self._interval = interval
-        self._on_sample = on_sample
+        self._listeners: list[Callable[[TrafficUpdate], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._run_dir: Path | None = None
         self._global_step = 0
@@ -287,10 +297,9 @@ class TrafficMonitor:
         elif isinstance(event, RunFinished):
             self._finish()
 
-    @property
-    def latest(self) -> TrafficSample | None:
-        """The newest sample (front ends on another thread read it; appends are atomic)."""
-        return self.samples[-1] if self.samples else None
+    def subscribe(self, listener: Callable[[TrafficUpdate], None]) -> None:
+        """Call ``listener`` with each new sample, on the monitor's own loop."""
+        self._listeners.append(listener)
 
     def expected_per_sec(self, span: int = 4) -> list[float | None]:
         """Each ps's expected bytes/s now: bytes placed on it x 2 x the global steps per
@@ -368,20 +377,8 @@ class TrafficMonitor:
         if self._run_dir is not None and self._run_dir.is_dir():
             with open(self._run_dir / TRAFFIC_SAMPLES, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(asdict(sample), separators=(",", ":")) + "\n")
-        if self._on_sample is not None:
-            self._on_sample(sample)
+        update = TrafficUpdate(sample, tuple(self.expected_per_sec()))
+        for listener in self._listeners:
+            listener(update)
         return sample
-
-
-def format_rate(per_sec: float) -> str:
-    return format_bytes(per_sec) + "/s"
-
-
-def format_bytes(size: float) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"
 

@@ -22,7 +22,7 @@ from tui.config.load import load_config
 from tui.config.yamlload import ConfigError
 from tui.core.options import RunOptions
 from tui.experiments import compare
-from tui.experiments.finished_runs import RunDirError, RunRecord, read_run
+from tui.experiments.finished_runs import FinishedRun, RunDirError, read_run
 from tui.experiments.sweep import (
     Axis,
     PointState,
@@ -95,7 +95,7 @@ def compare_main(argv: list[str]) -> int:
     return ExitCode.OK
 
 
-def report(runs: list[RunRecord], out: TextIO, html: Path) -> None:
+def report(runs: list[FinishedRun], out: TextIO, html: Path) -> None:
     """Print the comparison and write its HTML page to ``html``."""
     comparison = compare.compare(runs)
     compare.render_text(comparison, out, colour=_colour(out))

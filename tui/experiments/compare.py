@@ -21,10 +21,10 @@ from typing import TextIO
 from rich.console import Console
 from rich.table import Table
 
+from tui.common.units import format_bytes, format_rate
 from tui.core.describe import format_number
-from tui.core.traffic import format_bytes, format_rate
 from tui.experiments.charts import Series, svg_chart, text_chart
-from tui.experiments.finished_runs import RunRecord
+from tui.experiments.finished_runs import FinishedRun
 
 COMPARISON_HTML = "comparison.html"
 COMPARISON_TEXT = "comparison.txt"
@@ -43,7 +43,7 @@ class Comparison:
     rate: tuple[Series, ...]
 
 
-def differing_settings(runs: Sequence[RunRecord]) -> list[str]:
+def differing_settings(runs: Sequence[FinishedRun]) -> list[str]:
     """Names of the settings whose values are not the same in every run, in first-seen order."""
     names: list[str] = []
     for run in runs:
@@ -51,7 +51,7 @@ def differing_settings(runs: Sequence[RunRecord]) -> list[str]:
     return [name for name in names if len({run.setting(name) for run in runs}) > 1]
 
 
-def compare(runs: Sequence[RunRecord]) -> Comparison:
+def compare(runs: Sequence[FinishedRun]) -> Comparison:
     """The comparison of ``runs`` (at least one)."""
     differ = differing_settings(runs)
     columns = ("run", *differ, "outcome", "wall s", "first step s", "to target s", "loss", "accuracy",

@@ -2,7 +2,7 @@
 
 A run directory (see :mod:`tui.core.rundir`) holds ``config.yaml`` (the settings as run),
 ``events.jsonl`` (every controller event, trainer events included), ``summary.json`` and,
-when measured, ``traffic.json``. :func:`read_run` folds them into a :class:`RunRecord`: the
+when measured, ``traffic.json``. :func:`read_run` folds them into a :class:`FinishedRun`: the
 settings, the outcome and the curves a comparison tables and plots. Progress is folded
 with the same :class:`tui.core.progress.ProgressTracker` the live front ends use.
 """
@@ -49,7 +49,7 @@ class PsTrafficRecord:
 
 
 @dataclass(frozen=True)
-class RunRecord:
+class FinishedRun:
     """One run as a comparison sees it. Times are seconds since the run started."""
 
     run_id: str
@@ -74,7 +74,7 @@ class RunRecord:
         return dict(self.settings).get(name, "")
 
 
-def read_run(path: Path) -> RunRecord:
+def read_run(path: Path) -> FinishedRun:
     """Read one run directory. Raises :class:`RunDirError` naming what is missing."""
     summary = _json(path / "summary.json")
     config = _yaml(path / "config.yaml")
@@ -118,7 +118,7 @@ def read_run(path: Path) -> RunRecord:
                   if positive else None)
     traffic, imbalance = _traffic(path)
     placement = tracker.placement
-    return RunRecord(
+    return FinishedRun(
         run_id=str(summary.get("run_id") or path.name), path=path,
         outcome=str(summary.get("outcome", "")), wall_time=float(summary.get("wall_time") or 0.0),
         global_step=int(summary.get("global_step") or 0), target=target, time_to_first_step=first_step,

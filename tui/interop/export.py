@@ -13,27 +13,21 @@ port from :data:`FIRST_PORT` up that no other task of its machine uses.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 from collections.abc import Mapping
 from enum import Enum
-from pathlib import Path
 
 import yaml
 
-from tui.config.cluster import LOCALHOST, ClusterConfig, HostSpec, Job
-from tui.config.load import load_config
-from tui.config.yamlload import ConfigError
-from tui.interop import textcommand
-from tui.interop.tfjob import ExportError, TFJobOptions, job_name_from, standalone_program, tfjob_manifest
+from tui.config.cluster import ClusterConfig, HostSpec, Job, machine_of
+from tui.interop.tfjob import TFJobOptions, standalone_program, tfjob_manifest
 from tui.plan.tasks import CONTROLLER_ONLY_ENV, TaskPlan, plan_run
 
 #: Where ``auto`` ports start (TensorFlow's customary first port).
 FIRST_PORT = 2222
 #: The run id exported commands carry; no controller run has it.
 EXPORT_RUN_ID = "export"
-_LOOPBACK = frozenset({LOCALHOST, "127.0.0.1", "::1"})
 
 
 class ExportFormat(str, Enum):
@@ -46,8 +40,7 @@ def export_ports(config: ClusterConfig) -> dict[str, int]:
     """Every task's port: its own, or for ``auto`` the lowest free one from FIRST_PORT on
     its machine (machines compared by address, loopback names being one machine)."""
     def machine(host: HostSpec) -> str:
-        address = host.address.lower()
-        return LOCALHOST if address in _LOOPBACK else address
+        return machine_of(host.address)
 
     taken: dict[str, set[int]] = {}
     for task in config.tasks:
@@ -144,35 +137,3 @@ def tfjob_yaml(config: ClusterConfig, options: TFJobOptions) -> str:
               f"# {needs}.\n"
               "# Apply with: kubectl apply -f FILE (needs Kubeflow's training operator).\n")
     return header + yaml.safe_dump(tfjob_manifest(config, options), sort_keys=False, width=100)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tfdist-tui export",
-        description="Print the cluster of HOSTS.yaml for another launcher: a Kubeflow TFJob, "
-                    "each task's TF_CONFIG and command, or shell commands to type by hand.")
-    parser.add_argument("hosts", metavar="HOSTS.yaml", type=Path)
-    parser.add_argument("--format", choices=[f.value for f in ExportFormat], default="tfjob")
-    parser.add_argument("--image", default=TFJobOptions.image,
-                        help=f"tfjob: the container image (default {TFJobOptions.image})")
-    parser.add_argument("--name", help="tfjob: the job's name (default: from the file's name)")
-    parser.add_argument("--namespace", default=TFJobOptions.namespace,
-                        help="tfjob: the Kubernetes namespace (default: default)")
-    textcommand.add_output_arguments(parser, "the export")
-    return parser
-
-
-def _make(args: argparse.Namespace) -> str:
-    config = load_config(args.hosts)
-    fmt = ExportFormat(args.format)
-    if fmt is ExportFormat.TFJOB:
-        name = args.name or job_name_from(args.hosts.stem)
-        return tfjob_yaml(config, TFJobOptions(name, args.namespace, args.image))
-    if fmt is ExportFormat.TF_CONFIG:
-        return "\n".join(tf_config_lines(config)) + "\n"
-    return shell_script(config)
-
-
-def main(argv: list[str]) -> int:
-    """``tfdist-tui export``; returns the exit code."""
-    return textcommand.run(build_parser(), argv, _make, (ConfigError, ExportError))

@@ -22,10 +22,9 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from trainer import settings as settings_mod
-from tui.config.cluster import Job, RestartMode
+from tui.config.cluster import LOOPBACK, Job, RestartMode
 from tui.config.load import parse_port, split_host_port, valid_host
 from tui.config.yamlload import ConfigError, Item, NodeReader, compose, read_text
-from tui.interop import textcommand
 from tui.interop.tfjob_schema import KIND, REPLICA_TYPES, RESTART_POLICIES
 
 #: TFJob replica types (and the old ``Master``) as our job names.
@@ -86,8 +85,8 @@ class _Reader(NodeReader):
             entries = self.sequence(item.value, f"cluster.{name}", 'a list of "host:port" addresses')
             imported.jobs[name] = [self.address(node, f"cluster.{name}[{i}]")
                                    for i, node in enumerate(entries)]
-        remote = sorted({str(a).rpartition(":")[0] for tasks in imported.jobs.values() for a in tasks}
-                        - {"localhost", "127.0.0.1", "[::1]"})
+        hosts = {str(a).rpartition(":")[0] for tasks in imported.jobs.values() for a in tasks}
+        remote = sorted(h for h in hosts if h.strip("[]").lower() not in LOOPBACK)
         if remote:
             imported.notes.append(f"{', '.join(remote)}: reached over SSH with default settings "
                                   "(port 22, your user, python3, ~/tfdist); add hosts: entries "
@@ -343,19 +342,3 @@ def _flow(value: object) -> str:
         except yaml.YAMLError:
             pass
     return yaml.safe_dump([value], default_flow_style=True, sort_keys=False, width=10_000).strip()[1:-1]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tfdist-tui import",
-        description="Write a hosts.yaml for a cluster given as a TF_CONFIG (JSON) or a Kubeflow "
-                    "TFJob manifest (YAML).")
-    parser.add_argument("source", metavar="FILE", type=Path)
-    textcommand.add_output_arguments(parser, "the hosts.yaml")
-    return parser
-
-
-def main(argv: list[str]) -> int:
-    """``tfdist-tui import``; returns the exit code."""
-    return textcommand.run(build_parser(), argv,
-                           lambda args: hosts_yaml(read_input(args.source), args.source), (ConfigError,))

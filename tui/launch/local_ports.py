@@ -1,4 +1,5 @@
-"""Port checks and reservations on this machine.
+"""Port checks and reservations on this machine, with the same binds as on remote hosts
+(:mod:`tui.launch.snippets.ports`, which this module runs in-process).
 
 TensorFlow's gRPC server binds ``[::]:port`` (dual stack) with SO_REUSEADDR, so a port is
 usable when both an IPv4 and an IPv6 wildcard bind with SO_REUSEADDR succeed: that ignores
@@ -15,49 +16,14 @@ from dataclasses import dataclass
 
 import psutil
 
-
-def _has_ipv6() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM):
-            return True
-    except OSError:
-        return False
-
-
-HAS_IPV6 = _has_ipv6()
-
-
-def _bind(family: socket.AddressFamily, port: int, reuse: bool) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        if reuse:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            # Test IPv6 alone; the IPv4 side is tested by its own socket.
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(("::", port))
-        else:
-            sock.bind(("0.0.0.0", port))
-        return sock
-    except BaseException:
-        sock.close()
-        raise
+from tui.launch.snippets import ports
 
 
 def port_is_free(port: int) -> tuple[bool, str]:
     """Whether a server could listen on ``port`` now, and if not, why (``in use``,
-    ``not permitted``...)."""
-    families = [socket.AF_INET] + ([socket.AF_INET6] if HAS_IPV6 else [])
-    for family in families:
-        try:
-            _bind(family, port, reuse=True).close()
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return False, "in use"
-            if exc.errno == errno.EACCES:
-                return False, "not permitted (privileged port)"
-            return False, exc.strerror or str(exc)
-    return True, ""
+    ``not permitted``...): the same check remote hosts run (:func:`ports.problem`)."""
+    reason = ports.problem(port)
+    return reason is None, reason or ""
 
 
 def port_holder(port: int) -> tuple[int, str | None] | None:
@@ -96,37 +62,13 @@ class LocalPortReservation:
 
 def reserve_free_ports(n: int, avoid: frozenset[int] = frozenset(),
                        attempts: int = 1000) -> list[LocalPortReservation]:
-    """Reserve ``n`` distinct ports that are free on both IPv4 and IPv6.
-
-    The kernel picks an ephemeral IPv4 port; we keep that socket bound and also bind the
-    same port on IPv6. Both stay bound until released: without SO_REUSEADDR on our side,
-    nobody else can bind the port meanwhile, and the kernel will not hand it out again."""
-    held: list[LocalPortReservation] = []
-    rejected: list[socket.socket] = []  # kept bound until the end so the kernel skips them
-    try:
-        for _ in range(attempts):
-            if len(held) == n:
-                break
-            v4 = _bind(socket.AF_INET, 0, reuse=False)
-            port = v4.getsockname()[1]
-            if port in avoid:
-                rejected.append(v4)
-                continue
-            sockets = [v4]
-            if HAS_IPV6:
-                try:
-                    sockets.append(_bind(socket.AF_INET6, port, reuse=False))
-                except OSError:
-                    rejected.append(v4)
-                    continue
-            held.append(LocalPortReservation(port, tuple(sockets)))
-        if len(held) < n:
-            raise OSError(errno.EADDRNOTAVAIL, f"could not find {n} free ports")
-        return held
-    except BaseException:
-        for reservation in held:
-            reservation.release()
-        raise
-    finally:
-        for sock in rejected:
-            sock.close()
+    """Reserve ``n`` distinct ports that are free on both IPv4 and IPv6, as remote hosts do
+    (:func:`ports.reserve`: the kernel picks an ephemeral IPv4 port, the same port is bound on
+    IPv6, and both stay bound without SO_REUSEADDR until released, so nobody else gets it)."""
+    held = ports.reserve(n, set(avoid), attempts)
+    if len(held) < n:
+        for sockets in held.values():
+            for sock in sockets:
+                sock.close()
+        raise OSError(errno.EADDRNOTAVAIL, f"could not find {n} free ports")
+    return [LocalPortReservation(port, tuple(sockets)) for port, sockets in held.items()]

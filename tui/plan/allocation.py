@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trainer.threads import CPUS_ENV, INTER_OP_ENV, INTRA_OP_ENV
-from tui.config.cluster import LOCALHOST, ClusterConfig, Job, TaskSpec
+from tui.config.cluster import ClusterConfig, Job, TaskSpec, machine_of
 from tui.config.resources import ResourceSettings, ThreadsMode
 from tui.launch.probe import HostResources, probe_local
 
@@ -42,7 +42,6 @@ MIN_INTER_OP = 2
 #: 22-25 % slower than TensorFlow's defaults (``python -m bench.scaling``). A ps keeps its
 #: bare share: its ops are tiny element-wise updates, its RPCs run on gRPC's own threads.
 WORKER_OVERSUBSCRIPTION = 2
-_LOOPBACK = frozenset({LOCALHOST, "127.0.0.1", "::1"})
 
 
 class ResourceError(Exception):
@@ -112,8 +111,7 @@ class Allocation:
 def machine_key(config: ClusterConfig, task: TaskSpec) -> str:
     """Tasks with the same key run on one machine (an entry and its address, or
     ``localhost`` and ``127.0.0.1``, are one machine)."""
-    address = config.host_of(task).address.lower()
-    return LOCALHOST if address in _LOOPBACK else address
+    return machine_of(config.host_of(task).address)
 
 
 def host_offers(config: ClusterConfig, remote: Mapping[str, HostResources | None]

@@ -119,10 +119,8 @@ def program_for(config: ClusterConfig, *, trainer_argv: Sequence[str] = TRAINER_
 def tf_config(config: ClusterConfig, ports: Mapping[str, int], task: TaskSpec) -> dict[str, Any]:
     """The TF_CONFIG of ``task``: the whole cluster spec plus the task's own place in it. A
     job appears only when the cluster has tasks of it (``chief`` only with a chief)."""
-    def address(t: TaskSpec) -> str:
-        return f"{config.host_of(t).address}:{ports[t.name]}"
-
-    cluster = {job.value: [address(t) for t in config.of_job(job)] for job in _CLUSTER_JOBS}
+    cluster = {job.value: [config.address_of(t, ports[t.name]) for t in config.of_job(job)]
+               for job in _CLUSTER_JOBS}
     return {
         "cluster": {job: tasks for job, tasks in cluster.items() if tasks or job != Job.CHIEF.value},
         "task": {"type": task.job.value, "index": task.index},

@@ -73,7 +73,7 @@ class TaskContext:
 
     def address(self, task: TaskSpec) -> str:
         """``host:port`` of ``task`` as the other tasks reach it."""
-        return f"{self.config.host_of(task).address}:{self.ports[task.name]}"
+        return self.config.address_of(task, self.ports[task.name])
 
 
 @dataclass(frozen=True)

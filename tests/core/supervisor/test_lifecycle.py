@@ -20,12 +20,12 @@ from tui.core.events import (
     RunOutcome,
     RunStarted,
     TaskOutput,
-    TaskState,
     TaskStateChanged,
     TrainerEvent,
 )
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.task_state import TaskState
 from tui.launch.base import PortProblem
 from tui.launch.lines import Stream
 from tui.plan.preflight import PreflightError

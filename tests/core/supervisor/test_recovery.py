@@ -14,8 +14,9 @@ from trainer import protocol
 from trainer.settings import Mode
 from tui.config.cluster import Job, RestartMode, RestartPolicy
 from tui.config.restart_policy import PEER_LOSS_SETTLE
-from tui.core.events import Incident, IncidentKind, Notice, RunOutcome, TaskState, TrainerEvent
+from tui.core.events import Incident, IncidentKind, Notice, RunOutcome, TrainerEvent
 from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.task_state import TaskState
 
 S = TaskState
 NAMES = ["ps0", "worker0", "worker1"]

@@ -22,10 +22,11 @@ from trainer import protocol
 from trainer.settings import Mode
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import RestartMode, RestartPolicy
-from tui.core.events import ControllerEvent, RunOutcome, TaskState, TaskStateChanged, TrainerEvent
+from tui.core.events import ControllerEvent, RunOutcome, TaskStateChanged, TrainerEvent
 from tui.core.options import RunOptions
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.task_state import TaskState
 from tui.headless import run_headless
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

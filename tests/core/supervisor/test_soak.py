@@ -14,9 +14,10 @@ import pytest
 from tests.support import trainer_processes
 from tests.support.clirun import FAKE_TRAINER
 from tests.support.fakes import make_config
-from tui.core.events import ControllerEvent, TaskState, TaskStateChanged
+from tui.core.events import ControllerEvent, TaskStateChanged
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.task_state import TaskState
 from tui.launch.owner import RUN_ID_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

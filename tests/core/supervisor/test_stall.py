@@ -19,19 +19,12 @@ from trainer.settings import Mode
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import RestartMode, RestartPolicy
 from tui.config.restart_policy import StallPolicy
-from tui.core.events import (
-    ControllerEvent,
-    Notice,
-    RunOutcome,
-    TaskHint,
-    TaskStalled,
-    TaskState,
-    TrainerEvent,
-)
+from tui.core.events import ControllerEvent, Notice, RunOutcome, TaskHint, TaskStalled, TrainerEvent
 from tui.core.options import RunOptions
 from tui.core.supervisor import stall
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.task_state import TaskState
 from tui.headless import run_headless
 
 

@@ -11,10 +11,11 @@ import asyncio
 from collections.abc import Awaitable
 
 from tui.core.clock import Wake, first_completed
-from tui.core.events import Level, TaskState
+from tui.core.events import Level
 from tui.core.supervisor.busy import BUSY_CORES, cores_used
 from tui.core.supervisor.records import RunRecord, Verdict
 from tui.core.supervisor.stopping import stop_one
+from tui.core.task_state import TaskState
 from tui.program.end_rules import CPU_SAMPLE, HANG_AFTER
 
 

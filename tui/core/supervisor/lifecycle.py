@@ -49,7 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainer.settings import Mode, TrainingSettings
-from tui.config.cluster import ClusterConfig, Job
+from tui.config.cluster import LOOPBACK, ClusterConfig, Job
 from tui.config.restart_policy import PEER_LOSS_SETTLE
 from tui.core.clock import Clock, SystemClock, Wake, first_completed
 from tui.core.events import ControllerEvent, Level, Notice, RunFinished, RunOutcome, RunStarted, RunSummary
@@ -375,4 +375,4 @@ def _local_tasks_remote_peers_cannot_reach(config: ClusterConfig) -> list[str]:
     if all(config.host_of(t).is_local for t in config.tasks):
         return []
     return [t.name for t in config.tasks if config.host_of(t).is_local
-            and config.host_of(t).address in ("localhost", "127.0.0.1", "::1")]
+            and config.host_of(t).address in LOOPBACK]

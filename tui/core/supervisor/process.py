@@ -14,10 +14,12 @@ import logging
 
 from trainer import protocol
 from tui.core.clock import Wake, first_completed
-from tui.core.describe import describe_event, describe_exit
-from tui.core.events import Level, TaskHint, TaskOutput, TaskState, TrainerEvent
+from tui.core.describe import describe_event
+from tui.core.events import Level, TaskHint, TaskOutput, TrainerEvent
+from tui.core.exits import describe_exit
 from tui.core.hints import hint_for, hint_for_exit
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
+from tui.core.task_state import TaskState
 from tui.launch.base import LaunchError, RunningTask
 from tui.launch.lines import OutputLine, Stream
 from tui.program.base import Readiness

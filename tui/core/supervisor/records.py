@@ -27,14 +27,13 @@ from tui.core.events import (
     ProgressUpdate,
     RunOutcome,
     RunSummary,
-    TaskState,
     TaskStateChanged,
 )
 from tui.core.progress import ProgressTracker
 from tui.core.rundir import RunDirectory
-from tui.core.task_state import RunPhase, check_run_transition, check_task_transition
+from tui.core.task_state import RunPhase, TaskState, check_run_transition, check_task_transition
 from tui.launch.base import Launcher, PortReservation, RunningTask
-from tui.plan.tasks import TaskPlan, program_for
+from tui.plan.tasks import TaskPlan
 from tui.program.base import EventReader, OutputReader, TaskProgram
 from tui.program.end_rules import HangWatch, RunEnd
 from tui.program.trainer import TRAINER_ARGV
@@ -174,15 +173,14 @@ class RunRecord:
     def __init__(self, run_id: str, directory: RunDirectory, settings: TrainingSettings,
                  tasks: dict[str, TaskRecord], *, config: ClusterConfig,
                  options: SupervisorOptions, launcher: Launcher, clock: Clock,
-                 sinks: list[Sink], started_wall: float, program: TaskProgram | None = None) -> None:
+                 sinks: list[Sink], started_wall: float, program: TaskProgram) -> None:
         self.run_id = run_id
         self.directory = directory
         self.settings = settings
         self.tasks = tasks
         self.config = config
         self.options = options
-        self.program: TaskProgram = program or program_for(
-            config, trainer_argv=options.trainer_argv, hold=options.hold)
+        self.program = program
         #: When training is over: every worker, or the chief job's task (tui.program.end_rules).
         self.run_end = RunEnd.of(t.job for t in tasks.values())
         #: Workers stuck after the target step (a user's sync chief): tui.core.supervisor.after_target.

@@ -7,13 +7,13 @@ from __future__ import annotations
 from tui.config.cluster import Job
 from tui.config.restart_policy import PEER_LOSS_SETTLE, Decision, FailureFacts, PsFacts, decide
 from tui.core.clock import Wake, first_completed
-from tui.core.events import Incident, IncidentKind, Level, RunOutcome, TaskState
+from tui.core.events import Incident, IncidentKind, Level, RunOutcome
 from tui.core.hints import UNAVAILABLE
 from tui.core.supervisor.process import launch
 from tui.core.supervisor.records import RunRecord, TaskRecord
 from tui.core.supervisor.staged import expect_ready, start_in_order
 from tui.core.supervisor.stopping import stop_tasks
-from tui.core.task_state import RunPhase
+from tui.core.task_state import RunPhase, TaskState
 
 
 def on_failure(run: RunRecord, task: TaskRecord, was_running: bool, reason: str,

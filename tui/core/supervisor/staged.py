@@ -12,10 +12,11 @@ import asyncio
 from collections.abc import Callable
 
 from tui.core.clock import Wake, first_completed
-from tui.core.events import Level, TaskState
+from tui.core.events import Level
 from tui.core.supervisor.process import launch
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
 from tui.core.supervisor.stopping import release_port, stop_one
+from tui.core.task_state import TaskState
 from tui.plan.tasks import GO_LINE
 
 

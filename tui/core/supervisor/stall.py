@@ -29,9 +29,9 @@ import psutil
 
 from tui.config.cluster import Job
 from tui.config.restart_policy import StallPolicy
-from tui.core.events import Level, TaskHint, TaskStalled, TaskState
+from tui.core.events import Level, TaskHint, TaskStalled
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
-from tui.core.task_state import RunPhase
+from tui.core.task_state import RunPhase, TaskState
 
 #: The longest line of a task quoted in a stall's hint.
 LAST_LINE_CHARS = 200

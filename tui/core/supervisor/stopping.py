@@ -9,8 +9,9 @@ import logging
 
 from trainer import protocol
 from tui.core.clock import Wake, first_completed
-from tui.core.events import Level, TaskState
+from tui.core.events import Level
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
+from tui.core.task_state import TaskState
 from tui.program.base import PsEnding
 
 log = logging.getLogger(__name__)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tui.core.events import RunOutcome, RunSummary, TaskResult, TaskState
+from tui.core.events import RunOutcome, RunSummary, TaskResult
 from tui.core.supervisor.records import RunRecord
+from tui.core.task_state import TaskState
 
 
 def summarize(run: RunRecord) -> RunSummary:
