@@ -1,4 +1,4 @@
-"""``tfdist-tui`` exactly as shipped, except that tasks run tests/core/fake_trainer.py
+"""``tfdist-tui`` exactly as shipped, except that tasks run tests/support/fake_trainer.py
 instead of ``python -m trainer``: lets the signal and exit-code tests run the whole
 controller (config loading, headless front end, signals) without TensorFlow."""
 
@@ -25,7 +25,7 @@ if __name__ == "__main__":
 
     def from_options(options: RunOptions, supervisor_options: SupervisorOptions | None = None) -> Session:
         base = supervisor_options or options.supervisor_options()
-        return build(options, dataclasses.replace(base, trainer_argv=[str(FAKE_TRAINER)]))
+        return build(options, dataclasses.replace(base, trainer_argv=[str(FAKE_TRAINER)], program=None))
 
     session.Session.from_options = from_options  # type: ignore[method-assign]
     sys.exit(cli.main())
