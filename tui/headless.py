@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import sys
 from collections.abc import Callable
 from typing import TextIO
 
 from trainer import protocol
+from tui.common.terminal import inert
 from tui.config import Job
 from tui.describe import describe_event, describe_exit, format_number
 from tui.events import (
@@ -46,15 +46,8 @@ DISPLAY_LINE_CHARS = 4000
 CONTROLLER = "tfdist"
 
 _COLOURS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)
-# Escape sequences (CSI, OSC, two-byte) and other control characters a task may print:
-# they would move the cursor or recolour our prefixes, so they are removed on screen.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def clean_text(text: str) -> str:
-    """``text`` with terminal escapes and control characters removed (tabs kept)."""
-    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+#: Kept for callers of the old name: every text this printer writes goes through it.
+clean_text = inert
 
 
 class Printer:
@@ -109,7 +102,10 @@ class Printer:
     def summary(self, summary: RunSummary) -> None:
         """The final block: outcome, steps, time, loss/accuracy, every task, the run dir,
         and each failed task's last lines."""
-        write = self._out.write
+        def write(text: str) -> None:
+            # Reasons, hints, paths and last lines are the tasks' and hosts' words.
+            self._out.write(inert(text, newlines=True))
+
         title = f"run {summary.outcome.value}"
         if summary.reason:
             title += f": {summary.reason}"
@@ -133,15 +129,15 @@ class Printer:
             exit_text = describe_exit(result.exit_code) if result.exit_code is not None else "failed"
             write(f"{result.name} {exit_text}; its last {len(result.last_lines)} lines:\n")
             for line in result.last_lines:
-                write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
+                self._out.write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
 
     def traffic(self, monitor: TrafficMonitor) -> None:
         """The measured traffic per ps, after the summary."""
         if monitor.summary is not None:
             for number, line in enumerate(monitor.summary.lines()):
-                self._out.write(f"  {'traffic' if number == 0 else '':<12} {line}\n")
-        elif monitor.failure:
-            self._out.write(f"  traffic      not measured: {monitor.failure}\n")
+                self._out.write(f"  {'traffic' if number == 0 else '':<12} {inert(line)}\n")
+        elif monitor.failure:  # a host's words (ss's stderr)
+            self._out.write(f"  traffic      not measured: {inert(monitor.failure)}\n")
         self._out.flush()
 
     # -- pieces -------------------------------------------------------------------------
@@ -208,7 +204,9 @@ class Printer:
         return text
 
     def _line(self, name: str, text: str) -> None:
-        self._out.write(f"{self._prefix(name)} {text}\n")
+        # Every line but the prefix may quote a task or a host (event fields, hints, stall
+        # warnings, notices, reasons): made inert here, at the one place that writes lines.
+        self._out.write(f"{self._prefix(name)} {inert(text)}\n")
 
 
 class JsonPrinter:
@@ -229,7 +227,7 @@ class JsonPrinter:
 
 
 def _display(text: str, task: str) -> str:
-    text = clean_text(text)
+    text = inert(text)
     if len(text) > DISPLAY_LINE_CHARS:
         rest = len(text) - DISPLAY_LINE_CHARS
         text = text[:DISPLAY_LINE_CHARS] + f"... ({rest} more characters in logs/{task}.log)"

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -41,6 +42,7 @@ from tui.app.widgets import (
     ThroughputView,
 )
 from tui.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
+from tui.common.terminal import inert
 from tui.controls import CONTROLS
 from tui.describe import describe_exit
 from tui.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskState, TaskStateChanged
@@ -222,11 +224,11 @@ class TfdistApp(App[int]):
             if event.reason and event.reason not in text:
                 text += f": {event.reason}"
             # Long enough to outlast the rest of the run stopping after a fail-fast.
-            self.notify(text, title="task failed", severity="error", timeout=30)
+            self.notify(_said(text), title="task failed", severity="error", timeout=30)
         elif isinstance(event, TaskHint):
-            self.notify(event.hint, title=f"{event.task}: hint", severity="warning", timeout=10)
+            self.notify(_said(event.hint), title=_said(f"{event.task}: hint"), severity="warning", timeout=10)
         elif isinstance(event, Notice) and event.level is not Level.INFO:
-            self.notify(event.text, severity="error" if event.level is Level.ERROR else "warning")
+            self.notify(_said(event.text), severity="error" if event.level is Level.ERROR else "warning")
         elif isinstance(event, RunFinished):
             summary = event.summary
             self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
@@ -369,7 +371,7 @@ class TfdistApp(App[int]):
         if message.settings == self.pending:
             self.preview, self.preview_note = None, f"no preview: {message.reason}"
             self._show_placement()
-        self.notify(f"placement preview failed: {message.reason}", severity="warning")
+        self.notify(_said(f"placement preview failed: {message.reason}"), severity="warning")
 
     def action_relaunch(self) -> None:
         pending = self.pending
@@ -396,7 +398,7 @@ class TfdistApp(App[int]):
     def _core_action_failed(self, message: CoreActionFailed) -> None:
         if isinstance(message.command, (StartRun, Relaunch)) and not self.dashboard.run_id:
             self.start_failed = True
-        self.notify(f"{message.what}: {message.reason}", title="cannot do that",
+        self.notify(_said(f"{message.what}: {message.reason}"), title="cannot do that",
                     severity="error", timeout=15)
 
     # -- views ----------------------------------------------------------------------------
@@ -484,3 +486,9 @@ def run(options: RunOptions) -> int:
         if app.core is not None:
             app.core.close(timeout=15.0)
     return int(result if result is not None else ExitCode.OK)
+
+
+def _said(text: str) -> str:
+    """Foreign text for a notification: inert for the terminal, and its ``[...]`` shown as
+    written rather than read as Rich markup (a ``[/]`` in a reason would crash the app)."""
+    return escape(inert(text))
