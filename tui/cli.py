@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer import settings as training_settings
+from tui.common.terminal import inert
 from tui.config import ConfigError, RestartMode, apply_overrides, load_config, with_restart_mode
 from tui.controls import TOGGLES
 from tui.options import ExitCode, RunOptions
@@ -117,14 +118,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.restart is not None:
             config = with_restart_mode(config, RestartMode(args.restart))
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
         return ExitCode.USAGE
     program = program_for(config)
     for setting in Setting:
         why = program.ignores(setting)
         if why and getattr(args, setting.value, None) is not None:
             # Said, not refused: the flag is harmless, and scripts may pass it to every run.
-            print(f"warning: --{setting.value}: {why}", file=sys.stderr)
+            print(inert(f"warning: --{setting.value}: {why}", newlines=True), file=sys.stderr)
 
     options = RunOptions(config=config, runs_root=args.run_dir or config.run_dir, timeout=args.timeout,
                          json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tui import compare, headless
+from tui.common.terminal import inert
 from tui.config import ClusterConfig, ConfigError, load_config
 from tui.options import ExitCode, RunOptions
 from tui.runinfo import RunDirError, RunRecord, read_run
@@ -76,7 +77,7 @@ def compare_main(argv: list[str]) -> int:
     try:
         runs = [read_run(path) for path in paths]
     except RunDirError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
         return ExitCode.USAGE
     report(runs, sys.stdout, args.html or paths[0].resolve().parent / compare.COMPARISON_HTML)
     return ExitCode.OK
@@ -109,7 +110,7 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
         points = grid(args.axes, args.repeat)
         configs = [point_config(config, point) for point in points]
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
         return ExitCode.USAGE
     root = args.run_dir or config.run_dir
     state = SweepState.open(root / f"sweep-{sweep_id(config, args.axes, args.repeat)}", points)
@@ -137,7 +138,7 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
         try:
             runs.append(read_run(Path(record.run_dir)))
         except RunDirError as exc:
-            out.write(f"{record.point.label}: {exc}\n")
+            out.write(inert(f"{record.point.label}: {exc}\n", newlines=True))
     if runs:
         comparison = compare.compare(runs)
         compare.render_text(comparison, out, colour=_colour(out))

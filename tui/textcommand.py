@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from tui.common.terminal import inert
 from tui.options import ExitCode
 
 
@@ -56,7 +57,7 @@ def run(parser: argparse.ArgumentParser, argv: list[str],
     try:
         text = make(args)
     except errors as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
         return ExitCode.USAGE
     if output is None:
         sys.stdout.write(text)
