@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import secrets
 import time
 from collections.abc import Callable
@@ -40,6 +39,7 @@ import yaml
 
 from trainer.settings import TrainingSettings
 from tui.clock import Clock
+from tui.common.private import make_private_dir, private_opener, replace_file, write_private
 from tui.config import ClusterConfig, Job, RestartPolicy
 from tui.events import (
     ControllerEvent,
@@ -100,15 +100,19 @@ class RunDirectory:
     def create(cls, root: Path, run_id: str) -> RunDirectory:
         """Make ``root/run_id`` (and ``root`` if needed). Raises OSError."""
         path = root / run_id
-        path.mkdir(parents=True, exist_ok=False)
-        (path / "logs").mkdir()
-        (path / "tasks").mkdir()
+        # Private: tasks/*.json and config.yaml hold the tasks' environments (secrets).
+        if not root.exists():
+            make_private_dir(root, parents=True, exist_ok=True)
+        make_private_dir(path)
+        make_private_dir(path / "logs")
+        make_private_dir(path / "tasks")
         directory = cls(path)
         # Held until close() (the kernel drops it if we die): the sweep of another
         # controller sees that this run is controlled.
         directory._lock = lock_run(path)
         # Held open for the whole run (buffered appends are cheap); closed by close().
-        directory._events = open(directory._events_path, "w", encoding="utf-8")  # noqa: SIM115
+        directory._events = open(directory._events_path, "w", encoding="utf-8",  # noqa: SIM115
+                                 opener=private_opener)
         return directory
 
     def write_config(self, config: ClusterConfig, settings: TrainingSettings,
@@ -117,7 +121,7 @@ class RunDirectory:
         header = f"# resolved from {config.path}\n"
         body = yaml.safe_dump(resolved_config(config, settings, plans), sort_keys=False,
                               allow_unicode=True)
-        (self.path / "config.yaml").write_text(header + body, encoding="utf-8")
+        write_private(self.path / "config.yaml", header + body)
 
     def write_task(self, plan: TaskPlan) -> None:
         """Write ``tasks/<task>.json``: how the task is launched."""
@@ -138,7 +142,7 @@ class RunDirectory:
                 **dataclasses.asdict(plan.share), "text": plan.share.describe()},
         }
         text = json.dumps(record, indent=2) + "\n"
-        (self.path / "tasks" / f"{plan.name}.json").write_text(text, encoding="utf-8")
+        write_private(self.path / "tasks" / f"{plan.name}.json", text)
 
     def record(self, event: ControllerEvent) -> None:
         """Write one event where it belongs: output lines to the task's log, everything
@@ -158,16 +162,10 @@ class RunDirectory:
         """Write ``summary.json`` atomically: a temporary file, synced, renamed over it."""
         text = json.dumps(summary_record(summary), indent=2) + "\n"
         target = self.path / "summary.json"
-        temporary = target.with_name(f".{target.name}.tmp")
         try:
-            with open(temporary, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, target)
+            replace_file(target, text)
         except OSError as exc:
             self._failed(WriteFailure.of(target, exc))
-            temporary.unlink(missing_ok=True)
 
     def flush(self) -> None:
         """Write out what is buffered; a failure is reported, never raised."""
@@ -211,7 +209,7 @@ class RunDirectory:
             try:
                 # Append: a restarted task keeps writing to the same log.
                 log = self._logs[task] = (path, open(path, "a", encoding="utf-8",  # noqa: SIM115
-                                                     errors="replace"))
+                                                     errors="replace", opener=private_opener))
             except OSError as exc:
                 self._failed(WriteFailure.of(path, exc))
                 return

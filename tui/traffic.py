@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer import protocol
+from tui.common.private import private_opener
 from tui.config import ClusterConfig, HostSpec, Job
 from tui.events import (
     ControllerEvent,
@@ -366,7 +367,8 @@ class TrafficMonitor:
         sample = self._meter.update(t, self._global_step, sockets)
         self.samples.append(sample)
         if self._run_dir is not None and self._run_dir.is_dir():
-            with open(self._run_dir / TRAFFIC_SAMPLES, "a", encoding="utf-8") as handle:
+            with open(self._run_dir / TRAFFIC_SAMPLES, "a", encoding="utf-8",
+                      opener=private_opener) as handle:
                 handle.write(json.dumps(asdict(sample), separators=(",", ":")) + "\n")
         if self._on_sample is not None:
             self._on_sample(sample)
