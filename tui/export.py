@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
@@ -72,25 +73,51 @@ def export_plans(config: ClusterConfig) -> tuple[TaskPlan, ...]:
                     program=standalone_program(config))
 
 
-def _task_env(plan: TaskPlan) -> dict[str, str]:
-    return {k: v for k, v in plan.env.items() if k not in CONTROLLER_ONLY_ENV}
+def _task_env(plan: TaskPlan, include_env: bool = False) -> dict[str, str]:
+    """The task's environment for an export: a host's ``env:`` values (secrets, often) only
+    with ``include_env``; the variables the plan adds (TF_CONFIG, thread counts) always."""
+    left_out = left_out_env(plan, include_env)
+    return {k: v for k, v in plan.env.items() if k not in CONTROLLER_ONLY_ENV and k not in left_out}
 
 
-def tf_config_lines(config: ClusterConfig) -> list[str]:
-    """The ``tf-config`` format: one JSON object per task."""
+def left_out_env(plan: TaskPlan, include_env: bool) -> list[str]:
+    """Names of the host's ``env:`` variables an export leaves out (all, unless
+    ``include_env``), sorted."""
+    if include_env:
+        return []
+    return sorted(name for name, value in plan.host.env.items() if plan.env.get(name) == value)
+
+
+#: Said on stderr, and in the output, whenever an export leaves values out.
+LEFT_OUT_NOTE = ("env: values of hosts.yaml left out (they may be secrets): {names}; "
+                 "pass --include-env to write them")
+
+
+def tf_config_lines(config: ClusterConfig, include_env: bool = False) -> list[str]:
+    """The ``tf-config`` format: one JSON object per task (``env_left_out``: the names of
+    the host's variables whose values are not written, see :func:`left_out_env`)."""
     return [json.dumps({"task": p.name, "host": p.spec.host, "address": f"{p.host.address}:{p.port}",
                         "tf_config": json.loads(p.tf_config),
-                        "env": {k: v for k, v in _task_env(p).items() if k != "TF_CONFIG"},
+                        "env": {k: v for k, v in _task_env(p, include_env).items() if k != "TF_CONFIG"},
+                        "env_left_out": left_out_env(p, include_env),
                         "argv": list(p.argv), "cwd": p.cwd}, separators=(",", ":"))
             for p in export_plans(config)]
 
 
-def shell_script(config: ClusterConfig) -> str:
+def left_out_names(config: ClusterConfig, include_env: bool) -> list[str]:
+    """Every variable name an export of ``config`` leaves out, sorted."""
+    return sorted({n for p in export_plans(config) for n in left_out_env(p, include_env)})
+
+
+def shell_script(config: ClusterConfig, include_env: bool = False) -> str:
     """The ``shell`` format: a comment and a command per task, to paste into its terminal."""
     lines = ["# One terminal per task, started in this order: the ps tasks, the chief, the others.",
              "# The built-in trainer's tasks all exit by themselves; a program's servers that",
              "# call server.join() (ps tasks, and TF2's workers) must be stopped with Ctrl-C",
              "# once the training is done."]
+    if names := left_out_names(config, include_env):
+        lines.append("# " + LEFT_OUT_NOTE.format(names=", ".join(names))
+                     + "; export them in each terminal first.")
     base = config.path.parent
     chief = config.chief
 
@@ -98,7 +125,7 @@ def shell_script(config: ClusterConfig) -> str:
         return 0 if plan.spec.job is Job.PS else 1 if plan.spec == chief else 2
 
     for n, plan in enumerate(sorted(export_plans(config), key=stage), start=1):
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in _task_env(plan).items())
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in _task_env(plan, include_env).items())
         line = f"{env} {plan.command}"
         lines.append("")
         lines.append(f"# terminal {n}: {plan.name} on {plan.spec.host}")
@@ -156,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", help="tfjob: the job's name (default: from the file's name)")
     parser.add_argument("--namespace", default=TFJobOptions.namespace,
                         help="tfjob: the Kubernetes namespace (default: default)")
+    parser.add_argument("--include-env", action="store_true",
+                        help="tf-config, shell: write the values of hosts.yaml's env: too (left out "
+                             "by default: they may be secrets; the tfjob format never has them)")
     textcommand.add_output_arguments(parser, "the export")
     return parser
 
@@ -166,9 +196,11 @@ def _make(args: argparse.Namespace) -> str:
     if fmt is ExportFormat.TFJOB:
         name = args.name or job_name_from(args.hosts.stem)
         return tfjob_yaml(config, TFJobOptions(name, args.namespace, args.image))
+    if names := left_out_names(config, args.include_env):
+        print(LEFT_OUT_NOTE.format(names=", ".join(names)), file=sys.stderr)
     if fmt is ExportFormat.TF_CONFIG:
-        return "\n".join(tf_config_lines(config)) + "\n"
-    return shell_script(config)
+        return "\n".join(tf_config_lines(config, args.include_env)) + "\n"
+    return shell_script(config, args.include_env)
 
 
 def main(argv: list[str]) -> int:
