@@ -86,8 +86,8 @@ def render_text(comparison: Comparison, out: TextIO, colour: bool = False, width
                       force_terminal=colour, highlight=False, soft_wrap=False)
     table = Table(title=f"{len(comparison.rows)} run(s)", title_justify="left")
     for number, column in enumerate(comparison.columns):
-        justify = "left" if number == 0 or not _numeric(column) else "right"
-        table.add_column(Text(inert(column)), justify=justify, no_wrap=True)
+        table.add_column(Text(inert(column)), no_wrap=True,
+                         justify="left" if number == 0 or not _numeric(column) else "right")
     for row in comparison.rows:
         table.add_row(*(Text(cell) for cell in row))  # Text: a "[/]" in a value is not markup
     console.print(table)

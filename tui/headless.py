@@ -9,11 +9,12 @@ process's policy: signals (Ctrl-C/SIGTERM stop every task, a second one kills), 
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import TextIO, cast
 
 from trainer import protocol
 from tui.common.terminal import inert
@@ -278,20 +279,23 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
                        progress_interval: float = PROGRESS_INTERVAL) -> ExitCode:
     """Run the cluster to the end and return the exit code. ``supervisor`` may be given
     (tests use a fake trainer); by default the session is built from ``options``."""
-    out = out or sys.stdout
-    err = err or sys.stderr
+    # After SIGHUP the terminal is gone: a write fails (EIO), and must not end the run's
+    # shutdown, which still has tasks to stop and a summary to write.
+    out_stream: TextIO = cast(TextIO, _Surviving(out or sys.stdout))
+    err_stream: TextIO = cast(TextIO, _Surviving(err or sys.stderr))
     session = Session(supervisor) if supervisor is not None else Session.from_options(options)
     supervisor = session.supervisor
     printer: Printer | JsonPrinter
     if options.json_output:
-        printer = JsonPrinter(out)
+        printer = JsonPrinter(out_stream)
     else:
-        printer = Printer(out, colour=out.isatty() and "NO_COLOR" not in os.environ)
+        printer = Printer(out_stream, colour=out_stream.isatty() and "NO_COLOR" not in os.environ)
     supervisor.subscribe(printer.handle)
 
     loop = asyncio.get_running_loop()
-    stopper = _Stopper(supervisor, err)
-    handled = [signal.SIGINT, signal.SIGTERM] if handle_signals else []
+    stopper = _Stopper(supervisor, err_stream)
+    # SIGHUP: the operator's SSH connection dropped, the terminal closed, tmux was killed.
+    handled = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP] if handle_signals else []
     for signum in handled:
         loop.add_signal_handler(signum, stopper.on_signal, signum)
     timer: asyncio.TimerHandle | None = None
@@ -301,8 +305,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
             await session.start()
         except PreflightError as exc:
             for problem in exc.problems:
-                err.write(f"error: {problem}\n")
-            err.flush()
+                err_stream.write(inert(f"error: {problem}\n", newlines=True))
+            err_stream.flush()
             return ExitCode.USAGE
         stopper.run_started()
         if options.timeout is not None:
@@ -321,6 +325,37 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
         for signum in handled:
             loop.remove_signal_handler(signum)
         await session.close()
+
+
+class _Surviving(io.TextIOBase):
+    """A text stream whose writes stop quietly once the stream fails (a hung-up terminal,
+    a closed pipe) instead of raising into the controller."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+        self.lost = False
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError):  # EIO, EPIPE; ValueError: closed
+                self.lost = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self.lost = True
+
+    def isatty(self) -> bool:
+        try:
+            return self._stream.isatty()
+        except (OSError, ValueError):
+            return False
 
 
 async def _every(interval: float, action: Callable[[], None]) -> None:

@@ -63,6 +63,7 @@ from tui.restart_policy import PEER_LOSS_SETTLE
 from tui.rundir import RunDirectory, WriteFailure, new_run_id
 from tui.supervision import recovery
 from tui.supervision.ending import end_hung_workers
+from tui.supervision.pause import watch_pauses
 from tui.supervision.process import launch
 from tui.supervision.records import RunRecord, Sink, SupervisorOptions, TaskRecord, TaskView
 from tui.supervision.staged import expect_ready, start_in_order
@@ -221,6 +222,7 @@ class Supervisor:
         directory.on_failure = functools.partial(_record_lost, run)
         run.spawn(directory.flush_periodically(self._clock))
         run.spawn(watch_stalls(run))
+        run.spawn(watch_pauses(run))
         run.spawn(self._lifecycle(run))
 
     async def wait(self) -> RunSummary:

@@ -4,6 +4,10 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import signal
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -93,6 +97,7 @@ class TfdistApp(App[int]):
         self.core: Core | None = None
         self.traffic: TrafficMonitor | None = None  # the session's, read on each refresh
         self.start_failed = False
+        self.interrupted = False  # a SIGHUP or SIGTERM ended it (exit 130)
         self._last_table_refresh = 0.0
         self._charted_revision = -1  # the progress revision the throughput pane shows
         self._last_chart_refresh = 0.0
@@ -130,6 +135,9 @@ class TfdistApp(App[int]):
         yield QuietFooter()
 
     def on_mount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            loop.add_signal_handler(signum, self._on_signal, signum)
         self.core = self._core_factory(self)
         self.query_one("#filter", Input).display = False
         self.query_one(TaskTable).focus()
@@ -460,6 +468,29 @@ class TfdistApp(App[int]):
         self.push_screen(ConfirmScreen("Quit?", f"{len(active)} running tasks will be stopped: "
                                                 f"{', '.join(active)}"), confirmed)
 
+    def _on_signal(self, signum: signal.Signals) -> None:
+        """SIGHUP (the terminal is gone: a dropped SSH connection, a killed tmux) or
+        SIGTERM: stop every task as interrupted, so that the run's summary is written and
+        no task is left behind, then exit; nobody is asked (nobody may be there)."""
+        self.interrupted = True
+        stop = StopAll(RunOutcome.INTERRUPTED, f"interrupted by {signum.name}")
+        if signum == signal.SIGHUP:
+            self._hang_up(stop)
+            return
+        if self.core is not None:
+            self.core.send(stop)
+        self._stop_all_and_exit()
+
+    @work(thread=True, exclusive=True, group="shutdown")
+    def _hang_up(self, stop: StopAll) -> None:
+        # Nothing here waits on the UI thread: with its terminal gone, Textual's writes
+        # fail and its shutdown (restoring a terminal that is no more) never returns.
+        if self.core is not None:
+            with contextlib.suppress(Exception):  # the core's own close still stops them
+                self.core.send(stop).result(timeout=60.0)
+            self.core.close(timeout=15.0)
+        os._exit(int(ExitCode.INTERRUPTED))
+
     @work(thread=True, exclusive=True, group="shutdown")
     def _stop_all_and_exit(self) -> None:
         self.call_from_thread(self.notify, "stopping every task…")
@@ -469,6 +500,8 @@ class TfdistApp(App[int]):
         self.call_from_thread(self.exit, code, code)
 
     def exit_code_now(self) -> ExitCode:
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
         if self.start_failed:
             return ExitCode.USAGE
         finished = self.dashboard.finished

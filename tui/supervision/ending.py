@@ -14,6 +14,7 @@ from tui.clock import Wake, first_completed
 from tui.events import Level, TaskState
 from tui.program.ending import CPU_SAMPLE, HANG_AFTER
 from tui.supervision.busy import BUSY_CORES, cores_used
+from tui.supervision.pause import forgive_pause
 from tui.supervision.records import RunRecord, Verdict
 from tui.supervision.stopping import stop_one
 
@@ -27,6 +28,7 @@ async def end_hung_workers(run: RunRecord) -> None:
         if wait is not None:
             wakes[Wake.TIMEOUT] = run.clock.sleep(wait)
         await first_completed(wakes)
+        forgive_pause(run)  # a suspended controller's pause is not its workers' silence
         candidates = run.hangs.hung(run.clock.monotonic())
         await asyncio.gather(*(_judge(run, name) for name in candidates))
 

@@ -36,6 +36,7 @@ from tui.program.ending import HangWatch, RunEnd
 from tui.progress import ProgressTracker
 from tui.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
 from tui.rundir import RunDirectory
+from tui.supervision.pause import PauseGuard
 from tui.task_state import RunPhase, check_run_transition, check_task_transition
 
 log = logging.getLogger(__name__)
@@ -187,6 +188,8 @@ class RunRecord:
         #: Workers stuck after the target step (a user's sync chief): tui.supervision.ending.
         self.hangs = HangWatch(self.program.target(settings))
         self.hang_check = asyncio.Event()  # a step came in: look at the hang watch again
+        #: Notices the controller's own suspensions (tui.supervision.pause).
+        self.pause = PauseGuard()
         self.launcher = launcher
         self.clock = clock
         self._sinks = sinks

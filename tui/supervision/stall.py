@@ -30,6 +30,7 @@ import psutil
 from tui.config import Job
 from tui.events import Level, TaskHint, TaskStalled, TaskState
 from tui.restart_policy import StallPolicy
+from tui.supervision.pause import forgive_pause
 from tui.supervision.records import RunRecord, TaskRecord, Verdict
 from tui.task_state import RunPhase
 
@@ -55,6 +56,7 @@ async def watch_stalls(run: RunRecord) -> None:
     tick = min(1.0, timeout / 8)
     while not run.stop_requested:
         await run.clock.sleep(tick)
+        forgive_pause(run)  # first: a suspended controller must not blame its tasks
         check_stalls(run)
 
 
