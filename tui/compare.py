@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tui.charts import Series, svg_chart, text_chart
+from tui.common.private import replace_file
 from tui.common.terminal import inert
 from tui.describe import format_number
 from tui.runinfo import RunRecord
@@ -120,9 +121,9 @@ def write_files(comparison: Comparison, folder: Path) -> tuple[Path, Path]:
     text = io.StringIO()
     render_text(comparison, text, width=FILE_WIDTH)
     text_path = folder / COMPARISON_TEXT
-    text_path.write_text(text.getvalue(), encoding="utf-8")
+    replace_file(text_path, text.getvalue(), mode=0o644)  # never through a planted link
     html_path = folder / COMPARISON_HTML
-    html_path.write_text(render_html(comparison), encoding="utf-8")
+    replace_file(html_path, render_html(comparison), mode=0o644)
     return text_path, html_path
 
 

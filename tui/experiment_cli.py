@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tui import compare, headless
+from tui.common.private import own_private_dir, replace_file
 from tui.common.terminal import inert
 from tui.config import ClusterConfig, ConfigError, load_config
 from tui.options import ExitCode, RunOptions
@@ -87,7 +88,7 @@ def report(runs: list[RunRecord], out: TextIO, html: Path) -> None:
     """Print the comparison and write its HTML page to ``html``."""
     comparison = compare.compare(runs)
     compare.render_text(comparison, out, colour=_colour(out))
-    html.write_text(compare.render_html(comparison), encoding="utf-8")
+    replace_file(html, compare.render_html(comparison), mode=0o644)  # never through a planted link
     out.write(f"comparison written to {html}\n")
 
 
@@ -113,7 +114,13 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
         print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
         return ExitCode.USAGE
     root = args.run_dir or config.run_dir
-    state = SweepState.open(root / f"sweep-{sweep_id(config, args.axes, args.repeat)}", points)
+    folder = root / f"sweep-{sweep_id(config, args.axes, args.repeat)}"
+    try:
+        own_private_dir(folder)  # before reading a sweep.json that could have been planted
+    except OSError as exc:
+        print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
+        return ExitCode.USAGE
+    state = SweepState.open(folder, points)
     done = sum(r.state.is_done for r in state.records)
     out.write(f"sweep of {len(points)} points in {state.folder}"
               + (f" (resuming: {done} done)" if done else "") + "\n")

@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
+from tui.common.private import replace_file
 from tui.common.terminal import inert
 from tui.compare import COMPARISON_HTML, compare, render_html, render_text
 from tui.controls import CONTROLS
@@ -88,7 +89,7 @@ class RunsView(Vertical):
         text = io.StringIO()
         render_text(comparison, text, width=max(self.size.width, 80))
         page = self.runs_root / COMPARISON_HTML
-        page.write_text(render_html(comparison), encoding="utf-8")
+        replace_file(page, render_html(comparison), mode=0o644)  # never through a planted link
         self.last_page = page
         self.query_one("#runs-comparison", Static).update(
             Text(inert(text.getvalue() + f"written to {page}\n", newlines=True)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from pathlib import Path
 
 #: Folders and files of a run: their owner's alone.
@@ -51,3 +52,27 @@ def replace_file(path: Path, text: str, *, mode: int = FILE_MODE) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+class NotPrivate(OSError):
+    """A folder this controller would write into is a symbolic link, or someone else's."""
+
+
+def own_private_dir(path: Path) -> None:
+    """Make ``path`` (0700) or check that the one there is a real folder of this user:
+    a folder whose name can be guessed (a sweep's) may have been planted, with links in it
+    to files its planter wants overwritten. Raises :class:`NotPrivate` (or OSError)."""
+    try:
+        make_private_dir(path, parents=False, exist_ok=False)
+        return
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(path)
+        return
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise NotPrivate(f"{path} is not a folder (a symbolic link?): refusing to write into it")
+    if info.st_uid != os.geteuid():
+        raise NotPrivate(f"{path} belongs to another user (uid {info.st_uid}): refusing to write into it")
