@@ -90,6 +90,9 @@ class RunDirectory:
         self._logs: dict[str, tuple[Path, IO[str]]] = {}
         self._events: IO[str] | None = None
         self._closed = False
+        #: (device, inode) of the directory as made: appends to open files still succeed
+        #: after it is deleted, so each flush looks whether it is still there.
+        self._identity: tuple[int, int] | None = None
         #: The first write that failed, if any.
         self.failure: WriteFailure | None = None
         #: Called once, with the first failure.
@@ -107,6 +110,8 @@ class RunDirectory:
         make_private_dir(path / "logs")
         make_private_dir(path / "tasks")
         directory = cls(path)
+        made = path.stat()
+        directory._identity = (made.st_dev, made.st_ino)
         # Held until close() (the kernel drops it if we die): the sweep of another
         # controller sees that this run is controlled.
         directory._lock = lock_run(path)
@@ -173,6 +178,18 @@ class RunDirectory:
             return  # close() flushed; a flusher waking after it has nothing to do
         for path, handle in self._handles():
             self._guarded(path, handle.flush)
+        self._check_still_there()
+
+    def _check_still_there(self) -> None:
+        if self._identity is None or self.failure is not None:
+            return
+        try:
+            now = self.path.stat()
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != self._identity:
+            self._failed(WriteFailure(self.path, "the run directory was deleted or replaced during "
+                                                 "the run: its logs and events are lost"))
 
     async def flush_periodically(self, clock: Clock, interval: float = FLUSH_INTERVAL) -> None:
         """Flush every ``interval`` seconds until cancelled."""

@@ -43,6 +43,7 @@ the injected :class:`~tui.clock.Clock` and :class:`~tui.launch.base.Launcher`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable
@@ -349,7 +350,11 @@ class Supervisor:
 
     def _finish(self, run: RunRecord) -> None:
         run.enter(RunPhase.FINISHED)
+        run.directory.flush()  # last look: a run whose directory went away did not succeed
         summary = summarize(run)
+        lost = run.directory.failure
+        if lost is not None and summary.outcome in (RunOutcome.SUCCEEDED, RunOutcome.STOPPED):
+            summary = dataclasses.replace(summary, outcome=RunOutcome.FAILED, reason=f"run directory: {lost}")
         run.publish(RunFinished(summary=summary, t=self._clock.time()))
         for task in list(run.background):
             if task is not asyncio.current_task():
