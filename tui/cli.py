@@ -18,6 +18,7 @@ from pathlib import Path
 from trainer import settings as training_settings
 from tui.app.controls import TOGGLES
 from tui.common.exit_codes import ExitCode
+from tui.common.terminal import inert
 from tui.config.cluster import RestartMode
 from tui.config.load import apply_overrides, load_config, with_restart_mode
 from tui.config.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.restart is not None:
             config = with_restart_mode(config, RestartMode(args.restart))
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
         return ExitCode.USAGE
     options = RunOptions(config=config, runs_root=args.run_dir or config.run_dir, timeout=args.timeout,
                          json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         why = program.ignores(setting)
         if why and getattr(args, setting.value, None) is not None:
             # Said, not refused: the flag is harmless, and scripts may pass it to every run.
-            print(f"warning: --{setting.value}: {why}", file=sys.stderr)
+            print(inert(f"warning: --{setting.value}: {why}", newlines=True), file=sys.stderr)
     # asyncssh logs whole remote commands at INFO, env values from hosts.yaml included.
     logging.getLogger("asyncssh").setLevel(logging.WARNING)
 

@@ -9,15 +9,16 @@ process's policy: signals (Ctrl-C/SIGTERM stop every task, a second one kills), 
 from __future__ import annotations
 
 import asyncio
+import io
 import os
-import re
 import signal
 import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import TextIO, cast
 
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
+from tui.common.terminal import inert
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
 from tui.core.describe import describe_event, format_number
@@ -50,15 +51,8 @@ DISPLAY_LINE_CHARS = 4000
 CONTROLLER = "tfdist"
 
 _COLOURS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)
-# Escape sequences (CSI, OSC, two-byte) and other control characters a task may print:
-# they would move the cursor or recolour our prefixes, so they are removed on screen.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def clean_text(text: str) -> str:
-    """``text`` with terminal escapes and control characters removed (tabs kept)."""
-    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+#: Kept for callers of the old name: every text this printer writes goes through it.
+clean_text = inert
 
 
 class Printer:
@@ -113,7 +107,10 @@ class Printer:
     def summary(self, summary: RunSummary) -> None:
         """The final block: outcome, steps, time, loss/accuracy, every task, the run dir,
         and each failed task's last lines."""
-        write = self._out.write
+        def write(text: str) -> None:
+            # Reasons, hints, paths and last lines are the tasks' and hosts' words.
+            self._out.write(inert(text, newlines=True))
+
         title = f"run {summary.outcome.value}"
         if summary.reason:
             title += f": {summary.reason}"
@@ -137,15 +134,15 @@ class Printer:
             exit_text = ExitInfo(result.exit_code).how("failed")
             write(f"{result.name} {exit_text}; its last {len(result.last_lines)} lines:\n")
             for line in result.last_lines:
-                write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
+                self._out.write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
 
     def traffic(self, monitor: TrafficMonitor) -> None:
         """The measured traffic per ps, after the summary."""
         if monitor.summary is not None:
             for number, line in enumerate(monitor.summary.lines()):
-                self._out.write(f"  {'traffic' if number == 0 else '':<12} {line}\n")
-        elif monitor.failure:
-            self._out.write(f"  traffic      not measured: {monitor.failure}\n")
+                self._out.write(f"  {'traffic' if number == 0 else '':<12} {inert(line)}\n")
+        elif monitor.failure:  # a host's words (ss's stderr)
+            self._out.write(f"  traffic      not measured: {inert(monitor.failure)}\n")
         self._out.flush()
 
     # -- pieces -------------------------------------------------------------------------
@@ -207,7 +204,9 @@ class Printer:
         return text
 
     def _line(self, name: str, text: str) -> None:
-        self._out.write(f"{self._prefix(name)} {text}\n")
+        # Every line but the prefix may quote a task or a host (event fields, hints, stall
+        # warnings, notices, reasons): made inert here, at the one place that writes lines.
+        self._out.write(f"{self._prefix(name)} {inert(text)}\n")
 
 
 class JsonPrinter:
@@ -228,7 +227,7 @@ class JsonPrinter:
 
 
 def _display(text: str, task: str) -> str:
-    text = clean_text(text)
+    text = inert(text)
     if len(text) > DISPLAY_LINE_CHARS:
         rest = len(text) - DISPLAY_LINE_CHARS
         text = text[:DISPLAY_LINE_CHARS] + f"... ({rest} more characters in logs/{task}.log)"
@@ -279,20 +278,23 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
                        progress_interval: float = PROGRESS_INTERVAL) -> ExitCode:
     """Run the cluster to the end and return the exit code. ``supervisor`` may be given
     (tests use a fake trainer); by default the session is built from ``options``."""
-    out = out or sys.stdout
-    err = err or sys.stderr
+    # After SIGHUP the terminal is gone: a write fails (EIO), and must not end the run's
+    # shutdown, which still has tasks to stop and a summary to write.
+    out_stream: TextIO = cast(TextIO, _Surviving(out or sys.stdout))
+    err_stream: TextIO = cast(TextIO, _Surviving(err or sys.stderr))
     session = Session(supervisor) if supervisor is not None else Session.from_options(options)
     supervisor = session.supervisor
     printer: Printer | JsonPrinter
     if options.json_output:
-        printer = JsonPrinter(out)
+        printer = JsonPrinter(out_stream)
     else:
-        printer = Printer(out, colour=out.isatty() and "NO_COLOR" not in os.environ)
+        printer = Printer(out_stream, colour=out_stream.isatty() and "NO_COLOR" not in os.environ)
     supervisor.subscribe(printer.handle)
 
     loop = asyncio.get_running_loop()
-    stopper = _Stopper(supervisor, err)
-    handled = [signal.SIGINT, signal.SIGTERM] if handle_signals else []
+    stopper = _Stopper(supervisor, err_stream)
+    # SIGHUP: the operator's SSH connection dropped, the terminal closed, tmux was killed.
+    handled = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP] if handle_signals else []
     for signum in handled:
         loop.add_signal_handler(signum, stopper.on_signal, signum)
     timer: asyncio.TimerHandle | None = None
@@ -302,8 +304,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
             await session.start()
         except PreflightError as exc:
             for problem in exc.problems:
-                err.write(f"error: {problem}\n")
-            err.flush()
+                err_stream.write(inert(f"error: {problem}\n", newlines=True))
+            err_stream.flush()
             return ExitCode.USAGE
         stopper.run_started()
         if options.timeout is not None:
@@ -322,6 +324,37 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
         for signum in handled:
             loop.remove_signal_handler(signum)
         await session.close()
+
+
+class _Surviving(io.TextIOBase):
+    """A text stream whose writes stop quietly once the stream fails (a hung-up terminal,
+    a closed pipe) instead of raising into the controller."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+        self.lost = False
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError):  # EIO, EPIPE; ValueError: closed
+                self.lost = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self.lost = True
+
+    def isatty(self) -> bool:
+        try:
+            return self._stream.isatty()
+        except (OSError, ValueError):
+            return False
 
 
 async def _every(interval: float, action: Callable[[], None]) -> None:

@@ -33,11 +33,13 @@ NASTY = ["$(touch TRAP)", "`touch TRAP`", "; touch TRAP", "' ; touch TRAP; '", '
          "$HOME", "${PATH}", "a\nb", "*", "~", "-n", "--", "\\", "!x", "a b", "", "x=y", "%s"]
 
 
-def run_line(line: str, shell: str, cwd: Path) -> tuple[int, list[str], str]:
-    """Run ``line`` as sshd would; (status, stdout lines, stderr)."""
-    result = subprocess.run([shell, "-c", line], capture_output=True, text=True, cwd=cwd, timeout=30,
+def run_line(command: RemoteCommand, shell: str, cwd: Path) -> tuple[int, list[str], str]:
+    """Run ``command`` as sshd would, its environment on stdin; (status, stdout lines, stderr)."""
+    result = subprocess.run([shell, "-c", command.shell_line()], input=command.env_input(),
+                            capture_output=True, cwd=cwd, timeout=30,
                             env={"PATH": os.environ["PATH"], "HOME": str(cwd), "PYTHONPATH": "/inherited"})
-    return result.returncode, result.stdout.splitlines(), result.stderr
+    return (result.returncode, result.stdout.decode("utf-8", "surrogateescape").splitlines(),
+            result.stderr.decode("utf-8", "replace"))
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -49,7 +51,7 @@ def test_values_arrive_literally_and_nothing_runs(tmp_path: Path, shell: str) ->
     command = RemoteCommand(argv=(sys.executable, "-c", REPORT, *values),
                             env={f"T_{i}": v for i, v in enumerate(values)}, cwd=str(workdir),
                             python_path="/deployed $(touch x)")
-    status, lines, err = run_line(command.shell_line(), shell, tmp_path)
+    status, lines, err = run_line(command, shell, tmp_path)
     assert status == 0, err
     assert parse_pid_line(lines[0]) is not None
     report = json.loads(lines[1])
@@ -67,29 +69,42 @@ def test_any_text_arrives_literally(tmp_path: Path, values: list[str]) -> None:
     # -S: no site import, so each of the many examples starts Python quickly.
     command = RemoteCommand(argv=(sys.executable, "-S", "-c", REPORT, *values),
                             env={f"T_{i}": v for i, v in enumerate(values)})
-    status, lines, err = run_line(command.shell_line(), "/bin/sh", tmp_path)
+    status, lines, err = run_line(command, "/bin/sh", tmp_path)
     assert status == 0, err
     report = json.loads("\n".join(lines[1:]))
     assert report["argv"] == values
     assert report["env"] == {f"T_{i}": v for i, v in enumerate(values)}
 
 
+def test_no_environment_value_is_in_the_command_line() -> None:
+    command = RemoteCommand(argv=("true",), env={"AWS_SECRET_ACCESS_KEY": "s3cr3t-value\nline2"})
+    assert "s3cr3t" not in command.shell_line() and "AWS_SECRET" not in command.shell_line()
+
+
+def test_the_task_keeps_its_stdin_after_the_environment(tmp_path: Path) -> None:
+    command = RemoteCommand(argv=(sys.executable, "-c", "import sys, os; print(os.environ['T_A'] + '|' + "
+                                  "sys.stdin.read())"), env={"T_A": "x\n"})
+    result = subprocess.run(["/bin/sh", "-c", command.shell_line()], input=command.env_input() + b"go\n",
+                            capture_output=True, cwd=tmp_path, timeout=30)
+    assert result.stdout.decode().splitlines()[1:] == ["x", "|go", ""]  # "x\n", then stdin
+
+
 def test_the_printed_pid_is_the_process_itself(tmp_path: Path) -> None:
     command = RemoteCommand(argv=(sys.executable, "-c", "import os; print(os.getpid())"), env={})
-    _, lines, _ = run_line(command.shell_line(), "/bin/sh", tmp_path)
+    _, lines, _ = run_line(command, "/bin/sh", tmp_path)
     assert lines[0] == f"{PID_PREFIX}{lines[1]}"
 
 
 def test_an_explicit_pythonpath_comes_after_the_deployed_trainer(tmp_path: Path) -> None:
     command = RemoteCommand(argv=(sys.executable, "-c", REPORT), env={"PYTHONPATH": "/mine"},
                             python_path="/deployed")
-    _, lines, _ = run_line(command.shell_line(), "/bin/sh", tmp_path)
+    _, lines, _ = run_line(command, "/bin/sh", tmp_path)
     assert json.loads(lines[1])["path"] == "/deployed:/mine"
 
 
 def test_a_missing_directory_is_a_distinct_exit_status(tmp_path: Path) -> None:
     command = RemoteCommand(argv=("true",), env={}, cwd=str(tmp_path / "missing"))
-    status, lines, _ = run_line(command.shell_line(), "/bin/sh", tmp_path)
+    status, lines, _ = run_line(command, "/bin/sh", tmp_path)
     assert status == EXIT_NO_WORKDIR
     assert lines == []
 

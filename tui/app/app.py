@@ -4,11 +4,16 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import signal
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -42,6 +47,7 @@ from tui.app.widgets import (
     ThroughputView,
 )
 from tui.common.exit_codes import ExitCode
+from tui.common.terminal import inert
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
 from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskStateChanged
 from tui.core.exits import ExitInfo, exit_code_for
@@ -92,6 +98,7 @@ class TfdistApp(App[int]):
         self.core: Core | None = None
         self.traffic: TrafficUpdate | None = None  # the newest sample from the core
         self.start_failed = False
+        self.interrupted = False  # a SIGHUP or SIGTERM ended it (exit 130)
         self._last_table_refresh = 0.0
         self._charted_revision = -1  # the progress revision the throughput pane shows
         self._last_chart_refresh = 0.0
@@ -127,6 +134,9 @@ class TfdistApp(App[int]):
         yield QuietFooter()
 
     def on_mount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            loop.add_signal_handler(signum, self._on_signal, signum)
         self.core = self._core_factory(self)
         self.query_one("#filter", Input).display = False
         self.query_one(TaskTable).focus()
@@ -221,11 +231,11 @@ class TfdistApp(App[int]):
         if isinstance(event, TaskStateChanged) and event.new is TaskState.FAILED:
             text = f"{event.task} {ExitInfo(event.exit_code, event.reason).detail('failed')}"
             # Long enough to outlast the rest of the run stopping after a fail-fast.
-            self.notify(text, title="task failed", severity="error", timeout=30)
+            self.notify(_said(text), title="task failed", severity="error", timeout=30)
         elif isinstance(event, TaskHint):
-            self.notify(event.hint, title=f"{event.task}: hint", severity="warning", timeout=10)
+            self.notify(_said(event.hint), title=_said(f"{event.task}: hint"), severity="warning", timeout=10)
         elif isinstance(event, Notice) and event.level is not Level.INFO:
-            self.notify(event.text, severity="error" if event.level is Level.ERROR else "warning")
+            self.notify(_said(event.text), severity="error" if event.level is Level.ERROR else "warning")
         elif isinstance(event, RunFinished):
             summary = event.summary
             self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
@@ -368,7 +378,7 @@ class TfdistApp(App[int]):
         if message.settings == self.pending:
             self.preview, self.preview_note = None, f"no preview: {message.reason}"
             self._show_placement()
-        self.notify(f"placement preview failed: {message.reason}", severity="warning")
+        self.notify(_said(f"placement preview failed: {message.reason}"), severity="warning")
 
     def action_relaunch(self) -> None:
         pending = self.pending
@@ -395,7 +405,7 @@ class TfdistApp(App[int]):
     def _core_action_failed(self, message: CoreActionFailed) -> None:
         if isinstance(message.command, (StartRun, Relaunch)) and not self.dashboard.run_id:
             self.start_failed = True
-        self.notify(f"{message.what}: {message.reason}", title="cannot do that",
+        self.notify(_said(f"{message.what}: {message.reason}"), title="cannot do that",
                     severity="error", timeout=15)
 
     # -- views ----------------------------------------------------------------------------
@@ -457,6 +467,29 @@ class TfdistApp(App[int]):
         self.push_screen(ConfirmScreen("Quit?", f"{len(active)} running tasks will be stopped: "
                                                 f"{', '.join(active)}"), confirmed)
 
+    def _on_signal(self, signum: signal.Signals) -> None:
+        """SIGHUP (the terminal is gone: a dropped SSH connection, a killed tmux) or
+        SIGTERM: stop every task as interrupted, so that the run's summary is written and
+        no task is left behind, then exit; nobody is asked (nobody may be there)."""
+        self.interrupted = True
+        stop = StopAll(RunOutcome.INTERRUPTED, f"interrupted by {signum.name}")
+        if signum == signal.SIGHUP:
+            self._hang_up(stop)
+            return
+        if self.core is not None:
+            self.core.send(stop)
+        self._stop_all_and_exit()
+
+    @work(thread=True, exclusive=True, group="shutdown")
+    def _hang_up(self, stop: StopAll) -> None:
+        # Nothing here waits on the UI thread: with its terminal gone, Textual's writes
+        # fail and its shutdown (restoring a terminal that is no more) never returns.
+        if self.core is not None:
+            with contextlib.suppress(Exception):  # the core's own close still stops them
+                self.core.send(stop).result(timeout=60.0)
+            self.core.close(timeout=15.0)
+        os._exit(int(ExitCode.INTERRUPTED))
+
     @work(thread=True, exclusive=True, group="shutdown")
     def _stop_all_and_exit(self) -> None:
         self.call_from_thread(self.notify, "stopping every task…")
@@ -468,6 +501,8 @@ class TfdistApp(App[int]):
     def exit_code_now(self) -> ExitCode:
         """The run's exit code as the headless front end gives it (:func:`exit_code_for`);
         quitting before the run finished is an interruption, as Ctrl-C is headless."""
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
         if self.start_failed:
             return ExitCode.USAGE
         finished = self.dashboard.finished
@@ -485,3 +520,9 @@ def run(options: RunOptions) -> int:
         if app.core is not None:
             app.core.close(timeout=15.0)
     return int(result if result is not None else app.exit_code_now())
+
+
+def _said(text: str) -> str:
+    """Foreign text for a notification: inert for the terminal, and its ``[...]`` shown as
+    written rather than read as Rich markup (a ``[/]`` in a reason would crash the app)."""
+    return escape(inert(text))

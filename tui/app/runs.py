@@ -12,6 +12,8 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from tui.app.controls import CONTROLS
+from tui.common.private import replace_file
+from tui.common.terminal import inert
 from tui.common.units import format_rate
 from tui.core.traffic import TrafficSample
 from tui.experiments.compare import COMPARISON_HTML, compare, render_html, render_text
@@ -59,9 +61,11 @@ class RunsView(Vertical):
         table = self.query_one("#runs-table", DataTable)
         table.clear()
         for run_id, run in sorted(self.records.items(), reverse=True):
-            table.add_row(SELECTED if run_id in self.selected else "", run_id, run.outcome,
-                          run.setting("mode"), run.setting("partitions"), run.setting("placement"),
-                          run.setting("workers"), f"{run.wall_time:.1f}", _number(run.final_loss),
+            # Text cells: a str cell is read as markup, and these are a run directory's words.
+            cells = (run_id, run.outcome, run.setting("mode"), run.setting("partitions"),
+                     run.setting("placement"), run.setting("workers"))
+            table.add_row(SELECTED if run_id in self.selected else "", *(Text(inert(c)) for c in cells),
+                          f"{run.wall_time:.1f}", _number(run.final_loss),
                           _number(run.final_accuracy), key=run_id)
         if not self.records:
             self.query_one("#runs-comparison", Static).update(
@@ -86,10 +90,10 @@ class RunsView(Vertical):
         text = io.StringIO()
         render_text(comparison, text, width=max(self.size.width, 80))
         page = self.runs_root / COMPARISON_HTML
-        page.write_text(render_html(comparison), encoding="utf-8")
+        replace_file(page, render_html(comparison), mode=0o644)  # never through a planted link
         self.last_page = page
         self.query_one("#runs-comparison", Static).update(
-            Text(text.getvalue() + f"written to {page}\n"))
+            Text(inert(text.getvalue() + f"written to {page}\n", newlines=True)))
 
 
 def traffic_chart(sample: TrafficSample | None, expected: list[float | None], width: int = 40) -> Text:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui.common.terminal import inert
 from tui.core.describe import describe_event
 from tui.core.events import (
     ControllerEvent,
@@ -164,7 +165,7 @@ class Dashboard:
         self._log_all(f"── run {event.run_id} started ({event.run_dir})")
         for info in event.tasks:
             if info.share:  # its share of its host (tui.plan.allocation)
-                self.logs[info.name].add(f"── {info.name} on {info.host}: {info.share}")
+                self.logs[info.name].add(inert(f"── {info.name} on {info.host}: {info.share}"))
 
     def _state(self, event: TaskStateChanged) -> None:
         row = self.rows.get(event.task)
@@ -180,7 +181,7 @@ class Dashboard:
             row.pid = event.pid
         if event.exit_code is not None:
             row.exit_code = event.exit_code
-        row.reason = event.reason
+        row.reason = inert(event.reason)
         if event.new.is_finished:
             ending = ExitInfo(event.exit_code, event.reason).detail()
             self._add_line(event.task, f"── {event.new.value}: {ending}")
@@ -189,7 +190,7 @@ class Dashboard:
     def _hint(self, event: TaskHint) -> None:
         row = self.rows.get(event.task)
         if row is not None:
-            row.hint = event.hint
+            row.hint = inert(event.hint)
             self.tasks_changed = True
         self._add_line(event.task, f"── hint: {event.hint}")
 
@@ -220,12 +221,16 @@ class Dashboard:
             self._add_line(task, describe_event(event))
 
     def _add_line(self, task: str, text: str) -> None:
+        # Task output, event fields, hints and reasons are the tasks' words: Textual's Log
+        # would pass their escape sequences to the terminal (an OSC 52 writes the clipboard).
+        text = inert(text)
         if len(text) > MAX_LINE_CHARS:
             text = text[:MAX_LINE_CHARS] + "…"
         self.logs.setdefault(task, TaskLog()).add(text)
         self.merged.add(f"{task:<8}| {text}")
 
     def _log_all(self, text: str) -> None:
+        text = inert(text)
         for log in self.logs.values():
             log.add(text)
         self.merged.add(text)

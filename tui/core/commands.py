@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from trainer.settings import TrainingSettings
+from tui.core.events import RunOutcome
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,11 @@ class RestartTask:
 
 @dataclass(frozen=True)
 class StopAll:
-    """Stop every task; the run ends as stopped."""
+    """Stop every task; the run ends as ``outcome`` (stopped; interrupted when a signal
+    asked) with ``reason``."""
+
+    outcome: RunOutcome = RunOutcome.STOPPED
+    reason: str = "stopped on request"
 
     def describe(self) -> str:
         return "stop all"

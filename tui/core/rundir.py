@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import secrets
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from typing import IO, Any
 import yaml
 
 from trainer.settings import TrainingSettings
+from tui.common.private import make_private_dir, private_opener, replace_file, write_private
 from tui.config.cluster import ClusterConfig, Job, RestartPolicy
 from tui.config.program import DRIVEN_SETTINGS
 from tui.core.clock import Clock
@@ -90,6 +90,9 @@ class RunDirectory:
         self._logs: dict[str, tuple[Path, IO[str]]] = {}
         self._events: IO[str] | None = None
         self._closed = False
+        #: (device, inode) of the directory as made: appends to open files still succeed
+        #: after it is deleted, so each flush looks whether it is still there.
+        self._identity: tuple[int, int] | None = None
         #: The first write that failed, if any.
         self.failure: WriteFailure | None = None
         #: Called once, with the first failure.
@@ -100,15 +103,21 @@ class RunDirectory:
     def create(cls, root: Path, run_id: str) -> RunDirectory:
         """Make ``root/run_id`` (and ``root`` if needed). Raises OSError."""
         path = root / run_id
-        path.mkdir(parents=True, exist_ok=False)
-        (path / "logs").mkdir()
-        (path / "tasks").mkdir()
+        # Private: tasks/*.json and config.yaml hold the tasks' environments (secrets).
+        if not root.exists():
+            make_private_dir(root, parents=True, exist_ok=True)
+        make_private_dir(path)
+        make_private_dir(path / "logs")
+        make_private_dir(path / "tasks")
         directory = cls(path)
+        made = path.stat()
+        directory._identity = (made.st_dev, made.st_ino)
         # Held until close() (the kernel drops it if we die): the sweep of another
         # controller sees that this run is controlled.
         directory._lock = lock_run(path)
         # Held open for the whole run (buffered appends are cheap); closed by close().
-        directory._events = open(directory._events_path, "w", encoding="utf-8")  # noqa: SIM115
+        directory._events = open(directory._events_path, "w", encoding="utf-8",  # noqa: SIM115
+                                 opener=private_opener)
         return directory
 
     def write_config(self, config: ClusterConfig, settings: TrainingSettings,
@@ -117,7 +126,7 @@ class RunDirectory:
         header = f"# resolved from {config.path}\n"
         body = yaml.safe_dump(resolved_config(config, settings, plans), sort_keys=False,
                               allow_unicode=True)
-        (self.path / "config.yaml").write_text(header + body, encoding="utf-8")
+        write_private(self.path / "config.yaml", header + body)
 
     def write_task(self, plan: TaskPlan) -> None:
         """Write ``tasks/<task>.json``: how the task is launched."""
@@ -138,7 +147,7 @@ class RunDirectory:
                 **dataclasses.asdict(plan.share), "text": plan.share.describe()},
         }
         text = json.dumps(record, indent=2) + "\n"
-        (self.path / "tasks" / f"{plan.name}.json").write_text(text, encoding="utf-8")
+        write_private(self.path / "tasks" / f"{plan.name}.json", text)
 
     def record(self, event: ControllerEvent) -> None:
         """Write one event where it belongs: output lines to the task's log, everything
@@ -158,16 +167,10 @@ class RunDirectory:
         """Write ``summary.json`` atomically: a temporary file, synced, renamed over it."""
         text = json.dumps(summary_record(summary), indent=2) + "\n"
         target = self.path / "summary.json"
-        temporary = target.with_name(f".{target.name}.tmp")
         try:
-            with open(temporary, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, target)
+            replace_file(target, text)
         except OSError as exc:
             self._failed(WriteFailure.of(target, exc))
-            temporary.unlink(missing_ok=True)
 
     def flush(self) -> None:
         """Write out what is buffered; a failure is reported, never raised."""
@@ -175,6 +178,18 @@ class RunDirectory:
             return  # close() flushed; a flusher waking after it has nothing to do
         for path, handle in self._handles():
             self._guarded(path, handle.flush)
+        self._check_still_there()
+
+    def _check_still_there(self) -> None:
+        if self._identity is None or self.failure is not None:
+            return
+        try:
+            now = self.path.stat()
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != self._identity:
+            self._failed(WriteFailure(self.path, "the run directory was deleted or replaced during "
+                                                 "the run: its logs and events are lost"))
 
     async def flush_periodically(self, clock: Clock, interval: float = FLUSH_INTERVAL) -> None:
         """Flush every ``interval`` seconds until cancelled."""
@@ -211,7 +226,7 @@ class RunDirectory:
             try:
                 # Append: a restarted task keeps writing to the same log.
                 log = self._logs[task] = (path, open(path, "a", encoding="utf-8",  # noqa: SIM115
-                                                     errors="replace"))
+                                                     errors="replace", opener=private_opener))
             except OSError as exc:
                 self._failed(WriteFailure.of(path, exc))
                 return

@@ -74,7 +74,7 @@ class Session:
         elif isinstance(command, RestartTask):
             await supervisor.restart_task(command.task)
         elif isinstance(command, StopAll):
-            await supervisor.stop_all()
+            await supervisor.stop_all(command.outcome, command.reason)
         elif isinstance(command, Relaunch):
             await supervisor.relaunch(command.settings)
 

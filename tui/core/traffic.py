@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer import protocol
+from tui.common.private import private_opener
 from tui.common.units import format_bytes, format_rate
 from tui.config.cluster import ClusterConfig, HostSpec, Job
 from tui.core.events import (
@@ -375,7 +376,8 @@ class TrafficMonitor:
         sample = self._meter.update(t, self._global_step, sockets)
         self.samples.append(sample)
         if self._run_dir is not None and self._run_dir.is_dir():
-            with open(self._run_dir / TRAFFIC_SAMPLES, "a", encoding="utf-8") as handle:
+            with open(self._run_dir / TRAFFIC_SAMPLES, "a", encoding="utf-8",
+                      opener=private_opener) as handle:
                 handle.write(json.dumps(asdict(sample), separators=(",", ":")) + "\n")
         update = TrafficUpdate(sample, tuple(self.expected_per_sec()))
         for listener in self._listeners:

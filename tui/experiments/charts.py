@@ -12,6 +12,8 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.markup import escape
+
 #: One marker and one colour per series, in order (repeated past the end).
 MARKERS = "●▲■◆✚✖○△"
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -75,7 +77,8 @@ def text_chart(title: str, series: Sequence[Series], width: int = 60, height: in
         mark = MARKERS[number % len(MARKERS)]
         if markup:
             mark = f"[{RICH_COLOURS[number % len(RICH_COLOURS)]}]{mark}[/]"
-        lines.append(f"{'':>{pad}}  {mark} {one.label}")
+        # A label is made of a run's settings (its run directory's words): never markup.
+        lines.append(f"{'':>{pad}}  {mark} {escape(one.label) if markup else one.label}")
     return lines
 
 

@@ -17,6 +17,8 @@ from typing import TextIO
 
 from tui import headless
 from tui.common.exit_codes import ExitCode
+from tui.common.private import own_private_dir, replace_file
+from tui.common.terminal import inert
 from tui.config.cluster import ClusterConfig
 from tui.config.load import load_config
 from tui.config.yamlload import ConfigError
@@ -89,7 +91,7 @@ def compare_main(argv: list[str]) -> int:
     try:
         runs = [read_run(path) for path in paths]
     except RunDirError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
         return ExitCode.USAGE
     report(runs, sys.stdout, args.html or paths[0].resolve().parent / compare.COMPARISON_HTML)
     return ExitCode.OK
@@ -99,7 +101,7 @@ def report(runs: list[FinishedRun], out: TextIO, html: Path) -> None:
     """Print the comparison and write its HTML page to ``html``."""
     comparison = compare.compare(runs)
     compare.render_text(comparison, out, colour=_colour(out))
-    html.write_text(compare.render_html(comparison), encoding="utf-8")
+    replace_file(html, compare.render_html(comparison), mode=0o644)  # never through a planted link
     out.write(f"comparison written to {html}\n")
 
 
@@ -122,10 +124,16 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
         points = grid(args.axes, args.repeat)
         configs = [point_config(config, point) for point in points]
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
         return ExitCode.USAGE
     root = args.run_dir or config.run_dir
-    state = SweepState.open(root / f"sweep-{sweep_id(config, args.axes, args.repeat)}", points)
+    folder = root / f"sweep-{sweep_id(config, args.axes, args.repeat)}"
+    try:
+        own_private_dir(folder)  # before reading a sweep.json that could have been planted
+    except OSError as exc:
+        print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
+        return ExitCode.USAGE
+    state = SweepState.open(folder, points)
     done = sum(r.state.is_done for r in state.records)
     out.write(f"sweep of {len(points)} points in {state.folder}"
               + (f" (resuming: {done} done)" if done else "") + "\n")
@@ -150,7 +158,7 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
         try:
             runs.append(read_run(Path(record.run_dir)))
         except RunDirError as exc:
-            out.write(f"{record.point.label}: {exc}\n")
+            out.write(inert(f"{record.point.label}: {exc}\n", newlines=True))
     if runs:
         comparison = compare.compare(runs)
         compare.render_text(comparison, out, colour=_colour(out))

@@ -20,7 +20,10 @@ from typing import TextIO
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from tui.common.private import replace_file
+from tui.common.terminal import inert
 from tui.common.units import format_bytes, format_rate
 from tui.core.describe import format_number
 from tui.experiments.charts import Series, svg_chart, text_chart
@@ -59,14 +62,15 @@ def compare(runs: Sequence[FinishedRun]) -> Comparison:
     rows = []
     labels = []
     for run in runs:
-        label = " ".join(f"{name}={run.setting(name)}" for name in differ) or run.run_id
+        # Settings and ids come from run directories: made inert once, here, for every view.
+        label = inert(" ".join(f"{name}={run.setting(name)}" for name in differ) or run.run_id)
         labels.append(label)
         rate = (f"{run.throughput.median:.1f} ({run.throughput.low:.1f}-{run.throughput.high:.1f})"
                 if run.throughput else "-")
         placed = " / ".join(format_bytes(b) for b in run.ps_bytes) or "-"
         traffic = " / ".join(format_rate(t.measured_per_sec) for t in run.traffic) or "-"
         imbalance = f"{run.traffic_imbalance:.2f}" if run.traffic_imbalance is not None else "-"
-        rows.append((run.run_id, *(run.setting(name) for name in differ), run.outcome,
+        rows.append((inert(run.run_id), *(inert(run.setting(name)) for name in differ), inert(run.outcome),
                      f"{run.wall_time:.1f}", _seconds(run.time_to_first_step),
                      _seconds(run.time_to_target),
                      format_number(run.final_loss), format_number(run.final_accuracy),
@@ -83,10 +87,10 @@ def render_text(comparison: Comparison, out: TextIO, colour: bool = False, width
                       force_terminal=colour, highlight=False, soft_wrap=False)
     table = Table(title=f"{len(comparison.rows)} run(s)", title_justify="left")
     for number, column in enumerate(comparison.columns):
-        table.add_column(column, justify="left" if number == 0 or not _numeric(column) else "right",
-                         no_wrap=True)
+        table.add_column(Text(inert(column)), no_wrap=True,
+                         justify="left" if number == 0 or not _numeric(column) else "right")
     for row in comparison.rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # Text: a "[/]" in a value is not markup
     console.print(table)
     for title, series, x_label in (("loss by step", comparison.loss, "global step"),
                                    ("examples/sec by time", comparison.rate, "seconds since start")):
@@ -117,9 +121,9 @@ def write_files(comparison: Comparison, folder: Path) -> tuple[Path, Path]:
     text = io.StringIO()
     render_text(comparison, text, width=FILE_WIDTH)
     text_path = folder / COMPARISON_TEXT
-    text_path.write_text(text.getvalue(), encoding="utf-8")
+    replace_file(text_path, text.getvalue(), mode=0o644)  # never through a planted link
     html_path = folder / COMPARISON_HTML
-    html_path.write_text(render_html(comparison), encoding="utf-8")
+    replace_file(html_path, render_html(comparison), mode=0o644)
     return text_path, html_path
 
 

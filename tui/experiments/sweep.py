@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tui.common.exit_codes import ExitCode
+from tui.common.private import own_private_dir, private_opener, replace_file
 from tui.config.cluster import ClusterConfig
 from tui.config.load import apply_overrides
 from tui.config.yamlload import ConfigError
@@ -169,10 +170,8 @@ class SweepState:
                    "values": dict(r.point.values),
                    "repeat": r.point.repeat, "state": r.state.value, "exit_code": r.exit_code,
                    "run_dir": r.run_dir} for r in self.records]
-        self.folder.mkdir(parents=True, exist_ok=True)
-        temporary = self.folder / (SWEEP_FILE + ".tmp")
-        temporary.write_text(json.dumps({"points": points}, indent=2) + "\n", encoding="utf-8")
-        temporary.replace(self.folder / SWEEP_FILE)  # never half-written
+        own_private_dir(self.folder)  # its name is predictable (resumable): refuse a planted one
+        replace_file(self.folder / SWEEP_FILE, json.dumps({"points": points}, indent=2) + "\n")
 
 
 #: Runs one point: (config, runs root, output stream) -> the headless exit code.
@@ -197,11 +196,11 @@ async def run_points(state: SweepState, configs: Sequence[ClusterConfig], runner
             out.write(f"{head}: {record.state.value} earlier, kept\n")
             continue
         folder = state.folder / record.point.folder
-        folder.mkdir(parents=True, exist_ok=True)
+        own_private_dir(folder)
         state.update(number, state=PointState.RUNNING, exit_code=None)
         out.write(f"{head}: running (output in {folder / OUTPUT_LOG})\n")
         out.flush()
-        with open(folder / OUTPUT_LOG, "a", encoding="utf-8") as log:
+        with open(folder / OUTPUT_LOG, "a", encoding="utf-8", opener=private_opener) as log:
             code = await runner(configs[number], folder, log)
         run_dir = latest_run_dir(folder)
         outcome = (PointState.SUCCEEDED if code == ExitCode.OK else

@@ -4,12 +4,20 @@ format's text out (:mod:`.export`, :mod:`.tfjob`, :mod:`.importer` make it)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tui.config.load import load_config
 from tui.config.yamlload import ConfigError
 from tui.interop import textcommand
-from tui.interop.export import ExportFormat, shell_script, tf_config_lines, tfjob_yaml
+from tui.interop.export import (
+    LEFT_OUT_NOTE,
+    ExportFormat,
+    left_out_names,
+    shell_script,
+    tf_config_lines,
+    tfjob_yaml,
+)
 from tui.interop.importer import hosts_yaml, read_input
 from tui.interop.tfjob import ExportError, TFJobOptions, job_name_from
 
@@ -26,6 +34,9 @@ def export_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", help="tfjob: the job's name (default: from the file's name)")
     parser.add_argument("--namespace", default=TFJobOptions.namespace,
                         help="tfjob: the Kubernetes namespace (default: default)")
+    parser.add_argument("--include-env", action="store_true",
+                        help="tf-config, shell: write the values of hosts.yaml's env: too (left out "
+                             "by default: they may be secrets; the tfjob format never has them)")
     textcommand.add_output_arguments(parser, "the export")
     return parser
 
@@ -36,9 +47,11 @@ def _export(args: argparse.Namespace) -> str:
     if fmt is ExportFormat.TFJOB:
         name = args.name or job_name_from(args.hosts.stem)
         return tfjob_yaml(config, TFJobOptions(name, args.namespace, args.image))
+    if names := left_out_names(config, args.include_env):
+        print(LEFT_OUT_NOTE.format(names=", ".join(names)), file=sys.stderr)
     if fmt is ExportFormat.TF_CONFIG:
-        return "\n".join(tf_config_lines(config)) + "\n"
-    return shell_script(config)
+        return "\n".join(tf_config_lines(config, args.include_env)) + "\n"
+    return shell_script(config, args.include_env)
 
 
 def export_main(argv: list[str]) -> int:

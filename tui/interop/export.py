@@ -67,25 +67,51 @@ def export_plans(config: ClusterConfig) -> tuple[TaskPlan, ...]:
                     program=standalone_program(config))
 
 
-def _task_env(plan: TaskPlan) -> dict[str, str]:
-    return {k: v for k, v in plan.env.items() if k not in CONTROLLER_ONLY_ENV}
+def _task_env(plan: TaskPlan, include_env: bool = False) -> dict[str, str]:
+    """The task's environment for an export: a host's ``env:`` values (secrets, often) only
+    with ``include_env``; the variables the plan adds (TF_CONFIG, thread counts) always."""
+    left_out = left_out_env(plan, include_env)
+    return {k: v for k, v in plan.env.items() if k not in CONTROLLER_ONLY_ENV and k not in left_out}
 
 
-def tf_config_lines(config: ClusterConfig) -> list[str]:
-    """The ``tf-config`` format: one JSON object per task."""
+def left_out_env(plan: TaskPlan, include_env: bool) -> list[str]:
+    """Names of the host's ``env:`` variables an export leaves out (all, unless
+    ``include_env``), sorted."""
+    if include_env:
+        return []
+    return sorted(name for name, value in plan.host.env.items() if plan.env.get(name) == value)
+
+
+#: Said on stderr, and in the output, whenever an export leaves values out.
+LEFT_OUT_NOTE = ("env: values of hosts.yaml left out (they may be secrets): {names}; "
+                 "pass --include-env to write them")
+
+
+def tf_config_lines(config: ClusterConfig, include_env: bool = False) -> list[str]:
+    """The ``tf-config`` format: one JSON object per task (``env_left_out``: the names of
+    the host's variables whose values are not written, see :func:`left_out_env`)."""
     return [json.dumps({"task": p.name, "host": p.spec.host, "address": f"{p.host.address}:{p.port}",
                         "tf_config": json.loads(p.tf_config),
-                        "env": {k: v for k, v in _task_env(p).items() if k != "TF_CONFIG"},
+                        "env": {k: v for k, v in _task_env(p, include_env).items() if k != "TF_CONFIG"},
+                        "env_left_out": left_out_env(p, include_env),
                         "argv": list(p.argv), "cwd": p.cwd}, separators=(",", ":"))
             for p in export_plans(config)]
 
 
-def shell_script(config: ClusterConfig) -> str:
+def left_out_names(config: ClusterConfig, include_env: bool) -> list[str]:
+    """Every variable name an export of ``config`` leaves out, sorted."""
+    return sorted({n for p in export_plans(config) for n in left_out_env(p, include_env)})
+
+
+def shell_script(config: ClusterConfig, include_env: bool = False) -> str:
     """The ``shell`` format: a comment and a command per task, to paste into its terminal."""
     lines = ["# One terminal per task, started in this order: the ps tasks, the chief, the others.",
              "# The built-in trainer's tasks all exit by themselves; a program's servers that",
              "# call server.join() (ps tasks, and TF2's workers) must be stopped with Ctrl-C",
              "# once the training is done."]
+    if names := left_out_names(config, include_env):
+        lines.append("# " + LEFT_OUT_NOTE.format(names=", ".join(names))
+                     + "; export them in each terminal first.")
     base = config.path.parent
     chief = config.chief
 
@@ -93,7 +119,7 @@ def shell_script(config: ClusterConfig) -> str:
         return 0 if plan.spec.job is Job.PS else 1 if plan.spec == chief else 2
 
     for n, plan in enumerate(sorted(export_plans(config), key=stage), start=1):
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in _task_env(plan).items())
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in _task_env(plan, include_env).items())
         line = f"{env} {plan.command}"
         lines.append("")
         lines.append(f"# terminal {n}: {plan.name} on {plan.spec.host}")

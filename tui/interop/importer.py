@@ -24,7 +24,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from trainer import settings as settings_mod
 from tui.config.cluster import LOOPBACK, Job, RestartMode
 from tui.config.load import parse_port, split_host_port, valid_host
-from tui.config.yamlload import ConfigError, Item, NodeReader, compose, read_text
+from tui.config.yamlload import MAX_DEPTH, ConfigError, Item, NodeReader, compose, line_column, read_text
 from tui.interop.tfjob_schema import KIND, REPLICA_TYPES, RESTART_POLICIES
 
 #: TFJob replica types (and the old ``Master``) as our job names.
@@ -32,6 +32,11 @@ _FROM_REPLICA = {**{v: k for k, v in REPLICA_TYPES.items()}, "Master": "chief"}
 _TF_CONFIG_KEYS = ("cluster", "task", "environment", "rpc_layer")
 _JOB_ORDER = ("ps", "chief", "worker", "evaluator")
 _TRAINER = ("-m", "trainer")
+#: The most tasks an imported cluster may have (all replica types together): each becomes a
+#: process the controller runs, a row on its screen and a line of hosts.yaml, and a far
+#: bigger number is a mistake or an attack (``replicas: 1000000000`` would build a list of
+#: a billion addresses). A hosts.yaml's own budgets are in :mod:`tui.config.yamlload`.
+MAX_REPLICAS = 1000
 
 
 def supported_jobs(with_program: bool) -> frozenset[str]:
@@ -114,6 +119,11 @@ class _Reader(NodeReader):
             replica = self.mapping(item.value, where)
             count = self.integer(replica["replicas"].value, f"{where}.replicas", 1) \
                 if "replicas" in replica else 1
+            total = count + sum(len(tasks) for tasks in imported.jobs.values())
+            if total > MAX_REPLICAS:
+                raise self.error(replica["replicas"].value,
+                                 f"{where}.replicas: {count} replicas make {total} tasks in all; "
+                                 f"at most {MAX_REPLICAS} can be imported")
             if "restartPolicy" in replica:
                 imported.restart[job] = self.restart_policy(replica["restartPolicy"].value, where, imported)
             container, container_where = self.container(replica, where, item.value)
@@ -270,11 +280,38 @@ def parse_trainer_flags(argv: Sequence[str]) -> dict[str, object]:
     return out
 
 
+def check_json_depth(text: str, label: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse JSON nested deeper than ``limit`` (hosts.yaml's own budget) as a located
+    ConfigError, before a recursive parser meets it."""
+    depth = 0
+    in_string = escaped = False
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                line, column = line_column(text, index)
+                raise ConfigError(label, line, column,
+                                  f"objects and arrays nested more than {limit} deep; "
+                                  "a TF_CONFIG is far flatter")
+        elif char in "]}":
+            depth -= 1
+
+
 def read_input(path: Path) -> Imported:
     """Parse ``path`` (a TF_CONFIG JSON or a TFJob YAML). Raises located ConfigErrors."""
     label = str(path)
     text = read_text(path, label)
     if text.lstrip().startswith("{"):
+        check_json_depth(text, label)  # before json, whose parser recurses per level
         try:
             json.loads(text)
         except json.JSONDecodeError as exc:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tui.common.exit_codes import ExitCode
+from tui.common.terminal import inert
 
 
 def positive_int(text: str) -> int:
@@ -56,7 +57,7 @@ def run(parser: argparse.ArgumentParser, argv: list[str],
     try:
         text = make(args)
     except errors as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
         return ExitCode.USAGE
     if output is None:
         sys.stdout.write(text)

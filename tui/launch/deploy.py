@@ -25,7 +25,7 @@ from tui.launch import snippets
 from tui.launch.connect import where
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.package import FolderPackage, trainer_root
-from tui.launch.remote_command import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, python_line
+from tui.launch.remote_command import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, python_command
 
 PACKAGE = "trainer"
 MARKER = ".tfdist-complete"
@@ -81,9 +81,12 @@ async def probe(conn: asyncssh.SSHClientConnection, spec: HostSpec,
     def fail(failure: HostFailure, detail: str) -> HostError:
         return HostError(spec.name, where(spec), failure, detail)
 
-    line = python_line(spec.interpreter, snippets.source("probe"), [spec.workdir], env=spec.env)
+    command = python_command(spec.interpreter, snippets.source("probe"), [spec.workdir], env=spec.env)
     try:
-        result = await conn.run(line, timeout=timeout, encoding="utf-8", errors="replace")
+        # The environment on stdin, never in the command line (tui.launch.remote_command).
+        env = command.env_input().decode("utf-8", "surrogateescape")
+        result = await conn.run(command.shell_line(), input=env, timeout=timeout, encoding="utf-8",
+                                errors="replace")
     except asyncssh.TimeoutError:
         raise fail(HostFailure.COMMAND_FAILED, f"{spec.interpreter} did not answer within {timeout:g} s "
                                                f"(importing tensorflow hangs?)") from None

@@ -20,6 +20,8 @@ from typing import IO
 
 import psutil
 
+from tui.common.private import private_opener
+
 #: Names the run in each task's environment, so a task (or a test) can tell whose it is.
 RUN_ID_ENV = "TFDIST_RUN_ID"
 #: In each task's environment: ``<boot id>/<pid>/<start time>`` of its controller.
@@ -89,7 +91,7 @@ def this_controller() -> ControllerId:
 def lock_run(run_dir: Path) -> IO[bytes]:
     """Take the run directory's lock; hold the returned file open for the run's life (the
     kernel drops the lock when the process dies, however it dies). Raises OSError."""
-    handle = open(run_dir / LOCK_FILE, "wb")  # noqa: SIM115
+    handle = open(run_dir / LOCK_FILE, "wb", opener=private_opener)  # noqa: SIM115
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         handle.write(f"{this_controller()}\n".encode())

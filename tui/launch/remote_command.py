@@ -28,16 +28,30 @@ EXIT_NOT_FOUND = 127
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+#: Exit status of the wrapper when stdin ended before the environment did.
+EXIT_NO_ENVIRONMENT = 124
+
 # $1: directory to cd to ("" = stay in the home directory); $2: a directory to put first on
-# PYTHONPATH ("" = none); $3: how many NAME=VALUE words follow; then NAME=VALUE words; then
-# the command. `exec` keeps one process: sshd made the login shell a session and process
-# group leader, so the pid we print is the process group the controller signals to stop the
-# task, and it stays the trainer's own pid.
+# PYTHONPATH ("" = none); $3: how many variables to read from stdin; then the command.
+# The environment comes over the channel, never in this command line: any user of the
+# remote host can read a command line in /proc/*/cmdline, and a hosts.yaml's env: holds
+# secrets (AWS keys). Each variable is three or more lines on stdin: its name, how many
+# lines its value has, the value's lines. `read` is a shell builtin (no process, no argv)
+# and reads a pipe byte by byte, so what follows stays the task's own stdin.
+# `exec` keeps one process: sshd made the login shell a session and process group leader,
+# so the pid we print is the process group the controller signals to stop the task, and it
+# stays the trainer's own pid.
 _TASK_SCRIPT = (
     'if [ -n "$1" ]; then cd -- "$1" || exit ' + str(EXIT_NO_WORKDIR) + '; fi; '
     'if [ -n "$2" ]; then PYTHONPATH="$2${PYTHONPATH:+:$PYTHONPATH}"; export PYTHONPATH; fi; '
     'n=$3; shift 3; '
-    'while [ "$n" -gt 0 ]; do export "$1"; shift; n=$((n - 1)); done; '
+    'while [ "$n" -gt 0 ]; do '
+    'IFS= read -r tfdist_name && IFS= read -r tfdist_k && IFS= read -r tfdist_v '
+    '|| exit ' + str(EXIT_NO_ENVIRONMENT) + '; '
+    'while [ "$tfdist_k" -gt 1 ]; do IFS= read -r tfdist_l || exit ' + str(EXIT_NO_ENVIRONMENT) + '; '
+    'tfdist_v="$tfdist_v\n$tfdist_l"; tfdist_k=$((tfdist_k - 1)); done; '
+    'export "$tfdist_name=$tfdist_v"; n=$((n - 1)); done; '
+    'unset tfdist_name tfdist_k tfdist_v tfdist_l; '
     'echo "' + PID_PREFIX + '$$"; '
     'exec "$@"'
 )
@@ -65,18 +79,32 @@ class RemoteCommand:
             if "\0" in word:
                 raise ValueError(f"{word!r} contains a NUL character")
 
-    def shell_line(self) -> str:
-        """The line for the login shell. It prints :data:`PID_PREFIX` and its pid on stdout
-        first, then becomes ``argv`` (same pid) in ``cwd`` with ``env`` added."""
+    def _environment(self) -> tuple[dict[str, str], str]:
         env = dict(self.env)
         python_path = self.python_path
         if python_path and "PYTHONPATH" in env:
             # An explicit PYTHONPATH replaces the login environment's; ours still goes first.
             env["PYTHONPATH"] = f"{python_path}:{env['PYTHONPATH']}" if env["PYTHONPATH"] else python_path
             python_path = ""
-        words = [self.cwd, python_path, str(len(env)),
-                 *(f"{name}={value}" for name, value in env.items()), *self.argv]
+        return env, python_path
+
+    def shell_line(self) -> str:
+        """The line for the login shell. It reads the environment from stdin
+        (:meth:`env_input`, to be written first), prints :data:`PID_PREFIX` and its pid on
+        stdout, then becomes ``argv`` (same pid) in ``cwd`` with ``env`` added. No value
+        of ``env`` is in it."""
+        env, python_path = self._environment()
+        words = [self.cwd, python_path, str(len(env)), *self.argv]
         return shlex.join(["exec", "sh", "-c", _TASK_SCRIPT, "tfdist", *words])
+
+    def env_input(self) -> bytes:
+        """What to write on the command's stdin before anything else: the environment."""
+        env, _ = self._environment()
+        parts = []
+        for name, value in env.items():
+            lines = value.split("\n")
+            parts.append(f"{name}\n{len(lines)}\n" + "\n".join(lines) + "\n")
+        return "".join(parts).encode("utf-8", "surrogateescape")
 
 
 def signal_groups_line(pgids: Sequence[int], signal_name: str) -> str:
@@ -88,10 +116,11 @@ def signal_groups_line(pgids: Sequence[int], signal_name: str) -> str:
     return f"kill -s {signal_name} -- " + " ".join(f"-{int(pgid)}" for pgid in pgids)
 
 
-def python_line(python: str, source: str, args: Sequence[str] = (),
-                env: Mapping[str, str] | None = None, cwd: str = "") -> str:
-    """Run a Python snippet remotely: ``python -c SOURCE ARGS...``, quoted like a task."""
-    return RemoteCommand(argv=(python, "-c", source, *args), env=env or {}, cwd=cwd).shell_line()
+def python_command(python: str, source: str, args: Sequence[str] = (),
+                   env: Mapping[str, str] | None = None, cwd: str = "") -> RemoteCommand:
+    """Run a Python snippet remotely: ``python -c SOURCE ARGS...``, quoted like a task (its
+    environment, too, goes on stdin: :meth:`RemoteCommand.env_input`)."""
+    return RemoteCommand(argv=(python, "-c", source, *args), env=env or {}, cwd=cwd)
 
 
 def parse_pid_line(line: str) -> int | None:

@@ -17,7 +17,7 @@ from tui.config.cluster import HostSpec
 from tui.launch import deploy, snippets
 from tui.launch.connect import where
 from tui.launch.errors import HostError, HostFailure
-from tui.launch.remote_command import python_line, signal_groups_line
+from tui.launch.remote_command import python_command, signal_groups_line
 
 log = logging.getLogger(__name__)
 
@@ -134,10 +134,14 @@ class RemoteHost:
                              f"kill -{name} of process groups {batch.pgids} failed: "
                              f"{deploy.last_lines(str(result.stderr or ''))}")
 
-    async def run(self, command: str, timeout: float = COMMAND_TIMEOUT) -> asyncssh.SSHCompletedProcess:
-        """Run a short command to completion; stdout/stderr come back as text."""
+    async def run(self, command: str, timeout: float = COMMAND_TIMEOUT,
+                  stdin: bytes = b"") -> asyncssh.SSHCompletedProcess:
+        """Run a short command to completion, ``stdin`` its whole input (an environment:
+        :meth:`RemoteCommand.env_input`); stdout/stderr come back as text."""
         try:
             process = await self.open_process(command, encoding="utf-8")
+            if stdin:
+                process.stdin.write(stdin.decode("utf-8", "surrogateescape"))
             process.stdin.write_eof()
             return await process.wait(timeout=timeout)
         except asyncssh.TimeoutError:
@@ -148,8 +152,8 @@ class RemoteHost:
 
     async def run_snippet(self, name: str, args: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> object:
         """Run one of :mod:`tui.launch.snippets` with the host's python; its answer."""
-        line = python_line(self.spec.interpreter, snippets.source(name), args, env=self.spec.env)
-        result = await self.run(line, timeout)
+        command = python_command(self.spec.interpreter, snippets.source(name), args, env=self.spec.env)
+        result = await self.run(command.shell_line(), timeout, stdin=command.env_input())
         answer = snippets.parse_result(str(result.stdout or ""))
         if answer is None:
             raise self.error(HostFailure.COMMAND_FAILED,

@@ -15,17 +15,18 @@ from tui.launch import deploy, snippets
 from tui.launch.base import PortReservation
 from tui.launch.errors import HostFailure
 from tui.launch.lines import Stream
-from tui.launch.remote_command import parse_pid_line, python_line
+from tui.launch.remote_command import parse_pid_line, python_command
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
 
 
 async def hold_ports(host: RemoteHost, n: int, avoid: frozenset[int]) -> list[PortReservation]:
     """Reserve ``n`` distinct free ports on ``host``, none in ``avoid``. Raises HostError."""
-    line = python_line(host.spec.interpreter, snippets.source("ports"),
-                       ["hold", str(n), *(str(p) for p in sorted(avoid))], env=host.spec.env)
+    command = python_command(host.spec.interpreter, snippets.source("ports"),
+                             ["hold", str(n), *(str(p) for p in sorted(avoid))], env=host.spec.env)
     try:
-        process = await host.open_process(line)
+        process = await host.open_process(command.shell_line())
+        process.stdin.write(command.env_input())
     except (asyncssh.Error, OSError) as exc:
         raise host.error(HostFailure.CONNECTION_LOST, f"cannot reserve ports: {exc}") from None
     holder = PortHolder(host, process)

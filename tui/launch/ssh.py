@@ -334,6 +334,7 @@ class SSHLauncher:
             raise LaunchError(f"{task.name}: {exc}") from None
         try:
             process = await remote.open_process(command.shell_line())
+            process.stdin.write(command.env_input())  # the env: never in a command line
         except (asyncssh.Error, OSError) as exc:
             raise remote.error(HostFailure.CONNECTION_LOST, f"cannot start {task.name}: {exc}") from None
         try:

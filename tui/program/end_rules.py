@@ -117,6 +117,13 @@ class HangWatch:
         self._working.add(task)
         return first
 
+    def paused(self, seconds: float) -> None:
+        """The controller did not run for ``seconds`` (tui.core.supervisor.pause): nobody's
+        quiet time grows by them."""
+        self._advanced = {task: (step, when + seconds) for task, (step, when) in self._advanced.items()}
+        if self._reached_at is not None:
+            self._reached_at += seconds
+
     @property
     def reached(self) -> bool:
         return self._reached_at is not None

@@ -9,10 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainer import protocol
+from tui.common.terminal import without_sequences
 from tui.config.program_spec import MetricField, MetricPattern
 
-#: Colour and cursor codes a terminal-minded program writes (Keras does).
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
 #: ``INFO:tensorflow:global_step/sec: 12.3`` (StepCounterHook).
 STEP_RATE = re.compile(rf"global_step/sec: (?P<rate>{_NUMBER})")
@@ -54,7 +53,7 @@ class LogMetrics:
 
     def read(self, line: str, now: float) -> list[protocol.Event]:
         """The step events ``line`` means (none for other text)."""
-        text = ANSI.sub("", line).rstrip("\n")
+        text = without_sequences(line).rstrip("\n")
         updates = [part for part in text.split("\r") if part.strip()]
         if not updates:
             return []

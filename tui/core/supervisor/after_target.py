@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from tui.core.clock import Wake, first_completed
 from tui.core.events import Level
 from tui.core.supervisor.busy import BUSY_CORES, cores_used
+from tui.core.supervisor.pause_watch import forgive_pause
 from tui.core.supervisor.records import RunRecord, Verdict
 from tui.core.supervisor.stopping import stop_one
 from tui.core.task_state import TaskState
@@ -28,6 +29,7 @@ async def end_hung_workers(run: RunRecord) -> None:
         if wait is not None:
             wakes[Wake.TIMEOUT] = run.clock.sleep(wait)
         await first_completed(wakes)
+        forgive_pause(run)  # a suspended controller's pause is not its workers' silence
         candidates = run.hangs.hung(run.clock.monotonic())
         await asyncio.gather(*(_judge(run, name) for name in candidates))
 

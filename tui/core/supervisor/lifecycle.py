@@ -43,6 +43,7 @@ the injected :class:`~tui.core.clock.Clock` and :class:`~tui.launch.base.Launche
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable
@@ -57,6 +58,7 @@ from tui.core.progress import ProgressSnapshot
 from tui.core.rundir import RunDirectory, WriteFailure, new_run_id
 from tui.core.supervisor import recovery
 from tui.core.supervisor.after_target import end_hung_workers
+from tui.core.supervisor.pause_watch import watch_pauses
 from tui.core.supervisor.process import launch
 from tui.core.supervisor.records import RunRecord, Sink, SupervisorOptions, TaskRecord, TaskView
 from tui.core.supervisor.staged import expect_ready, start_in_order
@@ -221,6 +223,7 @@ class Supervisor:
         directory.on_failure = functools.partial(_record_lost, run)
         run.spawn(directory.flush_periodically(self._clock))
         run.spawn(watch_stalls(run))
+        run.spawn(watch_pauses(run))
         run.spawn(self._lifecycle(run))
 
     async def wait(self) -> RunSummary:
@@ -347,7 +350,11 @@ class Supervisor:
 
     def _finish(self, run: RunRecord) -> None:
         run.enter(RunPhase.FINISHED)
+        run.directory.flush()  # last look: a run whose directory went away did not succeed
         summary = summarize(run)
+        lost = run.directory.failure
+        if lost is not None and summary.outcome in (RunOutcome.SUCCEEDED, RunOutcome.STOPPED):
+            summary = dataclasses.replace(summary, outcome=RunOutcome.FAILED, reason=f"run directory: {lost}")
         run.publish(RunFinished(summary=summary, t=self._clock.time()))
         for task in list(run.background):
             if task is not asyncio.current_task():

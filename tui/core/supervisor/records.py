@@ -31,6 +31,7 @@ from tui.core.events import (
 )
 from tui.core.progress import ProgressTracker
 from tui.core.rundir import RunDirectory
+from tui.core.supervisor.pause import PauseGuard
 from tui.core.task_state import RunPhase, TaskState, check_run_transition, check_task_transition
 from tui.launch.base import Launcher, PortReservation, RunningTask
 from tui.plan.tasks import TaskPlan
@@ -186,6 +187,8 @@ class RunRecord:
         #: Workers stuck after the target step (a user's sync chief): tui.core.supervisor.after_target.
         self.hangs = HangWatch(self.program.target(settings))
         self.hang_check = asyncio.Event()  # a step came in: look at the hang watch again
+        #: Notices the controller's own suspensions (tui.core.supervisor.pause).
+        self.pause = PauseGuard()
         self.launcher = launcher
         self.clock = clock
         self._sinks = sinks

@@ -30,6 +30,7 @@ import psutil
 from tui.config.cluster import Job
 from tui.config.restart_policy import StallPolicy
 from tui.core.events import Level, TaskHint, TaskStalled
+from tui.core.supervisor.pause_watch import forgive_pause
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
 from tui.core.task_state import RunPhase, TaskState
 
@@ -55,6 +56,7 @@ async def watch_stalls(run: RunRecord) -> None:
     tick = min(1.0, timeout / 8)
     while not run.stop_requested:
         await run.clock.sleep(tick)
+        forgive_pause(run)  # first: a suspended controller must not blame its tasks
         check_stalls(run)
 
 

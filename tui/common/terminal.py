@@ -1,0 +1,62 @@
+"""The one sanitiser for text that reaches a screen.
+
+Everything a task prints, a remote host answers or a file in a run directory holds is
+someone else's text. Written raw to a terminal it can drive it: ``ESC ] 52`` writes the
+operator's clipboard, ``ESC ] 2`` the window title, ``ESC [ 2 J`` wipes the screen, a C1
+control (U+009B is a one-character CSI on some terminals) does the same without an ESC, and
+bidi overrides (U+202E) make a line read backwards. :func:`inert` turns such text into plain
+characters; every front end passes foreign text through it, and only through it, before it
+shows it (the run directory's logs keep the raw bytes).
+
+Pure and cheap: a line with nothing to remove (nearly every line) costs one regex search.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["inert", "is_inert", "without_sequences"]
+
+# Sequences removed whole, so that their parameters do not show up as junk: CSI (ESC [ or
+# U+009B, parameters, intermediates, one final byte), the string commands OSC, DCS, SOS, PM
+# and APC (ESC ] P X ^ _, or U+009D 90 98 9E 9F) up to their terminator (BEL, ESC \, U+009C)
+# or, unterminated, to the end of the text (a terminal would swallow the rest too), and the
+# two-character escapes (ESC followed by one character).
+_SEQUENCES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x9d\x90\x98\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[\x20-\x7e]?"
+)
+
+# What is left after the sequences: C0 controls but tab (newline is kept only where asked),
+# DEL, every C1 control, and the format characters that change how text reads or where it
+# goes without showing anything: the Arabic letter mark, zero-width spaces and joiners, the
+# left-to-right/right-to-left marks, line/paragraph separators, bidi embeddings, overrides
+# and isolates (U+202A-202E, U+2066-2069), invisible operators, the byte order mark and the
+# interlinear annotation characters.
+_FORMAT = "\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
+_STARTS = re.compile("[\x1b\x90\x98\x9b\x9d-\x9f]")
+_UNSAFE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_FORMAT}]")
+_UNSAFE_KEEP_NEWLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}]")
+
+
+def inert(text: str, *, newlines: bool = False) -> str:
+    """``text`` as plain characters for a screen: escape sequences, control characters
+    (tabs kept; newlines kept only with ``newlines=True``, for multi-line text) and
+    invisible format characters removed."""
+    unsafe = _UNSAFE_KEEP_NEWLINE if newlines else _UNSAFE
+    if unsafe.search(text) is None:
+        return text  # the common case: one scan, no copy
+    return unsafe.sub("", _SEQUENCES.sub("", text))
+
+
+def is_inert(text: str, *, newlines: bool = False) -> bool:
+    """Whether ``text`` holds nothing :func:`inert` would remove."""
+    return (_UNSAFE_KEEP_NEWLINE if newlines else _UNSAFE).search(text) is None
+
+
+def without_sequences(text: str) -> str:
+    """``text`` without its escape sequences (colours, cursor moves), control characters
+    kept: for parsers of output that mean its carriage returns (Keras redraws its progress
+    bar with ``\\r``). Not for a screen: use :func:`inert` there."""
+    return _SEQUENCES.sub("", text) if _STARTS.search(text) else text
