@@ -43,7 +43,7 @@ def test_failure_is_in_the_row_and_the_log() -> None:
     assert "worker1" not in d.worker_rates
     assert list(d.logs["worker1"].lines)[-3:] == ["trainer: worker1: UnavailableError: Socket closed",
                                                    f"── hint: {hints.UNAVAILABLE}",
-                                                   "── failed: exited with code 1 (exited with code 1)"]
+                                                   "── failed: exited with code 1"]
 
 
 def test_a_hint_stays_beside_its_task_until_the_task_starts_again() -> None:

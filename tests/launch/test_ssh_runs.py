@@ -28,7 +28,7 @@ from tui.launch.router import Router
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 REPO = Path(__file__).resolve().parents[2]
-CONTROLLER = Path(__file__).with_name("controller_process.py")
+CONTROLLER = Path(__file__).resolve().parents[1] / "support" / "ssh_controller.py"
 TRAINING = {"model": "mlp", "dataset": "digits", "steps": 30, "log_every": 10, "hidden_units": 16,
             }
 

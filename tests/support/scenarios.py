@@ -1,6 +1,6 @@
 """End-to-end scenarios of the controller as a process: ``tfdist-tui HOSTS.yaml --no-ui``.
 
-Each scenario runs once against the fake trainer (tests/core/test_controller_process.py,
+Each scenario runs once against the fake trainer (tests/test_controller_process.py,
 always) and once against the real ``python -m trainer`` (test_integration_trainer.py,
 marked ``integration``), so both prove the same things."""
 

@@ -1,4 +1,4 @@
-"""A minimal controller for the kill test: ``controller_process.py HOST_JSON RUN_ID``.
+"""A minimal controller for the kill test: ``ssh_controller.py HOST_JSON RUN_ID``.
 
 Starts one trainer with ``--hold`` on the host over SSH, prints ``loaded <remote pid>`` once
 the trainer has loaded, then waits to be killed (never sending ``go``)."""
