@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.ssh import SshServer, describe, kill, wait_nothing_left
 from tests.program.helpers import program_folder, run_program
+from tests.support.ssh import SshServer, describe, kill, wait_nothing_left
 from tui.common.exit_codes import ExitCode
 from tui.config.load import load_config
 from tui.core.supervisor.lifecycle import Supervisor
