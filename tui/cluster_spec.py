@@ -11,6 +11,7 @@ from pathlib import Path
 from trainer.settings import TrainingSettings
 from tui.program.spec import ProgramSpec
 from tui.resource_settings import ResourceSettings
+from tui.slurm_settings import SlurmSettings
 
 LOCALHOST = "localhost"
 DEFAULT_PYTHON = "python3"
@@ -31,6 +32,7 @@ class HostKind(str, Enum):
 
     LOCAL = "local"
     SSH = "ssh"
+    SLURM = "slurm"
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,16 @@ class HostSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     #: ``kind:`` as written; None infers it: ``localhost`` is local, every other host SSH.
     kind: HostKind | None = None
+    #: A ``kind: slurm`` entry's allocation (and, once placed, the task's job id and node).
+    slurm: SlurmSettings | None = None
+
+    @property
+    def label(self) -> str:
+        """The name shown for a task's host: the entry's name, and for a task placed in a
+        Slurm allocation its node and job id too (``hpc/node3 job 812``)."""
+        if self.slurm is not None and self.slurm.node is not None:
+            return f"{self.name}/{self.slurm.node} job {self.slurm.job_id}"
+        return self.name
 
     @property
     def launch_kind(self) -> HostKind:

@@ -17,7 +17,7 @@ from typing import Any
 from yaml.nodes import MappingNode, Node
 
 from trainer.settings import FIELD_NAMES, FIELD_TYPES, TrainingSettings, choices, convert, shown
-from tui import resource_settings
+from tui import resource_settings, slurm_settings
 from tui.cluster_spec import (
     LOCALHOST,
     ClusterConfig,
@@ -167,7 +167,7 @@ class _Loader(NodeReader):
         """One hosts entry, and the node of its jump: (if any) for checking later."""
         where = f"hosts.{name}"
         items = self.mapping(node, where, "a mapping of address:, port:, user:, ...")
-        self.check_keys(items, _HOST_KEYS, where)
+        self.check_keys(items, _HOST_KEYS + slurm_settings.KEYS, where)
         fields: dict[str, object] = {"name": name, "address": name}
         for key in _HOST_TEXT_KEYS:
             if key in items:
@@ -180,6 +180,7 @@ class _Loader(NodeReader):
             fields["env"] = self.env(items["env"].value, f"{where}.env")
         if "kind" in items:
             fields["kind"] = self.choice(items["kind"].value, f"{where}.kind", HostKind)
+        fields["slurm"] = slurm_settings.load(self, items, where, fields.get("kind") is HostKind.SLURM)
         spec = HostSpec(**fields)  # type: ignore[arg-type]  # keys and types checked above
         return spec, items["jump"].value if "jump" in items else None
 

@@ -81,10 +81,12 @@ class TaskInfo:
     share: str = ""
     #: The same share in a few characters for the task table, e.g. ``1c/2t g0``.
     share_brief: str = ""
+    #: Where the host's launcher put it, when it chooses (``hpc/node3 job 812`` in Slurm).
+    placed: str = ""
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"{self.placed or self.host}:{self.port}"
 
 
 @dataclass(frozen=True, kw_only=True)

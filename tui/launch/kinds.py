@@ -79,11 +79,20 @@ def _ssh(options: dict[str, Any]) -> Launcher:
     return SSHLauncher(**options)
 
 
+def _slurm(options: dict[str, Any]) -> Launcher:
+    from tui.launch.slurm import SlurmLauncher
+
+    return SlurmLauncher(**options)
+
+
 KINDS: dict[HostKind, Kind] = {
     HostKind.LOCAL: Kind(HostKind.LOCAL, local_files=True, shares_interpreter=True,
                          sets_pythonpath=True, make_launcher=_local),
     HostKind.SSH: Kind(HostKind.SSH, local_files=False, shares_interpreter=False,
                        sets_pythonpath=False, make_launcher=_ssh),
+    # Steps run on nodes that share this machine's files: paths and interpreter as locally.
+    HostKind.SLURM: Kind(HostKind.SLURM, local_files=True, shares_interpreter=True,
+                         sets_pythonpath=True, make_launcher=_slurm),
 }
 
 
