@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tui.yamlload import Item, NodeReader
@@ -44,8 +44,10 @@ class SlurmSettings:
     account: str | None = None
     extra: tuple[str, ...] = ()
     pending_timeout: float = DEFAULT_PENDING_TIMEOUT
-    #: Where this entry's keys are in hosts.yaml (``file:line:column``), for Slurm's refusals.
+    #: Where this entry is in hosts.yaml (``file:line:column``), for Slurm's refusals, and
+    #: where each of its keys' values is (a refused partition points at its name).
     origin: str = ""
+    places: Mapping[str, str] = field(default_factory=dict, compare=False)
     #: Set on the copy of the entry that one task runs on, once the allocation is granted.
     job_id: str | None = None
     node: str | None = None
@@ -102,9 +104,12 @@ def load(reader: NodeReader, items: Mapping[str, Item], where: str, is_slurm: bo
                                                   f"{where}.pending_timeout", 1)
     if "extra" in items:
         values["extra"] = _extra(reader, items["extra"], where)
-    mark = next(iter(items.values())).key.start_mark if items else None
-    origin = f"{reader.label}:{mark.line + 1}:{mark.column + 1}" if mark else reader.label
-    return SlurmSettings(**values, origin=origin)
+    def place(mark: Any) -> str:
+        return f"{reader.label}:{mark.line + 1}:{mark.column + 1}"
+
+    origin = place(next(iter(items.values())).key.start_mark) if items else reader.label
+    places = {key: place(items[key].value.start_mark) for key in KEYS if key in items}
+    return SlurmSettings(**values, origin=origin, places=places)
 
 
 def _extra(reader: NodeReader, item: Item, where: str) -> tuple[str, ...]:

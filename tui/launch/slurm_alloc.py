@@ -42,8 +42,10 @@ class SlurmError(LaunchError):
     """Slurm refused or failed a request for a hosts entry. ``str()`` names the entry and,
     when it came from hosts.yaml, where: ``host hpc (hosts.yaml:3:8): <what Slurm said>``."""
 
-    def __init__(self, host: HostSpec, detail: str) -> None:
-        where = host.slurm.origin if host.slurm is not None and host.slurm.origin else "kind: slurm"
+    def __init__(self, host: HostSpec, detail: str, key: str | None = None) -> None:
+        settings = host.slurm
+        where = (settings.places.get(key or "") or settings.origin) if settings is not None else ""
+        where = where or "kind: slurm"
         self.host = host.name
         self.detail = detail
         super().__init__(f"host {host.name} ({where}): {detail}")
@@ -172,7 +174,7 @@ class Allocation:
                     reported = reason
                     text = (f"host {self.host.name}: Slurm job {job} is waiting for its allocation "
                             f"({reason}); giving up after {settings.pending_timeout:g} s")
-                    log.warning(text)
+                    log.info(text)
                     if notify is not None:
                         notify(text)
                 if job:
@@ -185,7 +187,8 @@ class Allocation:
             if len(line) != 3 or line[0] != HOLDER_MARK:
                 await asyncio.wait_for(process.wait(), COMMAND_TIMEOUT)
                 await errors
-                raise SlurmError(self.host, f"Slurm refused the allocation: {slurm_message(''.join(stderr))}")
+                message = slurm_message("".join(stderr))
+                raise SlurmError(self.host, f"Slurm refused the allocation: {message}", _blamed(message))
             self.job_id = line[1]
             self.nodes = await nodes_of(self.host, line[2])
         finally:
@@ -217,6 +220,13 @@ class Allocation:
             await process.wait()
             if self.job_id:
                 await run_slurm(["scancel", self.job_id])
+
+
+def _blamed(message: str) -> str | None:
+    """The setting a refusal is about, by Slurm's words for it."""
+    lowered = message.lower()
+    words = {"partition": "partition", "account": "account", "time limit": "time", "node": "nodes"}
+    return next((key for word, key in words.items() if word in lowered), None)
 
 
 def _job_id(stderr: Sequence[str]) -> str:
