@@ -40,7 +40,7 @@ class Subcommand:
 
 #: The subcommands, by their first word; the main command is ``tfdist-tui HOSTS.yaml``.
 SUBCOMMANDS = {
-    "export": Subcommand("tui.export:main", "export HOSTS.yaml --format tfjob|tf-config|shell"),
+    "export": Subcommand("tui.export:main", "export HOSTS.yaml --format tfjob|tf-config|shell|slurm"),
     "import": Subcommand("tui.importer:main", "import FILE"),
     "sweep": Subcommand("tui.experiment_cli:sweep_main", "sweep HOSTS.yaml --set NAME=V1,V2 ..."),
     "compare": Subcommand("tui.experiment_cli:compare_main", "compare RUN_DIR..."),

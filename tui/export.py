@@ -1,11 +1,12 @@
-"""``tfdist-tui export HOSTS.yaml --format tfjob|tf-config|shell``: the cluster for another
+"""``tfdist-tui export HOSTS.yaml --format tfjob|tf-config|shell|slurm``: the cluster for another
 launcher. Every format is built from :func:`tui.plan.plan_run`, the same plan the controller
 launches, so a TF_CONFIG or command exported here is the one the controller would give.
 
 - ``tfjob``: a Kubeflow TFJob manifest (:mod:`tui.tfjob`);
 - ``tf-config``: one JSON object per line and task: its name, host, TF_CONFIG, environment,
   command (argv) and working directory;
-- ``shell``: the commands a person would type, one terminal per task, ps first.
+- ``shell``: the commands a person would type, one terminal per task, ps first;
+- ``slurm``: an sbatch script, one job step per task (:mod:`tui.slurm_script`).
 
 Ports written ``auto`` have no number until a launch picks one; here each gets the first
 port from :data:`FIRST_PORT` up that no other task of its machine uses.
@@ -38,6 +39,7 @@ class ExportFormat(str, Enum):
     TFJOB = "tfjob"
     TF_CONFIG = "tf-config"
     SHELL = "shell"
+    SLURM = "slurm"
 
 
 def export_ports(config: ClusterConfig) -> dict[str, int]:
@@ -148,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfdist-tui export",
         description="Print the cluster of HOSTS.yaml for another launcher: a Kubeflow TFJob, "
-                    "each task's TF_CONFIG and command, or shell commands to type by hand.")
+                    "each task's TF_CONFIG and command, shell commands to type by hand, or an "
+                    "sbatch script for Slurm.")
     parser.add_argument("hosts", metavar="HOSTS.yaml", type=Path)
     parser.add_argument("--format", choices=[f.value for f in ExportFormat], default="tfjob")
     parser.add_argument("--image", default=TFJobOptions.image,
@@ -168,6 +171,10 @@ def _make(args: argparse.Namespace) -> str:
         return tfjob_yaml(config, TFJobOptions(name, args.namespace, args.image))
     if fmt is ExportFormat.TF_CONFIG:
         return "\n".join(tf_config_lines(config)) + "\n"
+    if fmt is ExportFormat.SLURM:
+        from tui.slurm_script import sbatch_script
+
+        return sbatch_script(config, export_ports(config))
     return shell_script(config)
 
 
