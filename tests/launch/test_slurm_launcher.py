@@ -1,7 +1,8 @@
 """The Slurm launcher against the real test Slurm, with the stand-in trainer (no TensorFlow) so
 the scheduling, signals and failures are what takes the time: a killed worker restarted in the
 same allocation, a SIGKILLed controller leaving nothing in squeue, a pending allocation given
-up with its reason, a partition Slurm does not know refused."""
+up with its reason, a partition Slurm does not know refused, Ctrl-C releasing the allocation
+(or withdrawing a request still pending)."""
 
 from __future__ import annotations
 
@@ -105,3 +106,48 @@ async def test_a_partition_slurm_does_not_know_is_refused(slurm: SlurmCluster, t
     assert "Slurm refused the allocation: invalid partition specified: nosuch" in out, out
     assert "Traceback" not in out
     assert not our_jobs(slurm)
+
+
+async def test_ctrl_c_stops_the_tasks_and_releases_the_allocation(slurm: SlurmCluster,
+                                                                  tmp_path: Path) -> None:
+    hosts = slurm_hosts(tmp_path / "hosts.yaml")
+    tag, env = tagged_env(**fake_env(tmp_path / "fake", FAKE_FOREVER="*", FAKE_PS_STAY="*"))
+    process = await start_controller(["--json", str(hosts)], env, tmp_path, fake=True)
+    try:
+        await read_json_until(process, all_running(TASKS), 60)
+        process.send_signal(signal.SIGINT)
+        await asyncio.wait_for(process.communicate(), 60)
+        # Released by the time the controller exits: the job is at most completing.
+        assert all(" RUNNING " not in line for line in our_jobs(slurm)), our_jobs(slurm)
+        await asyncio.to_thread(wait_no_jobs, slurm, SIGKILL_BOUND)
+        left = await wait_no_survivors(tag, 5)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    kill_all(left)
+    assert process.returncode == 130 and not left
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL])
+async def test_a_pending_request_ends_with_its_controller(slurm: SlurmCluster, tmp_path: Path,
+                                                          signum: signal.Signals) -> None:
+    blocker = slurm.run("sbatch", "--parsable", "-p", PARTITION, "-J", "blocker", f"--cpus-per-task={CPUS}",
+                        "--wrap", "sleep 300").stdout.strip()
+    try:
+        hosts = slurm_hosts(tmp_path / "hosts.yaml")
+        _, env = tagged_env(**fake_env(tmp_path / "fake"))
+        process = await start_controller(["--json", str(hosts)], env, tmp_path, fake=True)
+        try:
+            await read_json_until(process, lambda r: "waiting for its allocation" in r.get("text", ""), 30)
+            process.send_signal(signum)
+            await asyncio.wait_for(process.communicate(), 30)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        # Ctrl-C: the controller withdraws the request; SIGKILL: the kernel SIGTERMs salloc.
+        await asyncio.to_thread(wait_no_jobs, slurm, SIGKILL_BOUND)
+    finally:
+        slurm.run("scancel", blocker)
+    assert process.returncode == (130 if signum is signal.SIGINT else -9)

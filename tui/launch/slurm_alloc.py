@@ -5,7 +5,9 @@ salloc runs that *holder* on this machine once the job is granted and relinquish
 the moment the holder exits. The holder's stdin is a pipe from the controller, so it exits
 when the controller closes it (the end of a run, Ctrl-C, ``q``) and also when the controller
 dies, SIGKILL included: the kernel closes the pipe. Then slurmctld ends every step still
-running in the job. (``salloc --no-shell`` would leave the job to its time limit.)
+running in the job. salloc also gets SIGTERM from the kernel when the controller dies, which
+withdraws a request still pending. (``salloc --no-shell`` would leave the job to its time
+limit.)
 
 While the job pends, its reason comes from ``squeue -h -j J -o %T/%r`` and is reported; past
 the entry's ``pending_timeout`` the job is cancelled and the host refused. When the controller
@@ -16,9 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import re
+import signal
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +41,26 @@ RELEASE_TIMEOUT = 15.0
 COMMAND_TIMEOUT = 30.0
 _PENDING = re.compile(r"(?:Pending job allocation|job) (\d+)")
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
+
+
+def _term_with_parent() -> Callable[[], None] | None:
+    """A pre-exec hook: the kernel SIGTERMs salloc when the controller dies. salloc answers
+    SIGTERM by withdrawing a request still pending, or by revoking a granted job at once (the
+    holder's closed stdin would end a granted job too, but not a pending request)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:
+        prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+    return hook
+
+
+_TERM_WITH_PARENT = _term_with_parent()
 
 
 class SlurmError(LaunchError):
@@ -139,7 +164,7 @@ class Allocation:
                 stderr=asyncio.subprocess.PIPE, env=env,
                 # Its own session: a Ctrl-C in the terminal reaches the controller only, which
                 # then stops the tasks in order before releasing the job.
-                start_new_session=True)
+                start_new_session=True, preexec_fn=_TERM_WITH_PARENT)
         except FileNotFoundError:
             raise SlurmError(host, "salloc not found: Slurm's client commands are not installed "
                                    "on this machine") from None
