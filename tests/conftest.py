@@ -7,7 +7,7 @@ import os
 import pytest
 
 #: Fixtures of real parts any test file may ask for (a private sshd, ...), shared by name.
-pytest_plugins = ["tests.support.sshd"]
+pytest_plugins = ["tests.support.sshd", "tests.support.slurm_fixture"]
 
 #: The suite runs on pytest-xdist workers (``-n auto`` in pyproject.toml). Its integration tests
 #: each start whole TensorFlow clusters, so past a few workers they only compete for cores and

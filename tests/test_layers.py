@@ -23,6 +23,7 @@ LAYERS = ("common", "config", "launch", "program", "plan", "core", "interop", "h
 LAZY = {
     ("tui.launch.kinds", "tui.launch.local"): "launchers are made on first use",
     ("tui.launch.kinds", "tui.launch.ssh"): "asyncssh only for clusters with remote hosts",
+    ("tui.launch.kinds", "tui.launch.slurm"): "launchers are made on first use",
     ("tui.launch.router", "tui.launch.ssh"): "asyncssh only for clusters with remote hosts",
     ("tui.cli", "tui.headless"): "the app's start does not pay for the headless printer",
 }

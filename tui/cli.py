@@ -43,7 +43,8 @@ class Subcommand:
 
 #: The subcommands, by their first word; the main command is ``tfdist-tui HOSTS.yaml``.
 SUBCOMMANDS = {
-    "export": Subcommand("tui.interop.cli:export_main", "export HOSTS.yaml --format tfjob|tf-config|shell"),
+    "export": Subcommand("tui.interop.cli:export_main",
+                         "export HOSTS.yaml --format tfjob|tf-config|shell|slurm"),
     "import": Subcommand("tui.interop.cli:import_main", "import FILE"),
     "sweep": Subcommand("tui.experiments.cli:sweep_main", "sweep HOSTS.yaml --set NAME=V1,V2 ..."),
     "compare": Subcommand("tui.experiments.cli:compare_main", "compare RUN_DIR..."),

@@ -13,7 +13,7 @@ import io
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TextIO, cast
 
 from trainer import protocol
@@ -245,6 +245,15 @@ class _Stopper:
         self._pending: list[tuple[RunOutcome, str]] = []
         self._tasks: set[asyncio.Task[object]] = set()
         self._interrupts = 0
+        self._starting: asyncio.Future[None] | None = None
+        #: A signal ended the start (a Slurm allocation pending, a host slow to answer).
+        self.gave_up = False
+
+    async def start(self, starting: Awaitable[None]) -> None:
+        """Await the run's start; a signal before it has started cancels it (waiting on a
+        pending Slurm allocation must not outlast Ctrl-C)."""
+        self._starting = asyncio.ensure_future(starting)
+        await self._starting
 
     def run_started(self) -> None:
         self._started = True
@@ -255,6 +264,9 @@ class _Stopper:
     def request(self, outcome: RunOutcome, reason: str) -> None:
         if not self._started:
             self._pending.append((outcome, reason))
+            if outcome is RunOutcome.INTERRUPTED and self._starting is not None:
+                self.gave_up = True
+                self._starting.cancel()
             return
         task: asyncio.Task[object] = asyncio.ensure_future(self._supervisor.stop_all(outcome, reason))
         self._tasks.add(task)  # keep a reference until done
@@ -301,12 +313,17 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     progress: asyncio.Task[None] | None = None
     try:
         try:
-            await session.start()
+            await stopper.start(session.start())
         except PreflightError as exc:
             for problem in exc.problems:
                 err_stream.write(inert(f"error: {problem}\n", newlines=True))
             err_stream.flush()
             return ExitCode.USAGE
+        except asyncio.CancelledError:
+            if not stopper.gave_up:
+                raise
+            err_stream.write(f"{CONTROLLER}: interrupted before the run started\n")
+            return ExitCode.INTERRUPTED
         stopper.run_started()
         if options.timeout is not None:
             timer = loop.call_later(options.timeout, stopper.request, RunOutcome.TIMEOUT,

@@ -11,6 +11,7 @@ from pathlib import Path
 from trainer.settings import TrainingSettings
 from tui.config.program_spec import ProgramSpec
 from tui.config.resources import ResourceSettings
+from tui.config.slurm import SlurmSettings
 
 LOCALHOST = "localhost"
 #: The names of this machine's loopback interface, as hosts.yaml may write them.
@@ -40,6 +41,7 @@ class HostKind(str, Enum):
 
     LOCAL = "local"
     SSH = "ssh"
+    SLURM = "slurm"
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,16 @@ class HostSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     #: ``kind:`` as written; None infers it: ``localhost`` is local, every other host SSH.
     kind: HostKind | None = None
+    #: A ``kind: slurm`` entry's allocation (and, once placed, the task's job id and node).
+    slurm: SlurmSettings | None = None
+
+    @property
+    def label(self) -> str:
+        """The name shown for a task's host: the entry's name, and for a task placed in a
+        Slurm allocation its node and job id too (``hpc/node3 job 812``)."""
+        if self.slurm is not None and self.slurm.node is not None:
+            return f"{self.name}/{self.slurm.node} job {self.slurm.job_id}"
+        return self.name
 
     @property
     def launch_kind(self) -> HostKind:
@@ -155,9 +167,10 @@ class ClusterConfig:
     def host_of(self, task: TaskSpec) -> HostSpec:
         return self.hosts.get(task.host) or HostSpec(name=task.host, address=task.host)
 
-    def address_of(self, task: TaskSpec, port: int) -> str:
-        """``address:port`` of ``task`` as the other tasks reach it (its TF_CONFIG entry)."""
-        return f"{self.host_of(task).address}:{port}"
+    def address_of(self, task: TaskSpec, port: int, placed: HostSpec | None = None) -> str:
+        """``address:port`` of ``task`` as the other tasks reach it (its TF_CONFIG entry);
+        ``placed``: the host its launcher put it on, where that is not its entry's (Slurm)."""
+        return f"{(placed or self.host_of(task)).address}:{port}"
 
     def restart_policy(self, job: Job) -> RestartPolicy:
         """The restart policy for ``job``'s tasks: its override, else the cluster-wide one."""

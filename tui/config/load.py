@@ -19,6 +19,7 @@ from yaml.nodes import MappingNode, Node
 from trainer.settings import FIELD_NAMES, TrainingSettings, convert, shown
 from tui.config import program as program_section
 from tui.config import resources as resource_settings
+from tui.config import slurm as slurm_settings
 from tui.config.cluster import (
     LOCALHOST,
     ClusterConfig,
@@ -168,7 +169,7 @@ class _Loader(NodeReader):
         """One hosts entry, and the node of its jump: (if any) for checking later."""
         where = f"hosts.{name}"
         items = self.mapping(node, where, "a mapping of address:, port:, user:, ...")
-        self.check_keys(items, _HOST_KEYS, where)
+        self.check_keys(items, _HOST_KEYS + slurm_settings.KEYS, where)
         fields: dict[str, object] = {"name": name, "address": name}
         for key in _HOST_TEXT_KEYS:
             if key in items:
@@ -181,6 +182,7 @@ class _Loader(NodeReader):
             fields["env"] = self.env(items["env"].value, f"{where}.env")
         if "kind" in items:
             fields["kind"] = self.choice(items["kind"].value, f"{where}.kind", HostKind)
+        fields["slurm"] = slurm_settings.load(self, items, where, fields.get("kind") is HostKind.SLURM)
         spec = HostSpec(**fields)  # type: ignore[arg-type]  # keys and types checked above
         return spec, items["jump"].value if "jump" in items else None
 

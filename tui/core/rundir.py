@@ -252,7 +252,10 @@ def resolved_config(config: ClusterConfig, settings: TrainingSettings,
     """The config in hosts.yaml's own shape, with every port resolved."""
     hosts = {}
     for name, host in config.hosts.items():
-        entry = {f.name: _plain(getattr(host, f.name)) for f in dataclasses.fields(host) if f.name != "name"}
+        entry = {f.name: _plain(getattr(host, f.name)) for f in dataclasses.fields(host)
+                 if f.name not in ("name", "slurm")}
+        if host.slurm is not None:
+            entry.update(host.slurm.as_yaml())
         entry["env"] = dict(host.env)
         hosts[name] = {k: v for k, v in entry.items() if v is not None}
     cluster: dict[str, list[Any]] = {}

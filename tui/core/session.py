@@ -44,6 +44,7 @@ class Session:
                                    connect_timeout=options.connect_timeout)
         supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router,
                                 options=supervisor_options or options.supervisor_options())
+        router.on_notice(lambda text: supervisor.notify(Level.WARNING, text))
         return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers,
                    traffic=TrafficMonitor(options.config, router.run_command))
 

@@ -13,12 +13,14 @@ from tui.interop import textcommand
 from tui.interop.export import (
     LEFT_OUT_NOTE,
     ExportFormat,
+    export_ports,
     left_out_names,
     shell_script,
     tf_config_lines,
     tfjob_yaml,
 )
 from tui.interop.importer import hosts_yaml, read_input
+from tui.interop.slurm_script import sbatch_script
 from tui.interop.tfjob import ExportError, TFJobOptions, job_name_from
 
 
@@ -26,7 +28,8 @@ def export_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfdist-tui export",
         description="Print the cluster of HOSTS.yaml for another launcher: a Kubeflow TFJob, "
-                    "each task's TF_CONFIG and command, or shell commands to type by hand.")
+                    "each task's TF_CONFIG and command, shell commands to type by hand, or an "
+                    "sbatch script for Slurm.")
     parser.add_argument("hosts", metavar="HOSTS.yaml", type=Path)
     parser.add_argument("--format", choices=[f.value for f in ExportFormat], default="tfjob")
     parser.add_argument("--image", default=TFJobOptions.image,
@@ -51,6 +54,8 @@ def _export(args: argparse.Namespace) -> str:
         print(LEFT_OUT_NOTE.format(names=", ".join(names)), file=sys.stderr)
     if fmt is ExportFormat.TF_CONFIG:
         return "\n".join(tf_config_lines(config, args.include_env)) + "\n"
+    if fmt is ExportFormat.SLURM:
+        return sbatch_script(config, export_ports(config))
     return shell_script(config, args.include_env)
 
 

@@ -1,11 +1,12 @@
-"""``tfdist-tui export HOSTS.yaml --format tfjob|tf-config|shell``: the cluster for another
+"""``tfdist-tui export HOSTS.yaml --format tfjob|tf-config|shell|slurm``: the cluster for another
 launcher. Every format is built from :func:`tui.plan.tasks.plan_run`, the same plan the controller
 launches, so a TF_CONFIG or command exported here is the one the controller would give.
 
 - ``tfjob``: a Kubeflow TFJob manifest (:mod:`tui.interop.tfjob`);
 - ``tf-config``: one JSON object per line and task: its name, host, TF_CONFIG, environment,
   command (argv) and working directory;
-- ``shell``: the commands a person would type, one terminal per task, ps first.
+- ``shell``: the commands a person would type, one terminal per task, ps first;
+- ``slurm``: an sbatch script, one job step per task (:mod:`tui.interop.slurm_script`).
 
 Ports written ``auto`` have no number until a launch picks one; here each gets the first
 port from :data:`FIRST_PORT` up that no other task of its machine uses.
@@ -34,6 +35,7 @@ class ExportFormat(str, Enum):
     TFJOB = "tfjob"
     TF_CONFIG = "tf-config"
     SHELL = "shell"
+    SLURM = "slurm"
 
 
 def export_ports(config: ClusterConfig) -> dict[str, int]:

@@ -8,7 +8,7 @@ without blocking the event loop.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from tui.config.cluster import HostSpec, TaskSpec
@@ -113,6 +113,9 @@ class ConnectReport:
     hosts: tuple[HostInfo, ...] = ()
     failures: tuple[LaunchError, ...] = ()
     warnings: tuple[str, ...] = ()
+    #: Where a launcher that picks machines itself (Slurm) put each task, by task name: a
+    #: copy of its hosts entry naming the node (address) it runs on. Others leave it empty.
+    placement: Mapping[str, HostSpec] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

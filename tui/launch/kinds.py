@@ -28,8 +28,15 @@ def _ssh(options: dict[str, Any]) -> Launcher:
     return SSHLauncher(**options)
 
 
+def _slurm(options: dict[str, Any]) -> Launcher:
+    from tui.launch.slurm import SlurmLauncher
+
+    return SlurmLauncher(**options)
+
+
 #: The launcher factory of each kind of host (its options from the command line).
 LAUNCHERS: dict[HostKind, Callable[[dict[str, Any]], Launcher]] = {
     HostKind.LOCAL: _local,
     HostKind.SSH: _ssh,
+    HostKind.SLURM: _slurm,
 }

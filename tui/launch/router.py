@@ -6,7 +6,7 @@ for a whole cluster (:meth:`Router.connect_all`, the leftover sweep)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -61,6 +61,9 @@ class Router:
         if remote is not None:
             self._launchers[HostKind.SSH] = remote
         self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: ssh_options}
+        if "config" in ssh_options:  # the Slurm launcher places the config's tasks
+            self._options = {HostKind.SSH: {k: v for k, v in ssh_options.items() if k != "config"},
+                             HostKind.SLURM: {"config": ssh_options["config"]}}
 
     @classmethod
     def for_config(cls, config: ClusterConfig, *, accept_new_host_keys: bool = False,
@@ -71,7 +74,13 @@ class Router:
         upload = config.program.upload if config.program is not None else None
         return cls(hosts=config.hosts, accept_new_host_keys=accept_new_host_keys,
                    insecure_no_host_key_check=insecure_no_host_key_check,
-                   connect_timeout=connect_timeout, upload=upload, upload_exclude=(config.run_dir,))
+                   connect_timeout=connect_timeout, upload=upload, upload_exclude=(config.run_dir,),
+                   config=config)
+
+    def on_notice(self, notify: Callable[[str], None]) -> None:
+        """Where a launcher sends what people should see before a run starts (a Slurm
+        allocation that pends, and why). Call before the first run."""
+        self._options.setdefault(HostKind.SLURM, {})["notify"] = notify
 
     def launcher(self, kind: HostKind) -> Launcher:
         """The launcher of ``kind``'s hosts, made on first use."""
@@ -105,7 +114,8 @@ class Router:
                                          for kind, specs in by_kind.items()))
         return ConnectReport(tuple(h for r in reports for h in r.hosts),
                              tuple(f for r in reports for f in r.failures),
-                             tuple(w for r in reports for w in r.warnings))
+                             tuple(w for r in reports for w in r.warnings),
+                             {k: v for r in reports for k, v in r.placement.items()})
 
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
                     env: Mapping[str, str], cwd: str | None) -> RunningTask:

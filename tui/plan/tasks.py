@@ -54,10 +54,12 @@ class TaskInfo:
     share: str = ""
     #: The same share in a few characters for the task table, e.g. ``1c/2t g0``.
     share_brief: str = ""
+    #: Where the host's launcher put it, when it chooses (``hpc/node3 job 812`` in Slurm).
+    placed: str = ""
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"{self.placed or self.host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,8 @@ class TaskPlan:
         share = self.share
         return TaskInfo(self.spec.name, self.spec.job, self.spec.index, self.spec.host, self.port,
                         share.describe() if share is not None else "",
-                        share.brief() if share is not None else "")
+                        share.brief() if share is not None else "",
+                        placed=self.host.label if self.host.label != self.spec.host else "")
 
     @property
     def command(self) -> str:
@@ -116,11 +119,14 @@ def program_for(config: ClusterConfig, *, trainer_argv: Sequence[str] = TRAINER_
     return BuiltinTrainer(trainer_argv=trainer_argv, hold=hold)
 
 
-def tf_config(config: ClusterConfig, ports: Mapping[str, int], task: TaskSpec) -> dict[str, Any]:
+def tf_config(config: ClusterConfig, ports: Mapping[str, int], task: TaskSpec,
+              placement: Mapping[str, HostSpec] | None = None) -> dict[str, Any]:
     """The TF_CONFIG of ``task``: the whole cluster spec plus the task's own place in it. A
-    job appears only when the cluster has tasks of it (``chief`` only with a chief)."""
-    cluster = {job.value: [config.address_of(t, ports[t.name]) for t in config.of_job(job)]
-               for job in _CLUSTER_JOBS}
+    job appears only when the cluster has tasks of it (``chief`` only with a chief).
+    ``placement``: the host each task was placed on by its launcher (Slurm's nodes)."""
+    placed = placement or {}
+    cluster = {job.value: [config.address_of(t, ports[t.name], placed.get(t.name))
+                           for t in config.of_job(job)] for job in _CLUSTER_JOBS}
     return {
         "cluster": {job: tasks for job, tasks in cluster.items() if tasks or job != Job.CHIEF.value},
         "task": {"type": task.job.value, "index": task.index},
@@ -132,22 +138,24 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
              trainer_argv: Sequence[str] = TRAINER_ARGV, local_python: str = sys.executable,
              hold: bool = True, run_dir: Path | None = None,
              controller: ControllerId | None = None,
-             allocation: Allocation | None = None) -> tuple[TaskPlan, ...]:
+             allocation: Allocation | None = None,
+             placement: Mapping[str, HostSpec] | None = None) -> tuple[TaskPlan, ...]:
     """One plan per task, in the config's order. ``ports`` maps task names to resolved
     ports (``auto`` already chosen); ``program`` defaults to :func:`program_for` (with
     ``trainer_argv`` and ``hold``); ``run_dir`` (the run's directory) gives the default
     checkpoint directory; ``allocation`` (:func:`tui.plan.allocation.allocate`) adds each task's
-    share to its environment, whatever program it runs."""
+    share to its environment, whatever program it runs; ``placement`` (from
+    :class:`~tui.launch.base.ConnectReport`) the node each Slurm task runs on."""
     program = program or program_for(config, trainer_argv=trainer_argv, hold=hold)
     plans = []
     for spec in config.tasks:
-        host = config.host_of(spec)
+        host = (placement or {}).get(spec.name) or config.host_of(spec)
         kind = kind_of(host)
         python = kind.python(host, local_python)
         ctx = TaskContext(config=config, spec=spec, host=host, ports=ports, settings=settings,
                           run_id=run_id, run_dir=run_dir, python=python, kind=kind)
         command = program.command(ctx)
-        config_json = json.dumps(tf_config(config, ports, spec), separators=(",", ":"))
+        config_json = json.dumps(tf_config(config, ports, spec, placement), separators=(",", ":"))
         share = allocation.shares.get(spec.name) if allocation is not None else None
         share_env = share.env() if share is not None else {}
         # Thread counts the user set in hosts.yaml's env win over ours; the GPU list does not

@@ -61,6 +61,8 @@ class Kind:
 KINDS: dict[HostKind, Kind] = {
     HostKind.LOCAL: Kind(HostKind.LOCAL, local_files=True, shares_interpreter=True, sets_pythonpath=True),
     HostKind.SSH: Kind(HostKind.SSH, local_files=False, shares_interpreter=False, sets_pythonpath=False),
+    # Steps run on nodes that share this machine's files: paths and interpreter as locally.
+    HostKind.SLURM: Kind(HostKind.SLURM, local_files=True, shares_interpreter=True, sets_pythonpath=True),
 }
 
 

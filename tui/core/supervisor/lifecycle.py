@@ -187,7 +187,7 @@ class Supervisor:
         options = self._options
         plans = plan_run(self._config, self._settings, ports, run_id, program=self._program,
                          local_python=options.local_python, run_dir=self._runs_root / run_id,
-                         allocation=allocation)
+                         allocation=allocation, placement=report.placement)
         try:
             directory = RunDirectory.create(self._runs_root, run_id)
             directory.write_config(self._config, self._settings, plans)

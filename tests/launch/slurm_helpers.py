@@ -1,0 +1,66 @@
+"""Helpers of the Slurm launcher tests: hosts.yaml files with a ``kind: slurm`` entry, and the
+controller run as a separate process against the test Slurm."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.clirun import start_controller, tagged_env
+from tests.support.slurm import PARTITION, SlurmCluster
+
+
+def slurm_hosts(path: Path, *, workers: int = 2, entry: dict[str, Any] | None = None,
+                training: dict[str, Any] | None = None, restart: dict[str, Any] | None = None,
+                extra: dict[str, Any] | None = None) -> Path:
+    """A hosts.yaml whose ps and ``workers`` run in one Slurm allocation (entry ``hpc``)."""
+    document: dict[str, Any] = {
+        "hosts": {"hpc": {"kind": "slurm", "partition": PARTITION, "nodes": 1, "time": "00:10:00",
+                          **(entry or {})}},
+        "cluster": {"ps": ["hpc:auto"], "worker": ["hpc:auto"] * workers},
+        "training": {"model": "mlp", "dataset": "digits", "steps": 30, **(training or {})},
+        "run_dir": str(path.parent / "runs"),
+        **(extra or {}),
+    }
+    if restart is not None:
+        document["restart"] = restart
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+async def run_controller(args: Sequence[str], cwd: Path, *, fake: bool = False, timeout: float = 120.0,
+                         **env: str) -> tuple[int, str]:
+    """Run ``tfdist-tui ARGS`` to its end: (exit status, stdout + stderr)."""
+    _, environ = tagged_env(**env)
+    process = await start_controller(args, environ, cwd, fake=fake)
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    assert process.returncode is not None
+    return process.returncode, out.decode(errors="replace") + err.decode(errors="replace")
+
+
+def our_jobs(slurm: SlurmCluster, prefix: str = "tfdist-hpc") -> list[str]:
+    """The test Slurm's jobs that a controller asked for."""
+    return [line for line in slurm.jobs() if line.split()[2].startswith(prefix)]
+
+
+def wait_no_jobs(slurm: SlurmCluster, timeout: float) -> float:
+    """Seconds until no controller job is left in squeue (raises AssertionError past
+    ``timeout``). squeue is the only witness of a job's end, so this asks it repeatedly."""
+    start = time.monotonic()
+    while our_jobs(slurm):
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"jobs still in squeue after {timeout} s: {our_jobs(slurm)}")
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def fake_env(directory: Path, **extra: str) -> dict[str, str]:
+    """The fake trainer's settings (tests/core/fake_trainer.py): its marker folder and more."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return {"FAKE_DIR": str(directory), **extra, "SLURM_CONF": os.environ["SLURM_CONF"]}
