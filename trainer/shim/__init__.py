@@ -43,5 +43,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: How the controller starts the shim: ``python -c BOOTSTRAP script.py args...`` (or ``...
+#: -m module args...``). Not ``python -m trainer.shim``: that puts the working folder first
+#: on ``sys.path``, where a user's own package called ``trainer`` would shadow ours. The
+#: working folder leaves the path, our ``trainer`` is found on ``PYTHONPATH``, and the shim
+#: then hides itself (:mod:`trainer.shim.private`) before the program runs.
+BOOTSTRAP = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+             "from trainer.shim.__main__ import main; main()")
 #: The folder holding ``tfdist_report.py``; the controller puts it on ``PYTHONPATH``.
 REPORT_DIR = Path(__file__).resolve().parent / "userlib"

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from trainer import lifecycle, protocol
+from trainer import placement as placement_mod
 from trainer.shim.state import STATE, seconds_since_start, soft
 
 #: Seconds between two reads of the global step.
@@ -44,8 +45,6 @@ def on_graph(graph: Any) -> None:
 
 def placement(graph: Any) -> protocol.Placement | None:
     """The placement of ``graph``'s global variables, or None when it has none."""
-    from trainer import placement as placement_mod
-
     tf = _tf1()
     with graph.as_default():
         variables = tf.global_variables()

@@ -49,6 +49,20 @@ def script_index(argv: tuple[str, ...]) -> int | None:
     return None
 
 
+def module_index(argv: tuple[str, ...]) -> int | None:
+    """Where the module is in a ``python [options] -m package.module args`` command (the
+    argument after ``-m``; ``-mname`` is not split), or None for any other form."""
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-m":
+            return i + 1 if i + 1 < len(argv) else None
+        if arg in ("-c", "-") or arg.startswith(("-m", "-c")) or not arg.startswith("-"):
+            return None
+        i += 2 if arg in _PYTHON_VALUE_OPTIONS else 1
+    return None
+
+
 def load(loader: _Loader, item: Item, training: Item | None) -> tuple[TrainingSettings, ProgramSpec]:
     """The training settings the controller drives and the program, from ``program:`` and
     ``training:``."""

@@ -13,6 +13,7 @@ import posixpath
 import re
 
 from trainer import protocol
+from trainer.shim import BOOTSTRAP
 from trainer.settings import Mode, TrainingSettings
 from tui.config import Job, TaskSpec
 from tui.launch.kinds import CHECKPOINTS, SUMMARIES
@@ -27,11 +28,12 @@ from tui.program.base import (
     TaskProgram,
 )
 from tui.program.metrics import LogMetrics
-from tui.program.section import is_python, script_index
+from tui.program.section import is_python, module_index, script_index
 from tui.program.spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramSpec
 
-#: ``python -m trainer.shim script.py args``: the shim runs the script as ``__main__``.
-SHIM_MODULE = "trainer.shim"
+#: ``python -c BOOTSTRAP script.py args`` (or ``... -m module args``): the shim runs the
+#: program as ``__main__``; see :data:`trainer.shim.BOOTSTRAP` for why not ``-m trainer.shim``.
+SHIM_ARGV: tuple[str, ...] = ("-c", BOOTSTRAP)
 #: Set for a task under the shim.
 SHIM_ENV = "TFDIST_SHIM"
 #: Where ``tfdist_report`` lives, relative to the trainer's root (the shim's ``REPORT_DIR``);
@@ -60,10 +62,8 @@ class UserProgram(TaskProgram):
 
     @property
     def uses_shim(self) -> bool:
-        """The command runs a Python script, and the shim is not turned off."""
-        argv = self.spec.command
-        index = script_index(argv) if is_python(argv[0]) else None
-        return self.spec.shim and index is not None and argv[index].endswith(".py")
+        """The command runs a Python script or ``-m module``, and the shim is not turned off."""
+        return self.spec.shim and _shim_at(self.spec.command) is not None
 
     def command(self, ctx: TaskContext) -> TaskCommand:
         folder = self._folder(ctx)
@@ -72,11 +72,10 @@ class UserProgram(TaskProgram):
         env: dict[str, str] = {}
         python_path: tuple[str, ...] = ()
         if is_python(argv[0]):
+            index = _shim_at(tuple(argv)) if self.spec.shim else None
             argv[0] = ctx.python
-            if self.uses_shim:
-                index = script_index(tuple(argv))
-                assert index is not None  # uses_shim found it
-                argv[index:index] = ["-m", SHIM_MODULE]
+            if index is not None:
+                argv[index:index] = SHIM_ARGV
                 env[SHIM_ENV] = "1"
                 python_path = (REPORT_PATH,)
         cwd = str(self.spec.base_dir) if ctx.kind.local_files else ctx.kind.cwd(ctx.host, folder)
@@ -119,6 +118,18 @@ class UserProgram(TaskProgram):
         return f"the program's command uses {used}, so changing {setting.value} changes nothing"
 
 
+def _shim_at(argv: tuple[str, ...]) -> int | None:
+    """Where the shim goes in a Python command: before the ``.py`` script, or in place of
+    the ``-m`` (the shim takes ``-m module`` itself); None when there is neither."""
+    if not argv or not is_python(argv[0]):
+        return None
+    index = script_index(argv)
+    if index is not None:
+        return index if argv[index].endswith(".py") else None
+    module = module_index(argv)
+    return module - 1 if module is not None else None
+
+
 class ProgramReader(OutputReader):
     """Protocol events (the shim's, ``tfdist_report``'s) as they are; TensorFlow's "Started
     server" line as ``ready``; anything else through :class:`LogMetrics`."""
@@ -127,6 +138,7 @@ class ProgramReader(OutputReader):
         self._spec = spec
         self._metrics = metrics
         self._share = examples_per_step
+        self._ready = False  # the shim's event and TensorFlow's line both say it: once is enough
 
     def read(self, line: str, now: float) -> list[protocol.Event]:
         event = protocol.parse_event(line)
@@ -134,9 +146,16 @@ class ProgramReader(OutputReader):
                 and self._share:
             # The shim measures the global step's pace; the batch size makes it examples.
             event = dataclasses.replace(event, examples_per_sec=self._share / event.step_time)
+        if isinstance(event, protocol.Ready):
+            if self._ready:
+                return []
+            self._ready = True
         if event is not None:
             return [event]
         if protocol.SERVER_STARTED in line:
+            if self._ready:
+                return []
+            self._ready = True
             match = _STARTED.search(line)
             return [protocol.Ready(role=self._spec.job.value, index=self._spec.index, t=now, pid=0,
                                    address=match["address"] if match else "")]
