@@ -258,6 +258,8 @@ class RunStarted:
     tasks: tuple[TaskInfo, ...]
     settings: TrainingSettings
     t: float = field(default_factory=time.time)
+    #: What the run does, one line (:meth:`~tui.program.base.TaskProgram.describe`).
+    description: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

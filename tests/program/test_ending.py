@@ -31,8 +31,12 @@ def test_with_a_chief_job_the_chief_alone_trains_and_everything_else_is_stopped(
     assert rule is RunEnd.CHIEF
     assert [job for job in Job if rule.trains(job)] == [Job.CHIEF]
     for job in (Job.PS, Job.WORKER, Job.EVALUATOR):
-        for ending in PsEnding:
+        for ending in (PsEnding.EXITS, PsEnding.STOP):
             assert rule.ending_of(job, ending) is PsEnding.STOP
+    # Under the shim a TF2 server's join() returns on `end`: the ps and workers exit 0 themselves.
+    assert rule.ending_of(Job.PS, PsEnding.END_LINE) is PsEnding.END_LINE
+    assert rule.ending_of(Job.WORKER, PsEnding.END_LINE) is PsEnding.END_LINE
+    assert rule.ending_of(Job.EVALUATOR, PsEnding.END_LINE) is PsEnding.STOP
     assert rule.ended_reason("chief0") == "ended by the controller: chief0 finished (counted as succeeded)"
     ended = [("ps0", Job.PS), ("evaluator0", Job.EVALUATOR), ("worker1", Job.WORKER), ("worker0", Job.WORKER)]
     assert rule.ended_notice("chief0", ended) == \

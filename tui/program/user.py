@@ -13,8 +13,8 @@ import posixpath
 import re
 
 from trainer import protocol
-from trainer.shim import BOOTSTRAP
 from trainer.settings import Mode, TrainingSettings
+from trainer.shim import BOOTSTRAP
 from tui.config import Job, TaskSpec
 from tui.launch.kinds import CHECKPOINTS, SUMMARIES
 from tui.launch.package import upload_package
@@ -50,6 +50,7 @@ class UserProgram(TaskProgram):
     holds = False
     readiness = Readiness.SERVER
     reads_stderr = True
+    ends_left_behind = True
 
     def __init__(self, spec: ProgramSpec, workers: int = 1) -> None:
         self.spec = spec
@@ -89,6 +90,19 @@ class UserProgram(TaskProgram):
 
     def target(self, settings: TrainingSettings) -> int:
         return settings.steps if "steps" in self.spec.placeholders else 0
+
+    def progress_target(self, settings: TrainingSettings) -> int:
+        return self.target(settings)
+
+    def describe(self, settings: TrainingSettings) -> str:
+        """The command, and only the settings it is given (the built-in trainer's model,
+        dataset and placement are not this program's)."""
+        known = [f"{settings.steps} steps"] if self.target(settings) else []
+        if self.honours(Setting.MODE):
+            known.append(settings.mode.value)
+        if self.honours(Setting.PARTITIONS):
+            known.append(f"{settings.partitions} partition(s)")
+        return f"running {self.name}" + (f" ({', '.join(known)})" if known else "")
 
     def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
         share = self.examples_per_step(settings or TrainingSettings())

@@ -172,6 +172,9 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int) -> None:
     task.loaded.set()
     # (Any task that reported steps: with a chief job, a worker may have too.)
     run.hangs.exited(task.name)
+    if task is run.chief and code == 0 and state is TaskState.SUCCEEDED and run.program.ends_left_behind:
+        run.hangs.chief_done(task.name, run.clock.monotonic())
+        run.hang_check.set()
     if run.progress.worker_exited(task.name):
         run.publish_progress()
     if verdict is not None and verdict.then_restart:

@@ -190,7 +190,7 @@ class RunRecord:
         self.launcher = launcher
         self.clock = clock
         self._sinks = sinks
-        self.progress = ProgressTracker(settings.steps)
+        self.progress = ProgressTracker(self.program.progress_target(settings))
         self.started_mono = clock.monotonic()
         self.started_wall = started_wall
         self.phase = RunPhase.STARTING
