@@ -44,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # From here on nothing of ours may shadow the user's modules (a package called trainer).
     private.hide()
     _set_path(os.path.dirname(os.path.abspath(script)) if module is None else os.getcwd())
+    STATE.program = module or os.path.basename(script)
     if module is not None:
         _check_module(module)
         sys.argv = [module, *rest]

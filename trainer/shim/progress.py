@@ -59,8 +59,7 @@ def placement(graph: Any) -> protocol.Placement | None:
                 indices.append(ps)
                 unattributed.append(f"{op.name} ({op.type}) on ps{ps}: size not known")
         num_ps = max([STATE.num_ps, *[i + 1 for i in indices if i is not None]])
-        script = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else "program"
-        report = placement_mod.report(tf, model=script, strategy="program", partitions=1,
+        report = placement_mod.report(tf, model=STATE.program, strategy="program", partitions=1,
                                       num_ps=num_ps, role=STATE.role, index=STATE.index)
     partitions = max((v.num_shards for v in report.variables), default=1)
     return dataclasses.replace(report, partitions=partitions, unattributed=tuple(unattributed))

@@ -142,8 +142,7 @@ def placement(variables: list[Any]) -> protocol.Placement:
     ps_bytes = [0] * num_ps
     for shard in shards:
         ps_bytes[shard.ps] += shard.bytes
-    script = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else "program"
-    return protocol.Placement(role=STATE.role, index=STATE.index, model=script, strategy=STRATEGY,
+    return protocol.Placement(role=STATE.role, index=STATE.index, model=STATE.program, strategy=STRATEGY,
                               partitions=max((s.num_shards for s in shards), default=1),
                               num_ps=num_ps, variables=tuple(shards), ps_bytes=tuple(ps_bytes),
                               unattributed=tuple(unattributed))

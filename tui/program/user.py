@@ -107,7 +107,7 @@ class UserProgram(TaskProgram):
     def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
         share = self.examples_per_step(settings or TrainingSettings())
         return ProgramReader(spec, LogMetrics(spec.job.value, spec.index, patterns=self.spec.metrics,
-                                              examples_per_step=share), share)
+                                              examples_per_step=share), share, shimmed=self.uses_shim)
 
     def examples_per_step(self, settings: TrainingSettings) -> float | None:
         """Examples one task contributes per global step, to turn the global step's rate
@@ -148,11 +148,14 @@ class ProgramReader(OutputReader):
     """Protocol events (the shim's, ``tfdist_report``'s) as they are; TensorFlow's "Started
     server" line as ``ready``; anything else through :class:`LogMetrics`."""
 
-    def __init__(self, spec: TaskSpec, metrics: LogMetrics, examples_per_step: float | None = None) -> None:
+    def __init__(self, spec: TaskSpec, metrics: LogMetrics, examples_per_step: float | None = None,
+                 *, shimmed: bool = False) -> None:
         self._spec = spec
         self._metrics = metrics
         self._share = examples_per_step
-        self._ready = False  # the shim's event and TensorFlow's line both say it: once is enough
+        # Under the shim its ready event (with the pid and TensorFlow's version) says it:
+        # TensorFlow's own line is then only text, or the task would be ready twice.
+        self._ready = shimmed
 
     def read(self, line: str, now: float) -> list[protocol.Event]:
         event = protocol.parse_event(line)
@@ -160,10 +163,6 @@ class ProgramReader(OutputReader):
                 and self._share:
             # The shim measures the global step's pace; the batch size makes it examples.
             event = dataclasses.replace(event, examples_per_sec=self._share / event.step_time)
-        if isinstance(event, protocol.Ready):
-            if self._ready:
-                return []
-            self._ready = True
         if event is not None:
             return [event]
         if protocol.SERVER_STARTED in line:
