@@ -16,7 +16,7 @@ from trainer import protocol
 from tui.clock import Wake, first_completed
 from tui.describe import describe_event, describe_exit
 from tui.events import Level, Stream, TaskHint, TaskOutput, TaskState, TrainerEvent
-from tui.hints import hint_for, hint_for_exit
+from tui.hints import CREATE_SESSION, hint_for, hint_for_exit
 from tui.launch.base import LaunchError, RunningTask
 from tui.launch.lines import OutputLine
 from tui.program.base import Readiness
@@ -102,6 +102,10 @@ async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
         run.notify(Level.WARNING, f"stopped reading output: {exc}", task.name)
 
 
+#: A task in one of these states has no server up (yet).
+_NOT_UP = frozenset({TaskState.PENDING, TaskState.STARTING, TaskState.BACKOFF})
+
+
 def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
     """One line of the task's output: publish it, keep it for the tail, and act on the
     protocol event it carries."""
@@ -123,7 +127,11 @@ def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
         text = text[:TAIL_LINE_CHARS] + f"... ({len(text) - TAIL_LINE_CHARS} more characters)"
     task.tail.append(text)
     if not task.hint:
-        offer_hint(run, task, hint_for(line.text))
+        hint = hint_for(line.text)
+        # Waiting for a session while a peer is still starting is what a session does on a
+        # busy machine, not a failure: the hint waits until every task is up.
+        if hint != CREATE_SESSION or not any(t.state in _NOT_UP for t in run.tasks.values()):
+            offer_hint(run, task, hint)
     for each in events:
         on_event(run, task, each, now)
 
@@ -147,6 +155,7 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
     elif isinstance(event, protocol.Ready):
         became_ready(run, task)
     elif isinstance(event, protocol.Step) and task in run.workers():
+        task.stepped = True
         run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
         run.hang_check.set()
 

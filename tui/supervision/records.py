@@ -141,6 +141,7 @@ class TaskRecord:
         self.hint = ""  # the first known-failure hint of this launch (tui.hints)
         self.reader = self._new_reader()  # what this launch's output means (tui.program)
         self.stall_reported = False  # the stall watchdog reports a launch once
+        self.stepped = False  # it reported a step this launch (before that it may set up quietly)
 
     def judge(self, verdict: Verdict) -> None:
         """Record the controller's verdict on this launch: a failure overrides a stop, and
