@@ -116,6 +116,8 @@ class TaskOutput:
     partial: bool = False
     continued: bool = False
     t: float = field(default_factory=time.time)
+    #: Log noise (:mod:`tui.program.noise`): kept in the task's log, left out of the live view.
+    noise: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -74,7 +74,7 @@ class Printer:
         if isinstance(event, RunStarted):
             self._run_started(event)
         elif isinstance(event, TaskOutput):
-            if not event.is_event:
+            if not event.is_event and not event.noise:
                 self._line(event.task, _display(event.text, event.task))
         elif isinstance(event, TaskStateChanged):
             self._state(event)

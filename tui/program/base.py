@@ -97,6 +97,11 @@ class OutputReader(ABC):
     def read(self, line: str, now: float) -> list[protocol.Event]:
         """The events ``line`` means (none for plain log text). ``now`` is the time it was read."""
 
+    def is_noise(self, line: str) -> bool:
+        """Whether ``line`` (the next whole line of output, any stream) is left out of the
+        live view; the task's log keeps it."""
+        return False
+
 
 class EventReader(OutputReader):
     """Only protocol event lines mean anything (the built-in trainer)."""

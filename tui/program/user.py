@@ -28,6 +28,7 @@ from tui.program.base import (
     TaskProgram,
 )
 from tui.program.metrics import LogMetrics
+from tui.program.noise import NoiseFolder
 from tui.program.section import is_python, module_index, script_index
 from tui.program.spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramSpec
 
@@ -156,6 +157,10 @@ class ProgramReader(OutputReader):
         # Under the shim its ready event (with the pid and TensorFlow's version) says it:
         # TensorFlow's own line is then only text, or the task would be ready twice.
         self._ready = shimmed
+        self._noise = NoiseFolder()
+
+    def is_noise(self, line: str) -> bool:
+        return self._noise.is_noise(line)
 
     def read(self, line: str, now: float) -> list[protocol.Event]:
         event = protocol.parse_event(line)

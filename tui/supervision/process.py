@@ -119,9 +119,10 @@ def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
         events = task.reader.read(line.text, now)
     # Only a protocol line is shown as an event; metrics read from log text stay text.
     event = events[0] if len(events) == 1 and protocol.parse_event(line.text) is not None else None
+    noise = not line.partial and not line.continued and task.reader.is_noise(line.text)
     run.publish(TaskOutput(task=task.name, stream=line.stream, text=line.text,
                            is_event=event is not None, partial=line.partial,
-                           continued=line.continued, t=now))
+                           continued=line.continued, t=now, noise=noise))
     text = describe_event(event) if event is not None else line.text
     if len(text) > TAIL_LINE_CHARS:
         text = text[:TAIL_LINE_CHARS] + f"... ({len(text) - TAIL_LINE_CHARS} more characters)"
