@@ -154,6 +154,7 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
     if isinstance(event, protocol.Loaded):
         task.loaded.set()
     elif isinstance(event, protocol.Ready):
+        task.tf_server = task.tf_server or bool(event.tf_version)
         became_ready(run, task)
     elif isinstance(event, protocol.Step) and task in run.workers():
         task.stepped = True
