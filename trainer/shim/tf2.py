@@ -105,7 +105,7 @@ def _on_scheduled() -> None:
         more = len(_Tracker.variables) != _Tracker.placed
         variables = list(_Tracker.variables)
         _Tracker.placed = len(variables)
-    if more and variables:
+    if more and variables and not _placement_reported():
         soft("the TF2 placement hook", lambda: lifecycle.emit(placement(variables)))
         STATE.placement_sent = True
     if first:
@@ -181,6 +181,12 @@ def read_final() -> None:
     """The last count, in a ``step`` event, before ``done`` (the program has joined)."""
     if _Tracker.scheduled:
         emit_step()
+
+
+def _placement_reported() -> bool:
+    """The program reported its placement itself through ``tfdist_report``: its own stands."""
+    report = sys.modules.get("tfdist_report")
+    return bool(getattr(report, "placement_reported", False)) if report is not None else False
 
 
 def _reported_recently() -> bool:
