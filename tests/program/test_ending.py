@@ -128,3 +128,18 @@ async def test_port_probe() -> None:
         port = listener.getsockname()[1]
         assert await port_open("127.0.0.1", port)
     assert not await port_open("127.0.0.1", port)
+
+
+def test_once_the_chief_finished_a_worker_left_behind_is_judged_whatever_the_target() -> None:
+    """A program that never said its target: nobody is judged until the chief exited 0; then
+    a non-chief that never stepped (waiting for a session the chief no longer serves) is."""
+    watch = HangWatch(target=0)
+    watch.started("worker0", 0.0)
+    watch.started("worker1", 0.0)
+    watch.step("worker0", 500, 0, 20.0)
+    assert watch.hung(100.0) == [] and watch.next_check(100.0) is None
+    watch.chief_done("worker0", 30.0)
+    assert watch.next_check(30.0) == watch.after
+    assert watch.hung(30.0 + watch.after) == ["worker1"]
+    assert watch.why == "worker0 finished"
+    assert HangWatch(target=40).why == "the target step 40 was reached"
