@@ -154,7 +154,9 @@ class Printer:
         ps = [t.address for t in event.tasks if t.job is Job.PS]
         workers = [t.address for t in event.tasks if t.job is Job.WORKER]
         s = event.settings
-        self._line(CONTROLLER, f"run {event.run_id}: ps {', '.join(ps)}; workers {', '.join(workers)}")
+        chief = [t.address for t in event.tasks if t.job is Job.CHIEF]
+        self._line(CONTROLLER, f"run {event.run_id}: ps {', '.join(ps)}; workers {', '.join(workers)}"
+                               + (f"; chief {', '.join(chief)}" if chief else ""))
         self._line(CONTROLLER, event.description or
                    f"training {s.model.value} on {s.dataset.value}, {s.mode.value}, "
                    f"{s.steps} steps, {s.partitions} partition(s), {s.placement.value}")
