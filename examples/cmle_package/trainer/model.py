@@ -8,19 +8,11 @@ FEATURES, CLASSES = 32, 4
 
 
 def input_batch(batch_size, seed):
-    """An endless stream of separable synthetic examples, as tensors."""
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(size=(CLASSES, FEATURES)).astype("float32")
-
-    def generate():
-        while True:
-            labels = rng.integers(0, CLASSES, batch_size)
-            yield centers[labels] + rng.normal(size=(batch_size, FEATURES)).astype("float32"), labels
-
-    data = tf.data.Dataset.from_generator(
-        generate, output_signature=(tf.TensorSpec([batch_size, FEATURES], tf.float32),
-                                    tf.TensorSpec([batch_size], tf.int64)))
-    return tf1.data.make_one_shot_iterator(data).get_next()
+    """A batch of separable synthetic examples, drawn in the graph at every step."""
+    centers = np.random.default_rng(0).normal(size=(CLASSES, FEATURES)).astype("float32")
+    labels = tf1.random.uniform([batch_size], 0, CLASSES, dtype=tf.int64, seed=seed)
+    noise = tf1.random.normal([batch_size, FEATURES], seed=seed + 1)
+    return tf.gather(tf.constant(centers), labels) + noise, labels
 
 
 def build(features, labels, learning_rate):
