@@ -156,9 +156,10 @@ def test_core_imports_neither_textual_nor_tensorflow() -> None:
     assert not {m for m in modules if m.startswith("tui.app.") and m != "tui.app.controls"}
     # asyncssh takes half a second to import: only a cluster with remote hosts pays for it.
     assert not {m for m in modules if m.split(".")[0] == "asyncssh"}
-    # Standard-library-only trainer modules: the contract (flags, events, share variables).
+    # Standard-library-only trainer modules: the contract (flags, events, share variables, the
+    # shim's bootstrap line).
     assert {m for m in modules if m.startswith("trainer.")} <= {"trainer.protocol", "trainer.settings",
-                                                                 "trainer.threads"}
+                                                                 "trainer.threads", "trainer.shim"}
 
 
 def test_lower_layers_load_little() -> None:

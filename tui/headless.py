@@ -72,7 +72,7 @@ class Printer:
         if isinstance(event, RunStarted):
             self._run_started(event)
         elif isinstance(event, TaskOutput):
-            if not event.is_event:
+            if not event.is_event and not event.noise:
                 self._line(event.task, _display(event.text, event.task))
         elif isinstance(event, TaskStateChanged):
             self._state(event)
@@ -98,9 +98,7 @@ class Printer:
         self._last_progress = (snap.global_step, snap.examples_per_sec)
         percent = f" ({snap.fraction:.0%})" if snap.fraction is not None else ""
         target = f"/{snap.target}" if snap.target else ""
-        workers = ", ".join(f"{w.task} {w.examples_per_sec:.1f}" for w in snap.workers)
-        self._line(CONTROLLER, f"step {snap.global_step}{target}{percent}  "
-                               f"{snap.examples_per_sec:.1f} ex/s [{workers}]  "
+        self._line(CONTROLLER, f"step {snap.global_step}{target}{percent}  {_rate(snap)}"
                                f"loss {format_number(snap.loss)}")
         self._out.flush()
 
@@ -157,9 +155,12 @@ class Printer:
         ps = [t.address for t in event.tasks if t.job is Job.PS]
         workers = [t.address for t in event.tasks if t.job is Job.WORKER]
         s = event.settings
-        self._line(CONTROLLER, f"run {event.run_id}: ps {', '.join(ps)}; workers {', '.join(workers)}")
-        self._line(CONTROLLER, f"training {s.model.value} on {s.dataset.value}, {s.mode.value}, "
-                               f"{s.steps} steps, {s.partitions} partition(s), {s.placement.value}")
+        chief = [t.address for t in event.tasks if t.job is Job.CHIEF]
+        self._line(CONTROLLER, f"run {event.run_id}: ps {', '.join(ps)}; workers {', '.join(workers)}"
+                               + (f"; chief {', '.join(chief)}" if chief else ""))
+        self._line(CONTROLLER, event.description or
+                   f"training {s.model.value} on {s.dataset.value}, {s.mode.value}, "
+                   f"{s.steps} steps, {s.partitions} partition(s), {s.placement.value}")
         self._line(CONTROLLER, f"run dir {event.run_dir}")
         if shares := [f"{t.name} {t.share}" for t in event.tasks if t.share]:
             self._line(CONTROLLER, f"shares: {'; '.join(shares)}")
@@ -224,6 +225,17 @@ class JsonPrinter:
 
     def progress_line(self) -> None:
         return None
+
+
+def _rate(snap: ProgressSnapshot) -> str:
+    """Examples/s per worker when known, else the global step's rate (a program that never
+    said its batch size), else nothing: never a 0.0 that reads as a stall."""
+    if snap.examples_per_sec > 0:
+        workers = ", ".join(f"{w.task} {w.examples_per_sec:.1f}" for w in snap.workers)
+        return f"{snap.examples_per_sec:.1f} ex/s [{workers}]  "
+    if snap.steps_per_sec:
+        return f"{snap.steps_per_sec:.1f} steps/s  "
+    return ""
 
 
 def _display(text: str, task: str) -> str:

@@ -23,6 +23,7 @@ from tui.interop.export import export_plans, export_ports, shell_script, tf_conf
 from tui.interop.tfjob import TFJobOptions, kubernetes_plans, tfjob_manifest
 from tui.interop.tfjob_schema import REPLICA_TYPES
 from tui.plan.tasks import CONTROLLER_ONLY_ENV, TaskPlan, plan_run
+from tui.program.user import SHIM_ARGV
 
 # TFJob v1 (kubeflow.org/v1): the replica types and restart policies the operator accepts.
 TFJOB_REPLICA_TYPES = {"PS", "Worker", "Chief", "Master", "Evaluator"}
@@ -324,7 +325,7 @@ def test_a_programs_exports_run_it_as_written(program_config: ClusterConfig) -> 
     for line, plan in zip(lines, controller, strict=True):
         assert line["tf_config"] == json.loads(plan.tf_config)
         # The controller runs the script under the shim; by hand it runs as written.
-        assert [a for a in plan.argv if a not in ("-m", "trainer.shim")] == line["argv"]
+        assert [a for a in plan.argv if a not in SHIM_ARGV] == line["argv"]
         assert line["cwd"] == str(program_config.path.parent)
     # By hand, in the controller's start order: the ps tasks, the chief, the others.
     terminals = re.findall(r"^# terminal \d+: (\w+) on", shell_script(program_config), re.M)

@@ -81,7 +81,7 @@ async def test_a_blocked_chief_is_ended_and_a_computing_one_is_left_to_finish(tm
     assert int(export.read_text()) > 0
     notices = [e.text for e in working.events if isinstance(e, Notice) and e.task == "worker0"]
     assert sum("still working" in text for text in notices) == 1, notices
-    assert "worker0 | info: past the target step 40 and still working" in working.out
+    assert "worker0 | info: the target step 40 was reached; still working" in working.out
 
     assert not processes_of_runs(tmp_path / "hang" / "runs")
     assert not processes_of_runs(tmp_path / "work" / "runs")

@@ -31,8 +31,12 @@ def test_with_a_chief_job_the_chief_alone_trains_and_everything_else_is_stopped(
     assert rule is RunEnd.CHIEF
     assert [job for job in Job if rule.trains(job)] == [Job.CHIEF]
     for job in (Job.PS, Job.WORKER, Job.EVALUATOR):
-        for ending in PsEnding:
+        for ending in (PsEnding.EXITS, PsEnding.STOP):
             assert rule.ending_of(job, ending) is PsEnding.STOP
+    # Under the shim a TF2 server's join() returns on `end`: the ps and workers exit 0 themselves.
+    assert rule.ending_of(Job.PS, PsEnding.END_LINE) is PsEnding.END_LINE
+    assert rule.ending_of(Job.WORKER, PsEnding.END_LINE) is PsEnding.END_LINE
+    assert rule.ending_of(Job.EVALUATOR, PsEnding.END_LINE) is PsEnding.STOP
     assert rule.ended_reason("chief0") == "ended by the controller: chief0 finished (counted as succeeded)"
     ended = [("ps0", Job.PS), ("evaluator0", Job.EVALUATOR), ("worker1", Job.WORKER), ("worker0", Job.WORKER)]
     assert rule.ended_notice("chief0", ended) == \
@@ -124,3 +128,18 @@ async def test_port_probe() -> None:
         port = listener.getsockname()[1]
         assert await port_open("127.0.0.1", port)
     assert not await port_open("127.0.0.1", port)
+
+
+def test_once_the_chief_finished_a_worker_left_behind_is_judged_whatever_the_target() -> None:
+    """A program that never said its target: nobody is judged until the chief exited 0; then
+    a non-chief that never stepped (waiting for a session the chief no longer serves) is."""
+    watch = HangWatch(target=0)
+    watch.started("worker0", 0.0)
+    watch.started("worker1", 0.0)
+    watch.step("worker0", 500, 0, 20.0)
+    assert watch.hung(100.0) == [] and watch.next_check(100.0) is None
+    watch.chief_done("worker0", 30.0)
+    assert watch.next_check(30.0) == watch.after
+    assert watch.hung(30.0 + watch.after) == ["worker1"]
+    assert watch.why == "worker0 finished"
+    assert HangWatch(target=40).why == "the target step 40 was reached"

@@ -8,10 +8,14 @@ import sys
 from pathlib import Path
 from textwrap import dedent
 
+import pytest
+
 from trainer import protocol
 from trainer.settings import Mode
+from trainer.shim import BOOTSTRAP
 from tui.config.cluster import ClusterConfig, HostKind, HostSpec, Job, TaskSpec
 from tui.config.load import load_config
+from tui.config.yamlload import ConfigError
 from tui.launch.base import ConnectReport
 from tui.launch.owner import RUN_ID_ENV
 from tui.launch.package import FolderPackage, trainer_root, upload_package
@@ -41,7 +45,7 @@ def test_flags_style_command_per_task(tmp_path: Path) -> None:
         training: {mode: sync, steps: 40, lr: 0.5}
         """)
     ps0, worker0, worker1 = plan_run(config, config.training, PORTS, "r1", run_dir=tmp_path / "runs" / "r1")
-    assert worker1.argv == (sys.executable, "-m", "trainer.shim", "train.py",
+    assert worker1.argv == (sys.executable, "-c", BOOTSTRAP, "train.py",
                             "--ps_hosts=localhost:2000", "--worker_hosts=localhost:2001,localhost:2002",
                             "--job_name=worker", "--task_index=1", "--sync=true", "--steps=40", "--lr=0.5",
                             f"--ckpt={tmp_path / 'runs' / 'r1' / 'checkpoints'}", "--at=localhost:2002")
@@ -101,7 +105,7 @@ def test_remote_hosts_run_in_the_uploaded_folder_with_their_python(tmp_path: Pat
     package = upload_package(tmp_path, exclude=(config.run_dir,))
     assert {f.path for f in package.files} == {"hosts.yaml", "train.py"}
     assert worker0.cwd == f"/srv/tf/{package.dirname}"
-    assert worker0.argv == ("/opt/tf/bin/python", "-m", "trainer.shim", "train.py", "--run=../runs/r3",
+    assert worker0.argv == ("/opt/tf/bin/python", "-c", BOOTSTRAP, "train.py", "--run=../runs/r3",
                             "--sum=../runs/r3/tensorboard", "--p=3")
     assert "PYTHONPATH" not in worker0.env  # the SSH launcher puts its deployed trainer there
     assert ps0.argv[-3] == f"--run={tmp_path / 'runs' / 'r3'}"
@@ -178,3 +182,31 @@ async def test_the_router_dispatches_by_kind() -> None:
     assert report.warnings == ("w",)
     assert router.launcher(HostKind.LOCAL) is local and router.launcher(HostKind.SSH) is remote
     await router.close()
+
+
+def test_module_form_runs_under_the_shim_and_a_missing_module_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "__init__.py").write_text("")
+    (tmp_path / "trainer" / "task.py").write_text("")
+    config = load(tmp_path, """\
+        program: {command: "python -u -m trainer.task --job={job}"}
+        cluster: {ps: [localhost:auto], worker: [localhost:auto]}
+        """)
+    _, worker0 = plan_run(config, config.training, PORTS, "r4")
+    assert worker0.argv == (sys.executable, "-u", "-c", BOOTSTRAP, "-m", "trainer.task", "--job=worker")
+    assert program_for(config).ps_ending is PsEnding.END_LINE
+    (tmp_path / "hosts.yaml").write_text("program: {command: python -m trainer.tsk}\n"
+                                         "cluster: {ps: [localhost:auto], worker: [localhost:auto]}\n")
+    with pytest.raises(ConfigError, match=r"hosts.yaml:1:30: program.command: module 'trainer.tsk' "
+                                          r"does not exist in .*; did you mean 'trainer.task'\?"):
+        load_config(tmp_path / "hosts.yaml")
+
+
+def test_a_training_key_nobody_uses_is_a_typo(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "hosts.yaml").write_text("program: {command: 'python train.py --steps={steps}'}\n"
+                                         "cluster: {ps: [localhost:auto], worker: [localhost:auto]}\n"
+                                         "training: {setps: 500, learning_rate: 0.1}\n")
+    with pytest.raises(ConfigError, match=r"hosts.yaml:3:12: training: 'setps' is neither a setting nor "
+                                          r"used in program.command as \{setps\}; did you mean 'steps'\?"):
+        load_config(tmp_path / "hosts.yaml")

@@ -13,6 +13,7 @@ import pytest
 
 from tests.program.helpers import load, processes_of_runs, program_folder, run_program
 from trainer import protocol
+from trainer.shim import BOOTSTRAP
 from tui import cli
 from tui.common.exit_codes import ExitCode
 from tui.core.events import ControllerEvent, RunFinished, TrainerEvent
@@ -47,7 +48,7 @@ async def test_a_plain_script_runs_under_the_shim_and_is_measured_from_its_log(t
                                                                      TaskState.SUCCEEDED)
     (run_dir,) = runs.iterdir()
     command = json.loads((run_dir / "tasks" / "worker1.json").read_text())["argv"]
-    assert command[1:4] == ["-m", "trainer.shim", "plain.py"]
+    assert command[1:4] == ["-c", BOOTSTRAP, "plain.py"]
     assert "worker1 | Step: 6 (worker1), Cost: 0.167" in run.out
     assert not processes_of_runs(runs)
 

@@ -124,12 +124,18 @@ def run_shim(tmp_path: Path, source: str, *, prelude: str = "", env: dict[str, s
     script.write_text(source)
     code = f"{prelude}\nfrom trainer.shim.__main__ import main\nmain([{str(script)!r}, 'a', '--b'])"
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "TFDIST_SHIM": "1", **(env or {})}
-    # Our end of its stdin stays open until it has exited: EOF would mean "controller gone".
+    return run_held([sys.executable, "-c", code], cwd=tmp_path, env=full_env, timeout=timeout)
+
+
+def run_held(argv: list[str], *, cwd: Path, env: dict[str, str],
+             timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` with its stdin a pipe held open until it has exited, as the controller
+    does: EOF would mean "controller gone"."""
     read_end, write_end = os.pipe()
     try:
-        with subprocess.Popen([sys.executable, "-c", code], stdin=read_end,
+        with subprocess.Popen(argv, stdin=read_end,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=tmp_path, env=full_env) as proc:
+                              cwd=cwd, env=env) as proc:
             os.close(read_end)
             try:
                 out, err = proc.communicate(timeout=timeout)
@@ -209,3 +215,52 @@ def test_a_failing_hook_warns_once_and_the_program_completes(tmp_path: Path) -> 
     (evaluation,) = [e for e in seen if isinstance(e, protocol.Eval)]
     assert (evaluation.accuracy, evaluation.examples) == (0.75, 100)
     assert seen[-1].global_step == 5  # type: ignore[attr-defined]
+
+
+USER_TASK = """
+import os, sys
+import trainer
+from trainer import model
+import tui
+print("trainer", os.path.dirname(trainer.__file__))
+print("tui", tui.WHO, model.NAME)
+print("argv", sys.argv[1:], __name__)
+print("ours", sorted(n for n in sys.modules if n.split(".")[0] in ("trainer", "tui")
+                     and not (getattr(sys.modules[n], "__file__", "") or "").startswith(os.getcwd())))
+print("path", [p for p in sys.path if os.path.abspath(p or ".") == REPO])
+print("env", REPO in os.environ.get("PYTHONPATH", "").split(os.pathsep))
+import tfdist_report
+"""
+
+
+def test_a_users_packages_named_trainer_and_tui_win(tmp_path: Path) -> None:
+    """A Cloud ML Engine layout (``trainer/task.py``, ``trainer/model.py``) and a package
+    called ``tui``, run as the controller runs them (``python -c BOOTSTRAP -m trainer.task``,
+    our checkout on PYTHONPATH, hosts.yaml's folder the working folder): the program imports
+    its own, and nothing of ours is left in its modules, path or environment. A module that
+    does not exist fails as clearly as a missing script."""
+    from trainer.shim import BOOTSTRAP, REPORT_DIR
+
+    for package in ("trainer", "tui"):
+        (tmp_path / package).mkdir()
+    (tmp_path / "trainer" / "__init__.py").write_text("")
+    (tmp_path / "trainer" / "model.py").write_text("NAME = 'their model'\n")
+    (tmp_path / "trainer" / "task.py").write_text(f"REPO = {str(REPO)!r}\n{USER_TASK}")
+    (tmp_path / "run.py").write_text(f"REPO = {str(REPO)!r}\n{USER_TASK}")  # a script beside them
+    (tmp_path / "tui" / "__init__.py").write_text("WHO = 'their tui'\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(REPO), str(REPORT_DIR))), "TFDIST_SHIM": "1"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_held([sys.executable, "-c", BOOTSTRAP, *args], cwd=tmp_path, env=env)
+
+    for form in (("-m", "trainer.task"), ("run.py",)):
+        result = run(*form, "--job-dir", "x")
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert lines[:6] == [f"trainer {tmp_path / 'trainer'}", "tui their tui their model",
+                             "argv ['--job-dir', 'x'] __main__", "ours []", "path []", "env False"]
+        assert [type(e) for e in events(result.stdout)] == [protocol.Done]
+    missing = run("-m", "trainer.tsk")
+    assert missing.returncode == 2 and not missing.stdout
+    assert missing.stderr.strip() == \
+        f"tfdist shim: error: no module named trainer.tsk (looked in {tmp_path} and on the path)"

@@ -1,15 +1,21 @@
-"""``python -m trainer.shim script.py args...``: run a user's own TensorFlow program, unchanged,
-as one task of a run the controller drives (issue 12).
+"""The shim: run a user's own TensorFlow program, unchanged, as one task of a run the
+controller drives (issues 12 and 22).
 
 The contract with the controller (its plan builds the command line):
 
-- **Invocation**: ``<python> -m trainer.shim <script.py> <args...>``, cwd the folder of
-  hosts.yaml (the uploaded folder remotely), env ``TF_CONFIG`` (standard format), plus
-  ``TFDIST_RUN_ID``, ``TFDIST_SHIM=1``, ``PYTHONUNBUFFERED=1`` and a ``PYTHONPATH`` holding the
-  directory of the ``trainer`` package and :data:`REPORT_DIR`. The script runs as
-  ``__main__`` (``runpy``; ``sys.argv = [script, *args]``; the script's folder first on
-  ``sys.path``, then :data:`REPORT_DIR`), so argparse, absl and ``tf.compat.v1.app.flags``
-  see its own flags.
+- **Invocation**: ``<python> -c BOOTSTRAP <script.py> <args...>`` or ``<python> -c BOOTSTRAP
+  -m <package.module> <args...>`` (:data:`BOOTSTRAP`; ``python -m trainer.shim ...`` works
+  too, by hand), cwd the folder of hosts.yaml (the uploaded folder remotely), env
+  ``TF_CONFIG`` (standard format), plus ``TFDIST_RUN_ID``, ``TFDIST_SHIM=1``,
+  ``PYTHONUNBUFFERED=1`` and a ``PYTHONPATH`` holding the directory of the ``trainer``
+  package and :data:`REPORT_DIR`. The program runs as ``__main__`` (``runpy``) with
+  ``sys.argv`` and ``sys.path`` as ``python script.py`` or ``python -m module`` would set
+  them (the script's folder, or the working folder, first; then :data:`REPORT_DIR`), so
+  argparse, absl and ``tf.compat.v1.app.flags`` see its own flags. Before it runs, the shim
+  hides itself (:mod:`trainer.shim.private`): our modules leave ``sys.modules`` for private
+  names and our folder leaves ``sys.path`` and ``PYTHONPATH``, so a user's package called
+  ``trainer`` (Cloud ML Engine's layout) or ``tui`` is the one the program imports. A
+  missing script or module exits 2 with one line.
 - **Events** on stdout, one :mod:`trainer.protocol` JSON line each; every other line is the
   program's own. ``ready`` when the task's ``tf.train.Server`` / ``tf.distribute.Server``
   has started; ``placement`` once per worker/chief when its graph is finalized (or its first
@@ -21,7 +27,11 @@ The contract with the controller (its plan builds the command line):
   started, ``loss`` is null: the shim cannot see the program's own steps); ``done``
   (reason ``program_ended``) when the script returns normally or ``sys.exit(0)``; ``error``
   before a non-zero exit caused by an exception. The role and index come from the
-  ``Server(...)`` call, else from ``TF_CONFIG``.
+  ``Server(...)`` call, else from ``TF_CONFIG``. TF2 (:mod:`trainer.shim.tf2`): the
+  variables ``ParameterServerStrategy`` creates give ``placement`` (a ``ShardedVariable``'s
+  parts as shards) at the first ``ClusterCoordinator.schedule``, which also gives
+  ``initialized``; each scheduled function a worker finished is a step (``step`` events
+  about once a second, the final count before ``done``).
 - **stdin**: the line ``end`` makes every ``server.join()`` return (a ps's script then ends
   and the task exits 0 by itself); stdin EOF or the death of the parent process makes the
   task exit 143 (:mod:`trainer.lifecycle`). The shim owns stdin: a program that reads its
@@ -43,5 +53,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: How the controller starts the shim: ``python -c BOOTSTRAP script.py args...`` (or ``...
+#: -m module args...``). Not ``python -m trainer.shim``: that puts the working folder first
+#: on ``sys.path``, where a user's own package called ``trainer`` would shadow ours. The
+#: working folder leaves the path, our ``trainer`` is found on ``PYTHONPATH``, and the shim
+#: then hides itself (:mod:`trainer.shim.private`) before the program runs.
+BOOTSTRAP = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+             "from trainer.shim.__main__ import main; main()")
 #: The folder holding ``tfdist_report.py``; the controller puts it on ``PYTHONPATH``.
 REPORT_DIR = Path(__file__).resolve().parent / "userlib"

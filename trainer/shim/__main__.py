@@ -1,8 +1,10 @@
-"""``python -m trainer.shim script.py args...``: see :mod:`trainer.shim` for the contract."""
+"""The shim's entry point (``python -c BOOTSTRAP script.py args...`` or ``... -m module
+args...``; ``python -m trainer.shim`` works too): see :mod:`trainer.shim` for the contract."""
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import runpy
 import sys
@@ -11,49 +13,75 @@ import traceback
 from collections.abc import Sequence
 
 from trainer import lifecycle, protocol, threads
-from trainer.shim import REPORT_DIR, hooks, progress
+from trainer.shim import REPORT_DIR, hooks, private, progress, tf2
 from trainer.shim.state import STATE, soft
 
-USAGE = "usage: python -m trainer.shim script.py [args...]"
+USAGE = "usage: python -m trainer.shim (script.py | -m module) [args...]"
 #: How long the program's own atexit handlers may take before the task exits anyway.
 ATEXIT_SECONDS = 5.0
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the script as ``__main__`` under the hooks and exit with its exit status."""
+    """Run the script (or ``-m module``) as ``__main__`` under the hooks and exit with its
+    exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr if not args else sys.stdout)
-        lifecycle.exit_now(lifecycle.EXIT_USAGE if not args else lifecycle.EXIT_OK)
-    script = args[0]
-    if not os.path.isfile(script):
+    if args[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        lifecycle.exit_now(lifecycle.EXIT_OK)
+    if not args or args == ["-m"]:
+        print(USAGE, file=sys.stderr)
+        lifecycle.exit_now(lifecycle.EXIT_USAGE)
+    module = args[1] if args[0] == "-m" else None
+    script = args[0] if module is None else ""
+    rest = args[2:] if module is not None else args[1:]
+    if module is None and not os.path.isfile(script):
         print(f"tfdist shim: error: {script}: no such file", file=sys.stderr)
         lifecycle.exit_now(lifecycle.EXIT_USAGE)
     threads.pin(threads.from_env())  # resources.pin: before the program starts any thread
     lifecycle.on_stdin_line(b"end", STATE.end.set)
     lifecycle.watch_parent("auto")
-    _set_path(script)
     hooks.arm()
-    sys.argv = [script, *args[1:]]
-    lifecycle.exit_now(_run(script))
-
-
-def _set_path(script: str) -> None:
-    """As ``python script.py`` would: the script's folder first (in place of the folder
-    ``-m`` put there), then the reporting module's."""
-    folder = os.path.dirname(os.path.abspath(script))
-    if sys.path and os.path.abspath(sys.path[0] or os.curdir) == os.getcwd():
-        sys.path[0] = folder
+    # From here on nothing of ours may shadow the user's modules (a package called trainer).
+    private.hide()
+    _set_path(os.path.dirname(os.path.abspath(script)) if module is None else os.getcwd())
+    STATE.program = module or os.path.basename(script)
+    if module is not None:
+        _check_module(module)
+        sys.argv = [module, *rest]
     else:
-        sys.path.insert(0, folder)
+        sys.argv = [script, *rest]
+    lifecycle.exit_now(_run(script, module))
+
+
+def _set_path(folder: str) -> None:
+    """As ``python script.py`` (the script's folder) or ``python -m`` (the working folder)
+    would: that folder first, then the reporting module's."""
+    if sys.path and sys.path[0] in ("", os.curdir, os.getcwd()):
+        del sys.path[0]  # what -c or -m put there; the folder below replaces it
+    sys.path.insert(0, folder)
     if str(REPORT_DIR) not in sys.path:
         sys.path.insert(1, str(REPORT_DIR))
 
 
-def _run(script: str) -> int:
-    """The script's exit status; ``done`` or ``error`` emitted accordingly."""
+def _check_module(module: str) -> None:
+    """Exit with a clear line, as for a missing script, when ``module`` cannot be found."""
     try:
-        runpy.run_path(script, run_name="__main__")
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # its package is missing or is not a package
+        found = False
+    if not found:
+        print(f"tfdist shim: error: no module named {module} (looked in {os.getcwd()} and "
+              f"on the path)", file=sys.stderr)
+        lifecycle.exit_now(lifecycle.EXIT_USAGE)
+
+
+def _run(script: str, module: str | None = None) -> int:
+    """The program's exit status; ``done`` or ``error`` emitted accordingly."""
+    try:
+        if module is not None:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(script, run_name="__main__")
         code = 0
     except SystemExit as exc:
         code = _exit_status(exc.code)
@@ -68,6 +96,7 @@ def _run(script: str) -> int:
         code = lifecycle.EXIT_FAILED
     if code == 0:
         soft("the final step read", progress.read_final)
+        soft("the final step read", tf2.read_final)
         lifecycle.emit(protocol.Done(role=STATE.role, index=STATE.index,
                                      reason=protocol.REASON_PROGRAM_ENDED,
                                      global_step=STATE.global_step))

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from trainer import lifecycle, protocol
+from trainer import placement as placement_mod
 from trainer.shim.state import STATE, seconds_since_start, soft
 
 #: Seconds between two reads of the global step.
@@ -44,8 +45,6 @@ def on_graph(graph: Any) -> None:
 
 def placement(graph: Any) -> protocol.Placement | None:
     """The placement of ``graph``'s global variables, or None when it has none."""
-    from trainer import placement as placement_mod
-
     tf = _tf1()
     with graph.as_default():
         variables = tf.global_variables()
@@ -60,8 +59,7 @@ def placement(graph: Any) -> protocol.Placement | None:
                 indices.append(ps)
                 unattributed.append(f"{op.name} ({op.type}) on ps{ps}: size not known")
         num_ps = max([STATE.num_ps, *[i + 1 for i in indices if i is not None]])
-        script = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else "program"
-        report = placement_mod.report(tf, model=script, strategy="program", partitions=1,
+        report = placement_mod.report(tf, model=STATE.program, strategy="program", partitions=1,
                                       num_ps=num_ps, role=STATE.role, index=STATE.index)
     partitions = max((v.num_shards for v in report.variables), default=1)
     return dataclasses.replace(report, partitions=partitions, unattributed=tuple(unattributed))

@@ -33,6 +33,8 @@ class TaskState:
     placement_sent: bool = False
     initialized_sent: bool = False
     global_step: int = 0
+    #: What runs, for ``placement``'s model: the script's file name or ``-m``'s module.
+    program: str = "program"
     end: threading.Event = field(default_factory=threading.Event)
     warned: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)

@@ -198,8 +198,8 @@ class Dashboard:
         row = self.rows.get(event.task)
         if row is not None:
             row.last_output = event.t
-        if event.is_event:
-            return  # shown in its described form by _trainer_event
+        if event.is_event or event.noise:
+            return  # shown in its described form by _trainer_event; noise only in the log
         self._add_line(event.task, event.text)
 
     def _trainer_event(self, task: str, event: protocol.Event, t: float) -> None:

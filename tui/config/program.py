@@ -47,6 +47,20 @@ def script_index(argv: tuple[str, ...]) -> int | None:
     return None
 
 
+def module_index(argv: tuple[str, ...]) -> int | None:
+    """Where the module is in a ``python [options] -m package.module args`` command (the
+    argument after ``-m``; ``-mname`` is not split), or None for any other form."""
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-m":
+            return i + 1 if i + 1 < len(argv) else None
+        if arg in ("-c", "-") or arg.startswith(("-m", "-c")) or not arg.startswith("-"):
+            return None
+        i += 2 if arg in _PYTHON_VALUE_OPTIONS else 1
+    return None
+
+
 def load(loader: NodeReader, item: Item, training: Item | None) -> tuple[TrainingSettings, ProgramSpec]:
     """The training settings the controller drives and the program, from ``program:`` and
     ``training:``."""
@@ -60,6 +74,7 @@ def load(loader: NodeReader, item: Item, training: Item | None) -> tuple[Trainin
                                      "command: python train.py --job_name={job} --task_index={index}")
     known = frozenset(p.value for p in Placeholder) | values.keys() | set(DRIVEN_SETTINGS)
     command = _command(loader, items["command"], known)
+    _check_values(loader, training, values, command)
     fields: dict[str, Any] = {"command": command, "base_dir": loader.base_dir, "values": values}
     if "upload" in items:
         fields["upload"] = _folder(loader, items["upload"].value, "program.upload")
@@ -123,6 +138,25 @@ def _command(loader: NodeReader, item: Item, known: frozenset[str]) -> tuple[str
     return argv
 
 
+def _check_values(loader: NodeReader, training: Item | None, values: dict[str, str],
+                  command: tuple[str, ...]) -> None:
+    """A ``training:`` key the command never names and that is no setting we know is a typo
+    (``setps: 500`` would otherwise leave the program on its own default, silently)."""
+    if training is None or not values:
+        return
+    used = {name for arg in command for name in placeholder_names(arg)}
+    settings = {f.name for f in dataclasses.fields(TrainingSettings)}
+    items = loader.mapping(training.value, "training", "a mapping of values")
+    for name in values:
+        if name in used or name in settings:
+            continue
+        close = difflib.get_close_matches(name, sorted(used | set(DRIVEN_SETTINGS)), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise loader.error(items[name].key,
+                           f"training: {name!r} is neither a setting nor used in program.command "
+                           f"as {{{name}}}{hint}")
+
+
 def _is_empty(node: Node) -> bool:
     return (isinstance(node, ScalarNode) and not str(node.value).strip()) or \
         (isinstance(node, SequenceNode) and not node.value)
@@ -150,6 +184,9 @@ def _check_placeholders(loader: NodeReader, arg: str, node: ScalarNode, known: f
 def _check_executable(loader: NodeReader, argv: tuple[str, ...], parts: list[tuple[str, ScalarNode]]) -> None:
     """A script or program given by a relative path must exist in hosts.yaml's folder (where
     local tasks run, and what ``upload: .`` copies)."""
+    if is_python(argv[0]) and (module := module_index(argv)) is not None:
+        _check_module(loader, argv[module], parts[module][1])
+        return
     index = script_index(argv) if is_python(argv[0]) else (0 if "/" in argv[0] else None)
     if index is None:
         return
@@ -160,6 +197,29 @@ def _check_executable(loader: NodeReader, argv: tuple[str, ...], parts: list[tup
         what = "script" if index else "program"
         raise _at(loader, parts[index][1], path,
                   f"program.command: {what} {path!r} does not exist in {loader.base_dir}")
+
+
+def _check_module(loader: NodeReader, module: str, node: ScalarNode) -> None:
+    """``-m package.module`` whose package is in hosts.yaml's folder must name a module of
+    it that exists (one installed on the hosts is theirs to know)."""
+    if list(placeholder_names(module)) or not re.fullmatch(r"[A-Za-z_][\w.]*", module):
+        return
+    names = module.split(".")
+    top = loader.base_dir / names[0]
+    if not (top.is_dir() or top.with_suffix(".py").is_file()):
+        return
+    folder = loader.base_dir.joinpath(*names[:-1])
+    path = folder / names[-1]
+    if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file() or \
+            (len(names) == 1 and path.is_dir()):
+        return
+    siblings = sorted({p.stem for p in folder.glob("*.py")} |
+                      {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}) \
+        if folder.is_dir() else []
+    close = difflib.get_close_matches(names[-1], siblings, n=1)
+    hint = f"; did you mean {'.'.join([*names[:-1], close[0]])!r}?" if close else ""
+    raise _at(loader, node, module, f"program.command: module {module!r} does not exist in "
+                                    f"{loader.base_dir}{hint}")
 
 
 def _at(loader: NodeReader, node: ScalarNode, text: str, message: str) -> ConfigError:

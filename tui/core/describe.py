@@ -40,6 +40,8 @@ def describe_event(event: protocol.Event) -> str:
     if isinstance(event, protocol.Done):
         if event.role == "ps":  # a ps has no step of its own: it leaves once every worker is done
             return f"done ({event.reason})"
+        if event.reason == protocol.REASON_PROGRAM_ENDED and not event.global_step:
+            return f"done ({event.reason})"  # a user's task that only served (TF2): no step seen
         return f"done ({event.reason}) at step {event.global_step}"
     if isinstance(event, protocol.Error):
         return f"error: {event.type}: {event.message}"

@@ -70,6 +70,8 @@ class TaskOutput:
     partial: bool = False
     continued: bool = False
     t: float = field(default_factory=time.time)
+    #: Log noise (:mod:`tui.program.noise`): kept in the task's log, left out of the live view.
+    noise: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,6 +214,8 @@ class RunStarted:
     tasks: tuple[TaskInfo, ...]
     settings: TrainingSettings
     t: float = field(default_factory=time.time)
+    #: What the run does, one line (:meth:`~tui.program.base.TaskProgram.describe`).
+    description: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

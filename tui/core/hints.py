@@ -26,10 +26,13 @@ class KnownFailure:
     pattern: re.Pattern[str]
     hint: str
     clues: tuple[str, ...]
+    #: Lines that match ``pattern`` and yet show no failure.
+    unless: re.Pattern[str] | None = None
 
     def found_in(self, text: str, folded: str) -> bool:
         """Whether ``text`` (``folded``: its :meth:`str.casefold`) shows this failure."""
-        return any(clue in folded for clue in self.clues) and self.pattern.search(text) is not None
+        return any(clue in folded for clue in self.clues) and self.pattern.search(text) is not None \
+            and (self.unless is None or self.unless.search(text) is None)
 
 
 PORT_IN_USE = ("port already taken: another process holds this task's port (another controller on the "
@@ -42,6 +45,12 @@ OUT_OF_MEMORY = "out of memory: use a smaller model, batch size or partition cou
 DATASET_MISSING = ("dataset missing: set data_path to an .npz with x_train, y_train, x_test, y_test on "
                    "every host, or use dataset: digits")
 SIGKILL_HINT = "killed by SIGKILL: out of memory?"
+
+#: A warning of TensorFlow's C++ log (``W0000 00:00:1795452453.528990   16598 file.cc:2166]``):
+#: an UNAVAILABLE there is a retry or a peer already gone at shutdown (the master's
+#: ``DeleteWorkerSession`` after a successful run); a real failure follows as an error or a
+#: Python ``UnavailableError``.
+TF_WARNING = re.compile(r"^W\d{4} [\d:.]+\s+\d+ \S+:\d+\]")
 
 #: How much of a line :func:`hint_for` looks at.
 SCAN_CHARS = 16_384
@@ -56,7 +65,7 @@ HINTS: tuple[KnownFailure, ...] = (
     KnownFailure("create session waiting", re.compile(r"CreateSession still waiting"), CREATE_SESSION,
                  ("createsession",)),
     KnownFailure("unavailable", re.compile(r"\bUnavailableError\b|\bUNAVAILABLE\b"), UNAVAILABLE,
-                 ("unavailable",)),
+                 ("unavailable",), unless=TF_WARNING),
     KnownFailure("dataset missing",
                  re.compile(r"\bdataset\b.{0,200}?\bnot found\b", re.IGNORECASE), DATASET_MISSING,
                  ("not found",)),

@@ -41,6 +41,8 @@ class ProgressSnapshot:
     accuracy: float | None
     #: Seconds to the target at the recent global-step rate; None when unknown.
     eta_seconds: float | None = None
+    #: The recent global-step rate, the rate to show when nothing says examples per step.
+    steps_per_sec: float | None = None
 
     @classmethod
     def empty(cls, target: int) -> ProgressSnapshot:
@@ -110,14 +112,21 @@ class ProgressTracker:
         """A worker stopped contributing throughput; return whether the progress changed."""
         return self._workers.pop(task, None) is not None
 
-    def eta_seconds(self) -> float | None:
-        """Seconds to the target at the recent global-step rate."""
-        if len(self._history) < 2 or self._target <= self._global_step:
+    def steps_per_sec(self) -> float | None:
+        """The global step's rate over the recent step reports (None before two)."""
+        if len(self._history) < 2:
             return None
         (t0, s0), (t1, s1) = self._history[0], self._history[-1]
         if t1 <= t0 or s1 <= s0:
             return None
-        return (self._target - self._global_step) / ((s1 - s0) / (t1 - t0))
+        return (s1 - s0) / (t1 - t0)
+
+    def eta_seconds(self) -> float | None:
+        """Seconds to the target at the recent global-step rate."""
+        rate = self.steps_per_sec()
+        if rate is None or self._target <= self._global_step:
+            return None
+        return (self._target - self._global_step) / rate
 
     def snapshot(self) -> ProgressSnapshot:
         # (len, name) sorts worker2 before worker10.
@@ -130,6 +139,7 @@ class ProgressTracker:
             loss=self._loss,
             accuracy=self._accuracy,
             eta_seconds=self.eta_seconds(),
+            steps_per_sec=self.steps_per_sec(),
         )
 
     @property

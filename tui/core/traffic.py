@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainer import protocol
+from trainer.settings import PlacementStrategy
 from tui.common.private import private_opener
 from tui.common.units import format_bytes, format_rate
 from tui.config.cluster import ClusterConfig, HostSpec, Job
@@ -157,7 +158,8 @@ class TrafficSummary:
         out = []
         for ps in self.ps:
             expected = (f", expected {format_rate(ps.expected_per_sec)}"
-                        if ps.expected_per_sec is not None else "")
+                        if ps.expected_per_sec is not None
+                        else ", expected not known" if ps.placed_bytes is not None else "")
             out.append(f"{ps.task:<6} {format_rate(ps.measured_per_sec)} measured{expected} "
                        f"(sent {format_bytes(ps.bytes_sent)}, received {format_bytes(ps.bytes_received)})")
         predicted = (f" (placement predicts {self.expected_imbalance:.2f})"
@@ -211,6 +213,15 @@ class TrafficMeter:
         return TrafficSample(t, global_step, tuple(ps))
 
 
+def predicts_traffic(placement: protocol.Placement | None) -> bool:
+    """Whether bytes placed x 2 x global steps/s is what a ps should carry: true of the
+    built-in trainer (each step reads its variables and sends their gradients once), not of a
+    user's program, whose traffic per global step depends on what it does (a sync step
+    aggregates every replica's gradients; slots or values computed on a worker travel too),
+    so its expectation is "not known" rather than a figure 3-10x off."""
+    return placement is not None and placement.strategy in {s.value for s in PlacementStrategy}
+
+
 def summarise(samples: Sequence[TrafficSample],
               placement: protocol.Placement | None) -> TrafficSummary | None:
     """Totals over the training window (None when fewer than two samples fall in it)."""
@@ -226,7 +237,7 @@ def summarise(samples: Sequence[TrafficSample],
         sent = end.sent_total - start.sent_total
         received = end.received_total - start.received_total
         on_ps = placed[index] if placed is not None and index < len(placed) else None
-        expected = on_ps * 2 * steps_per_sec if on_ps is not None else None
+        expected = on_ps * 2 * steps_per_sec if on_ps is not None and predicts_traffic(placement) else None
         rows.append(PsTrafficSummary(end.task, sent, received, (sent + received) / seconds,
                                      expected, on_ps))
     if not any(row.bytes_sent or row.bytes_received for row in rows):
@@ -306,8 +317,9 @@ class TrafficMonitor:
         """Each ps's expected bytes/s now: bytes placed on it x 2 x the global steps per
         second over the last ``span`` samples."""
         recent = self.samples[-span:]
-        if self.placement is None or len(recent) < 2 or recent[-1].t <= recent[0].t:
+        if not predicts_traffic(self.placement) or len(recent) < 2 or recent[-1].t <= recent[0].t:
             return []
+        assert self.placement is not None  # predicts_traffic checked it
         steps_per_sec = (recent[-1].global_step - recent[0].global_step) / (recent[-1].t - recent[0].t)
         return [size * 2 * steps_per_sec for size in self.placement.ps_bytes]
 

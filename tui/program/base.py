@@ -97,6 +97,11 @@ class OutputReader(ABC):
     def read(self, line: str, now: float) -> list[protocol.Event]:
         """The events ``line`` means (none for plain log text). ``now`` is the time it was read."""
 
+    def is_noise(self, line: str) -> bool:
+        """Whether ``line`` (the next whole line of output, any stream) is left out of the
+        live view; the task's log keeps it."""
+        return False
+
 
 class EventReader(OutputReader):
     """Only protocol event lines mean anything (the built-in trainer)."""
@@ -117,11 +122,26 @@ class TaskProgram(ABC):
     reads_stderr: bool = False
     #: Its placement can be computed without running it (``python -m trainer plan``).
     previews_placement: bool = False
+    #: Once its chief exited 0, a worker that no longer makes progress is ended (a user's
+    #: non-chief may wait forever for a session the chief no longer serves); the built-in
+    #: trainer's workers end by themselves.
+    ends_left_behind: bool = False
 
     def target(self, settings: TrainingSettings) -> int:
         """The step the program trains to, when the controller knows it and the program may
         hang after reaching it (then a worker stuck there is ended); 0 otherwise."""
         return 0
+
+    def progress_target(self, settings: TrainingSettings) -> int:
+        """The step the progress counts to (``steps N / target``); 0 when the program never
+        said (its own default, not ours)."""
+        return settings.steps
+
+    def describe(self, settings: TrainingSettings) -> str:
+        """What the run does, in one line for the run's header."""
+        s = settings
+        return (f"training {s.model.value} on {s.dataset.value}, {s.mode.value}, {s.steps} steps, "
+                f"{s.partitions} partition(s), {s.placement.value}")
 
     @property
     @abstractmethod

@@ -53,9 +53,14 @@ class RunEnd(Enum):
 
     def ending_of(self, job: Job, ps_ending: PsEnding) -> PsEnding:
         """How a serving task of ``job`` ends once training is over, in a program whose ps end
-        as ``ps_ending`` says: a TF1 ps so; an evaluator, and everything serving a chief, is
-        stopped (SIGTERM, then SIGKILL after the grace period) at once."""
-        return ps_ending if self is RunEnd.WORKERS and job is Job.PS else PsEnding.STOP
+        as ``ps_ending`` says: a TF1 ps so; an evaluator is stopped (SIGTERM, then SIGKILL
+        after the grace period) at once, and so is everything serving a chief unless the shim
+        can make its ``server.join()`` return (``end``: it then exits 0 by itself)."""
+        if job is Job.EVALUATOR:
+            return PsEnding.STOP
+        if self is RunEnd.WORKERS:
+            return ps_ending if job is Job.PS else PsEnding.STOP
+        return PsEnding.END_LINE if ps_ending is PsEnding.END_LINE else PsEnding.STOP
 
     def ended_reason(self, chief: str) -> str:
         """Why a serving task that the controller ended counts as succeeded (``chief``: the
@@ -79,8 +84,10 @@ class RunEnd(Enum):
 class HangWatch:
     """Which workers have stopped making progress after the run reached its target.
 
-    ``target`` is the step the run trains to (0: unknown, and then nothing is ever judged
-    hung: a program that ignores ``{steps}`` may rightly train past it)."""
+    ``target`` is the step the run trains to (0: unknown: a program that ignores ``{steps}``
+    may rightly train past it, so then nobody is judged hung until the chief has finished,
+    :meth:`chief_done`: a non-chief still waiting for a session the chief no longer serves
+    must not hold the run)."""
 
     target: int
     #: Quiet seconds after which a worker is a candidate; the supervisor then samples its CPU.
@@ -88,6 +95,7 @@ class HangWatch:
     _advanced: dict[str, tuple[int, float]] = field(default_factory=dict)  # task -> (step, when)
     _reached_at: float | None = None
     _working: set[str] = field(default_factory=set)  # found busy past the target (said once)
+    _chief: str | None = None  # the chief's name once it finished, when that came first
 
     def started(self, task: str, now: float) -> None:
         """``task`` (a worker or the chief) was launched."""
@@ -105,6 +113,20 @@ class HangWatch:
 
     def exited(self, task: str) -> None:
         self._advanced.pop(task, None)
+
+    def chief_done(self, chief: str, now: float) -> None:
+        """The chief exited 0: its training is over, whatever the target, so the others are
+        judged from now on as if it had been reached."""
+        self._advanced.pop(chief, None)
+        if self._reached_at is None:
+            self._reached_at, self._chief = now, chief
+
+    @property
+    def why(self) -> str:
+        """What made the watch start judging, for the reason of a task it ends."""
+        if self._chief is not None:
+            return f"{self._chief} finished"
+        return f"the target step {self.target} was reached"
 
     def working(self, task: str, now: float) -> bool:
         """``task`` did not move but its process is busy (saving, exporting, evaluating after

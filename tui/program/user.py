@@ -14,8 +14,9 @@ import re
 
 from trainer import protocol
 from trainer.settings import Mode, TrainingSettings
+from trainer.shim import BOOTSTRAP
 from tui.config.cluster import Job, TaskSpec
-from tui.config.program import is_python, script_index
+from tui.config.program import is_python, module_index, script_index
 from tui.config.program_spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramSpec
 from tui.launch.package import upload_package
 from tui.program.base import (
@@ -29,9 +30,11 @@ from tui.program.base import (
 )
 from tui.program.hostkind import CHECKPOINTS, SUMMARIES
 from tui.program.metrics import LogMetrics
+from tui.program.noise import NoiseFolder
 
-#: ``python -m trainer.shim script.py args``: the shim runs the script as ``__main__``.
-SHIM_MODULE = "trainer.shim"
+#: ``python -c BOOTSTRAP script.py args`` (or ``... -m module args``): the shim runs the
+#: program as ``__main__``; see :data:`trainer.shim.BOOTSTRAP` for why not ``-m trainer.shim``.
+SHIM_ARGV: tuple[str, ...] = ("-c", BOOTSTRAP)
 #: Set for a task under the shim.
 SHIM_ENV = "TFDIST_SHIM"
 #: Where ``tfdist_report`` lives, relative to the trainer's root (the shim's ``REPORT_DIR``);
@@ -48,6 +51,7 @@ class UserProgram(TaskProgram):
     holds = False
     readiness = Readiness.SERVER
     reads_stderr = True
+    ends_left_behind = True
 
     def __init__(self, spec: ProgramSpec, workers: int = 1) -> None:
         self.spec = spec
@@ -60,10 +64,8 @@ class UserProgram(TaskProgram):
 
     @property
     def uses_shim(self) -> bool:
-        """The command runs a Python script, and the shim is not turned off."""
-        argv = self.spec.command
-        index = script_index(argv) if is_python(argv[0]) else None
-        return self.spec.shim and index is not None and argv[index].endswith(".py")
+        """The command runs a Python script or ``-m module``, and the shim is not turned off."""
+        return self.spec.shim and _shim_at(self.spec.command) is not None
 
     def command(self, ctx: TaskContext) -> TaskCommand:
         folder = self._folder(ctx)
@@ -72,11 +74,10 @@ class UserProgram(TaskProgram):
         env: dict[str, str] = {}
         python_path: tuple[str, ...] = ()
         if is_python(argv[0]):
+            index = _shim_at(tuple(argv)) if self.spec.shim else None
             argv[0] = ctx.python
-            if self.uses_shim:
-                index = script_index(tuple(argv))
-                assert index is not None  # uses_shim found it
-                argv[index:index] = ["-m", SHIM_MODULE]
+            if index is not None:
+                argv[index:index] = SHIM_ARGV
                 env[SHIM_ENV] = "1"
                 python_path = (REPORT_PATH,)
         cwd = str(self.spec.base_dir) if ctx.kind.local_files else ctx.kind.cwd(ctx.host, folder)
@@ -91,10 +92,23 @@ class UserProgram(TaskProgram):
     def target(self, settings: TrainingSettings) -> int:
         return settings.steps if "steps" in self.spec.placeholders else 0
 
+    def progress_target(self, settings: TrainingSettings) -> int:
+        return self.target(settings)
+
+    def describe(self, settings: TrainingSettings) -> str:
+        """The command, and only the settings it is given (the built-in trainer's model,
+        dataset and placement are not this program's)."""
+        known = [f"{settings.steps} steps"] if self.target(settings) else []
+        if self.honours(Setting.MODE):
+            known.append(settings.mode.value)
+        if self.honours(Setting.PARTITIONS):
+            known.append(f"{settings.partitions} partition(s)")
+        return f"running {self.name}" + (f" ({', '.join(known)})" if known else "")
+
     def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
         share = self.examples_per_step(settings or TrainingSettings())
         return ProgramReader(spec, LogMetrics(spec.job.value, spec.index, patterns=self.spec.metrics,
-                                              examples_per_step=share), share)
+                                              examples_per_step=share), share, shimmed=self.uses_shim)
 
     def examples_per_step(self, settings: TrainingSettings) -> float | None:
         """Examples one task contributes per global step, to turn the global step's rate
@@ -119,14 +133,34 @@ class UserProgram(TaskProgram):
         return f"the program's command uses {used}, so changing {setting.value} changes nothing"
 
 
+def _shim_at(argv: tuple[str, ...]) -> int | None:
+    """Where the shim goes in a Python command: before the ``.py`` script, or in place of
+    the ``-m`` (the shim takes ``-m module`` itself); None when there is neither."""
+    if not argv or not is_python(argv[0]):
+        return None
+    index = script_index(argv)
+    if index is not None:
+        return index if argv[index].endswith(".py") else None
+    module = module_index(argv)
+    return module - 1 if module is not None else None
+
+
 class ProgramReader(OutputReader):
     """Protocol events (the shim's, ``tfdist_report``'s) as they are; TensorFlow's "Started
     server" line as ``ready``; anything else through :class:`LogMetrics`."""
 
-    def __init__(self, spec: TaskSpec, metrics: LogMetrics, examples_per_step: float | None = None) -> None:
+    def __init__(self, spec: TaskSpec, metrics: LogMetrics, examples_per_step: float | None = None,
+                 *, shimmed: bool = False) -> None:
         self._spec = spec
         self._metrics = metrics
         self._share = examples_per_step
+        # Under the shim its ready event (with the pid and TensorFlow's version) says it:
+        # TensorFlow's own line is then only text, or the task would be ready twice.
+        self._ready = shimmed
+        self._noise = NoiseFolder()
+
+    def is_noise(self, line: str) -> bool:
+        return self._noise.is_noise(line)
 
     def read(self, line: str, now: float) -> list[protocol.Event]:
         event = protocol.parse_event(line)
@@ -137,6 +171,9 @@ class ProgramReader(OutputReader):
         if event is not None:
             return [event]
         if protocol.SERVER_STARTED in line:
+            if self._ready:
+                return []
+            self._ready = True
             match = _STARTED.search(line)
             return [protocol.Ready(role=self._spec.job.value, index=self._spec.index, t=now, pid=0,
                                    address=match["address"] if match else "")]

@@ -53,6 +53,11 @@ async def up(tmp_path: Path, options: SupervisorOptions, restart: RestartPolicy 
 async def test_a_silent_worker_is_stalled_sooner_while_others_progress_and_a_ps_when_all_wait(
         tmp_path: Path) -> None:
     supervisor, recorder, clock, processes, _ = await up(tmp_path, SupervisorOptions(stall_timeout=8.0))
+    # Before its first step a worker may set up quietly (a non-chief waiting for its session
+    # while the chief trains): it gets the full timeout, not a quarter.
+    await seconds_pass(clock, 4, each=processes["worker0"])
+    assert not recorder.of(TaskStalled)
+    processes["worker1"].step(1)
     processes["worker1"].say("last words of worker1")
     await seconds_pass(clock, 4, each=processes["worker0"])  # a quarter of 8 s: 2 s
     (first,) = recorder.of(TaskStalled)
@@ -89,7 +94,8 @@ async def test_on_stall_restart_kills_it_and_the_restart_policy_restarts_it(tmp_
     supervisor, recorder, clock, processes, launcher = await up(
         tmp_path, SupervisorOptions(stall_timeout=8.0, on_stall=StallPolicy.RESTART),
         restart=RestartPolicy(policy=RestartMode.ON_FAILURE, max_restarts=1, backoff=0.0))
-    await seconds_pass(clock, 3, each=processes["worker0"])
+    processes["worker1"].step(1)
+    await seconds_pass(clock, 4, each=processes["worker0"])
     (stalled,) = recorder.of(TaskStalled)
     assert (stalled.task, stalled.policy) == ("worker1", "restart")
     await recorder.state("worker1", TaskState.FAILED)

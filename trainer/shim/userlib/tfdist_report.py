@@ -39,6 +39,8 @@ MIN_INTERVAL = 0.5
 #: When this process last printed a ``step`` (``time.monotonic()``); the shim reads it so that
 #: it does not report the same steps again.
 last_step_report = 0.0
+#: Whether this process reported a placement; the shim then leaves the program's own standing.
+placement_reported = False
 
 _lock = threading.Lock()
 _pending: dict[str, object] = {}
@@ -141,8 +143,10 @@ def placement(variables: Iterable[Any], model: str = "", strategy: str = "progra
     """Where ``variables`` live, for the Placement pane: TF2 variables (``tf.Variable``, or a
     ``ShardedVariable`` whose ``variables`` are its shards), e.g. a model's ``variables``
     under ``ParameterServerStrategy``. A variable on no ps is named in ``unattributed``."""
+    global placement_reported
     if not active():
         return
+    placement_reported = True
     try:
         num_ps = len(json.loads(os.environ.get("TF_CONFIG") or "{}")["cluster"].get("ps", []))
     except (ValueError, KeyError, TypeError, AttributeError):

@@ -47,15 +47,15 @@ async def _judge(run: RunRecord, name: str) -> None:
     if cores is not None and cores >= BUSY_CORES and task.state.is_active:
         task.last_activity = run.clock.monotonic()  # so the stall watchdog leaves it be too
         if run.hangs.working(name, run.clock.monotonic()):
-            run.notify(Level.INFO, f"past the target step {run.hangs.target} and still working "
+            run.notify(Level.INFO, f"{run.hangs.why}; still working "
                                    f"({cores:.1f} cores): left to finish", task.name)
         return
     run.hangs.exited(name)
     if not task.state.is_active or run.stop_requested:
         return
     idle = "" if cores is None else f", {cores:.2f} cores used"
-    reason = (f"ended by the controller: no progress for {HANG_AFTER:g} s after the "
-              f"target step {run.hangs.target} was reached{idle} (counted as succeeded)")
+    reason = (f"ended by the controller: no progress for {HANG_AFTER:g} s after "
+              f"{run.hangs.why}{idle} (counted as succeeded)")
     run.notify(Level.WARNING, reason, task.name)
     task.judge(Verdict(TaskState.SUCCEEDED, reason))
     run.spawn(stop_one(run, task, reason))

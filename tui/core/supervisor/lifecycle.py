@@ -208,7 +208,7 @@ class Supervisor:
         self._run = run
         run.publish(RunStarted(run_id=run_id, run_dir=directory.path,
                                tasks=tuple(p.info for p in plans), settings=self._settings,
-                               t=started_wall))
+                               t=started_wall, description=program.describe(self._settings)))
         for text in (*report.warnings, *allocation.notes):
             run.notify(Level.WARNING, text)
         if unreachable_local := _local_tasks_remote_peers_cannot_reach(self._config):

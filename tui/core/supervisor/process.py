@@ -17,7 +17,7 @@ from tui.core.clock import Wake, first_completed
 from tui.core.describe import describe_event
 from tui.core.events import Level, TaskHint, TaskOutput, TrainerEvent
 from tui.core.exits import describe_exit
-from tui.core.hints import hint_for, hint_for_exit
+from tui.core.hints import CREATE_SESSION, hint_for, hint_for_exit
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
 from tui.core.task_state import TaskState
 from tui.launch.base import LaunchError, RunningTask
@@ -104,6 +104,10 @@ async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
         run.notify(Level.WARNING, f"stopped reading output: {exc}", task.name)
 
 
+#: A task in one of these states has no server up (yet).
+_NOT_UP = frozenset({TaskState.PENDING, TaskState.STARTING, TaskState.BACKOFF})
+
+
 def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
     """One line of the task's output: publish it, keep it for the tail, and act on the
     protocol event it carries."""
@@ -117,15 +121,20 @@ def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
         events = task.reader.read(line.text, now)
     # Only a protocol line is shown as an event; metrics read from log text stay text.
     event = events[0] if len(events) == 1 and protocol.parse_event(line.text) is not None else None
+    noise = not line.partial and not line.continued and task.reader.is_noise(line.text)
     run.publish(TaskOutput(task=task.name, stream=line.stream, text=line.text,
                            is_event=event is not None, partial=line.partial,
-                           continued=line.continued, t=now))
+                           continued=line.continued, t=now, noise=noise))
     text = describe_event(event) if event is not None else line.text
     if len(text) > TAIL_LINE_CHARS:
         text = text[:TAIL_LINE_CHARS] + f"... ({len(text) - TAIL_LINE_CHARS} more characters)"
     task.tail.append(text)
     if not task.hint:
-        offer_hint(run, task, hint_for(line.text))
+        hint = hint_for(line.text)
+        # Waiting for a session while a peer is still starting is what a session does on a
+        # busy machine, not a failure: the hint waits until every task is up.
+        if hint != CREATE_SESSION or not any(t.state in _NOT_UP for t in run.tasks.values()):
+            offer_hint(run, task, hint)
     for each in events:
         on_event(run, task, each, now)
 
@@ -147,8 +156,10 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
     if isinstance(event, protocol.Loaded):
         task.loaded.set()
     elif isinstance(event, protocol.Ready):
+        task.tf_server = task.tf_server or bool(event.tf_version)
         became_ready(run, task)
     elif isinstance(event, protocol.Step) and task in run.workers():
+        task.stepped = True
         run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
         run.hang_check.set()
 
@@ -174,6 +185,9 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int) -> None:
     task.loaded.set()
     # (Any task that reported steps: with a chief job, a worker may have too.)
     run.hangs.exited(task.name)
+    if task is run.chief and code == 0 and state is TaskState.SUCCEEDED and run.program.ends_left_behind:
+        run.hangs.chief_done(task.name, run.clock.monotonic())
+        run.hang_check.set()
     if run.progress.worker_exited(task.name):
         run.publish_progress()
     if verdict is not None and verdict.then_restart:

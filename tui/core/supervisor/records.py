@@ -142,6 +142,10 @@ class TaskRecord:
         self.hint = ""  # the first known-failure hint of this launch (tui.core.hints)
         self.reader = self._new_reader()  # what this launch's output means (tui.program)
         self.stall_reported = False  # the stall watchdog reports a launch once
+        self.stepped = False  # it reported a step this launch (before that it may set up quietly)
+        #: Its TensorFlow server said it started (a ``ready`` event with TensorFlow's version,
+        #: from the shim or the trainer): ``end`` makes that server's ``join()`` return.
+        self.tf_server = False
 
     def judge(self, verdict: Verdict) -> None:
         """Record the controller's verdict on this launch: a failure overrides a stop, and
@@ -192,7 +196,7 @@ class RunRecord:
         self.launcher = launcher
         self.clock = clock
         self._sinks = sinks
-        self.progress = ProgressTracker(settings.steps)
+        self.progress = ProgressTracker(self.program.progress_target(settings))
         self.started_mono = clock.monotonic()
         self.started_wall = started_wall
         self.phase = RunPhase.STARTING

@@ -75,7 +75,10 @@ def check_stalls(run: RunRecord) -> None:
             continue
         if task.job is Job.WORKER:
             idle = now - task.last_activity
-            others_progress = any(now - w.last_activity < quick for w in workers if w is not task)
+            # A worker that has not stepped yet may be waiting quietly for its session (a
+            # non-chief, while the chief initialises on a busy machine): the full timeout.
+            others_progress = task.stepped and any(now - w.last_activity < quick
+                                                   for w in workers if w is not task)
             limit = quick if task.name in stopped or others_progress else timeout
         else:
             idle = now - max((w.last_activity for w in workers), default=now)

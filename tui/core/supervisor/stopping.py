@@ -13,6 +13,7 @@ from tui.core.events import Level
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
 from tui.core.task_state import TaskState
 from tui.program.base import PsEnding
+from tui.program.end_rules import RunEnd
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,10 @@ async def let_ps_exit(run: RunRecord) -> None:
         return  # a ps exits by itself only after every worker's clean shutdown
     rule, ending = run.run_end, run.program.ps_ending
     ended_reason = rule.ended_reason(run.chief.name)
-    ended = [t for t in waiting if rule.ending_of(t.job, ending) is PsEnding.STOP]
+    # Serving a chief, only a task whose TensorFlow server the shim saw start is in a join()
+    # that `end` makes return; any other is ended at once rather than after a wait.
+    ended = [t for t in waiting if rule.ending_of(t.job, ending) is PsEnding.STOP
+             or (rule is RunEnd.CHIEF and not t.tf_server)]
     for task in ended:
         task.judge(Verdict(TaskState.SUCCEEDED, ended_reason))  # the lifecycle stops it
     if notice := rule.ended_notice(run.chief.name, [(t.name, t.job) for t in ended]):

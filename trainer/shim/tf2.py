@@ -1,0 +1,195 @@
+"""The shim's hooks on TF2's ``ParameterServerStrategy`` and ``ClusterCoordinator``, so a
+TF2 program is seen with no change, as a TF1 one is:
+
+- every variable the strategy creates (under its ``scope()``, optimizer slots included) is
+  recorded; once the program schedules its first function (traced by then, so the slots
+  exist) the chief emits ``placement`` (a ``ShardedVariable``'s parts as shards), again if
+  later schedules created more variables;
+- each function scheduled through ``ClusterCoordinator.schedule`` that a worker finished
+  counts as one step: ``initialized`` at the first schedule, then ``step`` about once a
+  second while the count moves, and the final count in ``done`` when the chief returns.
+
+The count is the program's scheduled steps, not a variable of its own (it may keep none):
+``tfdist_report.step`` stays the way to report its own step, loss and accuracy, and while it
+does the shim's ``step`` events stay quiet."""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+import threading
+import time
+from typing import Any
+
+from trainer import lifecycle, protocol
+from trainer import placement as placement_mod
+from trainer.shim.state import STATE, seconds_since_start, soft
+
+#: Seconds between two ``step`` events while the count moves.
+STEP_INTERVAL = 1.0
+#: The shim's name for the strategy in ``placement``.
+STRATEGY = "ParameterServerStrategy"
+
+
+class _Tracker:
+    """Variables the strategy created and the functions the workers finished."""
+
+    lock = threading.Lock()
+    variables: list[Any] = []
+    placed = 0           # how many variables the last placement described
+    scheduled = 0
+    finished = 0
+    thread: threading.Thread | None = None
+    emit_lock = threading.Lock()
+    mark = (0, 0.0)      # (step, monotonic time) of the last step event
+
+
+def install() -> None:
+    """Patch the strategy's variable creation and the coordinator (TF2 only; a TensorFlow
+    without them leaves the TF1 hooks alone)."""
+    from tensorflow.python.distribute import parameter_server_strategy_v2 as strategy_v2
+    from tensorflow.python.distribute.coordinator import cluster_coordinator
+
+    soft("the TF2 variable hook",
+         lambda: _patch_create(strategy_v2.ParameterServerStrategyV2Extended))
+    soft("the TF2 schedule hook", lambda: _patch_schedule(cluster_coordinator.ClusterCoordinator))
+    soft("the TF2 step hook",
+         lambda: _patch_finished(cluster_coordinator._CoordinatedClosureQueue))
+
+
+def _patch_create(extended: Any) -> None:
+    original = extended._create_variable
+
+    @functools.wraps(original)
+    def create_variable(self: Any, next_creator: Any, **kwargs: Any) -> Any:
+        per_worker = bool(kwargs.get("per_worker_variable", False))
+        variable = original(self, next_creator, **kwargs)
+        if not per_worker:  # a per-worker variable lives on the workers, not on a ps
+            with _Tracker.lock:
+                _Tracker.variables.append(variable)
+        return variable
+
+    extended._create_variable = create_variable
+
+
+def _patch_schedule(coordinator: Any) -> None:
+    original = coordinator.schedule
+
+    @functools.wraps(original)
+    def schedule(self: Any, fn: Any, args: Any = None, kwargs: Any = None) -> Any:
+        value = original(self, fn, args=args, kwargs=kwargs)
+        soft("the TF2 schedule hook", _on_scheduled)
+        return value
+
+    coordinator.schedule = schedule
+
+
+def _patch_finished(queue: Any) -> None:
+    original = queue.mark_finished
+
+    @functools.wraps(original)
+    def mark_finished(self: Any) -> None:
+        original(self)
+        with _Tracker.lock:  # only functions: the datasets' resource closures never get here
+            _Tracker.finished += 1
+            STATE.global_step = max(STATE.global_step, _Tracker.finished)
+
+    queue.mark_finished = mark_finished
+
+
+def _on_scheduled() -> None:
+    with _Tracker.lock:
+        _Tracker.scheduled += 1
+        first = _Tracker.scheduled == 1
+        more = len(_Tracker.variables) != _Tracker.placed
+        variables = list(_Tracker.variables)
+        _Tracker.placed = len(variables)
+    if more and variables and not _placement_reported():
+        soft("the TF2 placement hook", lambda: lifecycle.emit(placement(variables)))
+        STATE.placement_sent = True
+    if first:
+        lifecycle.emit(protocol.Initialized(role=STATE.role, index=STATE.index, global_step=0,
+                                            seconds=seconds_since_start(), is_chief=True))
+        _Tracker.mark = (0, time.monotonic())
+        _Tracker.thread = threading.Thread(target=_report_steps, name="tfdist-shim-tf2-steps",
+                                           daemon=True)
+        _Tracker.thread.start()
+
+
+def placement(variables: list[Any]) -> protocol.Placement:
+    """Where the strategy put ``variables`` (a ``ShardedVariable``'s parts as its shards)."""
+    shards: list[protocol.VariableShard] = []
+    unattributed: list[str] = []
+    num_ps = STATE.num_ps
+    for variable in variables:
+        parts = list(getattr(variable, "variables", None) or [variable])
+        full = _name(variable)
+        for i, part in enumerate(parts):
+            name = _name(part)
+            device = str(getattr(part, "device", "") or "")
+            ps = placement_mod.ps_index(device)
+            if ps is None:
+                unattributed.append(f"{name}: on {device or 'no device'}, not on a ps")
+                continue
+            shape = tuple(int(d) for d in part.shape)
+            dtype = getattr(part.dtype, "base_dtype", part.dtype)
+            shards.append(protocol.VariableShard(
+                name=name, variable=full, shard=i, num_shards=len(parts), shape=shape,
+                dtype=str(dtype.name), bytes=math.prod(shape) * int(dtype.size), ps=ps,
+                trainable=bool(getattr(variable, "trainable", True))))
+            num_ps = max(num_ps, ps + 1)
+    ps_bytes = [0] * num_ps
+    for shard in shards:
+        ps_bytes[shard.ps] += shard.bytes
+    return protocol.Placement(role=STATE.role, index=STATE.index, model=STATE.program, strategy=STRATEGY,
+                              partitions=max((s.num_shards for s in shards), default=1),
+                              num_ps=num_ps, variables=tuple(shards), ps_bytes=tuple(ps_bytes),
+                              unattributed=tuple(unattributed))
+
+
+def _name(variable: Any) -> str:
+    return str(getattr(variable, "name", "variable")).split(":")[0]
+
+
+def _report_steps() -> None:
+    """One ``step`` event a second while the count of finished functions moves."""
+    while True:
+        time.sleep(STEP_INTERVAL)
+        emit_step()
+
+
+def emit_step() -> None:
+    """A ``step`` event for the functions finished since the last one (none if none, or if
+    the program reports its own steps: its figures win)."""
+    with _Tracker.emit_lock:
+        with _Tracker.lock:
+            step = _Tracker.finished
+        last_step, last_time = _Tracker.mark
+        now = time.monotonic()
+        if step == last_step:
+            return
+        _Tracker.mark = (step, now)
+        if _reported_recently():
+            return
+        lifecycle.emit(protocol.Step(role=STATE.role, index=STATE.index, global_step=step,
+                                     local_step=step, loss=None, examples_per_sec=0.0,
+                                     step_time=round((now - last_time) / (step - last_step), 6)))
+
+
+def read_final() -> None:
+    """The last count, in a ``step`` event, before ``done`` (the program has joined)."""
+    if _Tracker.scheduled:
+        emit_step()
+
+
+def _placement_reported() -> bool:
+    """The program reported its placement itself through ``tfdist_report``: its own stands."""
+    report = sys.modules.get("tfdist_report")
+    return bool(getattr(report, "placement_reported", False)) if report is not None else False
+
+
+def _reported_recently() -> bool:
+    report = sys.modules.get("tfdist_report")
+    last = getattr(report, "last_step_report", 0.0) if report is not None else 0.0
+    return isinstance(last, float) and time.monotonic() - last < 2 * STEP_INTERVAL
