@@ -18,7 +18,8 @@ from trainer.warm import MODES, POOL_ENV, TRAINER_QUIET_ENV, effective_import_en
 from trainer.warm import server as server_mod
 
 #: What each mode imports ahead of its tasks: TensorFlow and the modules its tasks import
-#: after it (not the ``__main__`` modules: runpy runs those afresh in each task). None of them makes a device, a session or an eager context at import.
+#: after it (not the ``__main__`` modules: runpy runs those afresh in each task). None of
+#: them makes a device, a session or an eager context at import.
 PRELOAD: dict[str, tuple[str, ...]] = {
     "trainer": ("tensorflow", "tensorflow.compat.v1", "trainer.cluster", "trainer.settings",
                 "trainer.protocol", "trainer.lifecycle", "trainer.tfimport",
@@ -50,7 +51,7 @@ def _check_untouched() -> str:
     made here would be shared, half-initialised, by every task."""
     from tensorflow.python.eager import context
 
-    if context._context is not None and context._context._initialized:  # noqa: SLF001
+    if context._context is not None and context._context._initialized:
         return "the eager context was initialised while preloading"
     with open("/proc/self/maps") as maps:
         if "libcuda.so" in maps.read():
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         lifecycle.exit_now(lifecycle.EXIT_USAGE)
     mode = args[0]
     lifecycle.watch_parent("no")  # stdin is the server's own loop's to read
-    lifecycle._set_parent_death_signal()  # noqa: SLF001
+    lifecycle._set_parent_death_signal()
     started = time.time()
     os.environ[POOL_ENV] = "1"
     try:

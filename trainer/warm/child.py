@@ -73,16 +73,20 @@ def _take_streams(fds: list[int], server_fds: Iterable[int]) -> None:
     encoding = sys.stdout.encoding if sys.stdout is not None else "utf-8"
     # New text streams over the new descriptors, buffered the way Python's start-up would
     # buffer them (line-buffered on a terminal, write-through with PYTHONUNBUFFERED).
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
-        io.open(0, "rb", closefd=False), encoding=encoding, errors="strict")
-    sys.stdout = sys.__stdout__ = _writer(1, encoding, "strict", unbuffered)
-    sys.stderr = sys.__stderr__ = _writer(2, encoding, "backslashreplace", True)
+    stdin_raw = open(0, "rb", closefd=False)  # noqa: SIM115 (the task's stdin for its life)
+    sys.stdin = io.TextIOWrapper(stdin_raw, encoding=encoding, errors="strict")
+    sys.stdout = _writer(1, encoding, "strict", unbuffered)
+    sys.stderr = _writer(2, encoding, "backslashreplace", True)
+    # The originals too (faulthandler, a program restoring sys.stdout): they are final to
+    # the type checker, not to Python.
+    for name in ("stdin", "stdout", "stderr"):
+        setattr(sys, f"__{name}__", getattr(sys, name))
 
 
 def _writer(fd: int, encoding: str, errors: str, unbuffered: bool) -> io.TextIOWrapper:
     tty = os.isatty(fd)
-    raw = io.open(fd, "wb", buffering=0 if unbuffered else -1, closefd=False)
-    return io.TextIOWrapper(raw, encoding=encoding, errors=errors,  # type: ignore[arg-type]
+    raw = open(fd, "wb", buffering=0 if unbuffered else -1, closefd=False)  # noqa: SIM115
+    return io.TextIOWrapper(raw, encoding=encoding, errors=errors,
                             line_buffering=tty or fd == 2, write_through=unbuffered)
 
 

@@ -177,5 +177,6 @@ def trainer_dir() -> str:
 def base_path() -> list[str]:
     """The interpreter's own ``sys.path`` entries: without the server's working folder and
     PYTHONPATH, which each task replaces with its own."""
-    own = {os.getcwd(), *(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)}
+    python_path = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    own = {os.getcwd(), *(os.path.abspath(p) for p in python_path if p)}
     return [p for p in sys.path[1:] if p and os.path.abspath(p) not in own]
