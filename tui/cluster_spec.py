@@ -49,6 +49,8 @@ class HostSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     #: ``kind:`` as written; None infers it: ``localhost`` is local, every other host SSH.
     kind: HostKind | None = None
+    #: ``warm: false`` starts every task cold (no fork server: tui.launch.warm).
+    warm: bool = True
 
     @property
     def launch_kind(self) -> HostKind:

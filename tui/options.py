@@ -51,6 +51,8 @@ class RunOptions:
     stop_leftovers: bool = False
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
     on_stall: StallPolicy = StallPolicy.WARN
+    #: ``--cold``: no warm pools; every task imports TensorFlow itself.
+    cold: bool = False
 
     def supervisor_options(self) -> SupervisorOptions:
         """How the front ends' supervisor runs tasks, as the command line says."""
@@ -60,4 +62,4 @@ class RunOptions:
         """Local tasks as processes, remote ones over SSH, with these host-key rules."""
         return Router.for_config(self.config, accept_new_host_keys=self.accept_new_host_keys,
                                  insecure_no_host_key_check=self.insecure_no_host_key_check,
-                                 connect_timeout=self.connect_timeout)
+                                 connect_timeout=self.connect_timeout, warm=not self.cold)

@@ -27,6 +27,7 @@ from tui.events import (
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.launch.base import WARM_REASON
 from tui.progress import ProgressSnapshot
 
 LOG_LINES_PER_TASK = 2_000
@@ -52,6 +53,7 @@ class TaskRow:
     last_output: float | None = None
     tf_version: str = ""
     hint: str = ""  # the known-failure hint of the current launch (tui.hints), if any
+    warm: bool = False  # the current launch was forked from a warm pool (issue 25)
 
     @property
     def restarts(self) -> int:
@@ -175,6 +177,7 @@ class Dashboard:
             row.exit_code = None
             row.local_step = row.examples_per_sec = None
             row.hint = ""
+            row.warm = event.reason == WARM_REASON
         if event.pid is not None:
             row.pid = event.pid
         if event.exit_code is not None:

@@ -70,7 +70,7 @@ class Kind:
 def _local(options: dict[str, Any]) -> Launcher:
     from tui.launch.local import LocalLauncher
 
-    return LocalLauncher()
+    return LocalLauncher(**options)
 
 
 def _ssh(options: dict[str, Any]) -> Launcher:

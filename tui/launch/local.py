@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from tui.config import HostSpec, TaskSpec
 from tui.events import Stream
@@ -16,6 +17,9 @@ from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine
 from tui.launch.streams import merged_lines
+
+if TYPE_CHECKING:
+    from tui.launch.warm import WarmPools, WarmTask
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -47,6 +51,8 @@ class LocalTask:
         self._process = process
         self._max_line = max_line
         self._signalled_group = False
+        #: A notice to show once with this task (a warm pool failed: it started cold).
+        self.launch_notice = ""
 
     @property
     def pid(self) -> int | None:
@@ -99,17 +105,28 @@ class LocalTask:
 
 class LocalLauncher:
     """Starts tasks on this machine. Implements :class:`tui.launch.base.Launcher` for the
-    host ``localhost`` only; remote hosts need the SSH launcher."""
+    host ``localhost`` only; remote hosts need the SSH launcher. With ``warm``, tasks it can
+    serve are forked from a pool that imported TensorFlow once (:mod:`tui.launch.warm`)."""
 
-    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, max_line: int = MAX_LINE_BYTES, warm: bool = True) -> None:
         self._max_line = max_line
+        self._warm_on = warm
+        self._warm: WarmPools | None = None
 
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
-                    env: Mapping[str, str], cwd: str | None) -> LocalTask:
+                    env: Mapping[str, str], cwd: str | None) -> LocalTask | WarmTask:
         self._require_local(host)
         if not argv:
             raise LaunchError(f"{task.name}: empty command line")
         full_env = {**os.environ, **env}
+        if self._warm_on and host.warm:
+            if self._warm is None:
+                from tui.launch.warm import WarmPools  # only runs that can be warm load it
+
+                self._warm = WarmPools(self._max_line)
+            warm_task = await self._warm.start(task.name, argv, full_env, cwd)
+            if warm_task is not None:
+                return warm_task
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -126,7 +143,10 @@ class LocalLauncher:
             )
         except OSError as exc:
             raise LaunchError(f"{task.name}: cannot run {argv[0]}: {exc.strerror or exc}") from exc
-        return LocalTask(process, self._max_line)
+        cold = LocalTask(process, self._max_line)
+        if self._warm is not None:
+            cold.launch_notice = self._warm.take_notice()
+        return cold
 
     async def check_ports(self, host: HostSpec, ports: Sequence[int]) -> list[PortProblem]:
         self._require_local(host)
@@ -153,7 +173,9 @@ class LocalLauncher:
         return ConnectReport()
 
     async def close(self) -> None:
-        return None
+        """Stop the warm pools (their tasks die with them: stop tasks first)."""
+        if self._warm is not None:
+            await self._warm.close()
 
     async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str:
         """Run a short command on this machine; its stdout (OSError when it fails)."""

@@ -17,7 +17,7 @@ from tui.clock import Wake, first_completed
 from tui.describe import describe_event, describe_exit
 from tui.events import Level, Stream, TaskHint, TaskOutput, TaskState, TrainerEvent
 from tui.hints import hint_for, hint_for_exit
-from tui.launch.base import LaunchError, RunningTask
+from tui.launch.base import WARM_REASON, LaunchError, RunningTask
 from tui.launch.lines import OutputLine
 from tui.program.base import Readiness
 from tui.program.ending import PORT_PROBE_INTERVAL, port_open
@@ -48,7 +48,12 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     task.pid = process.pid
     task.launches += 1
     task.last_activity = run.clock.monotonic()
-    run.set_state(task, TaskState.STARTING)
+    # A launcher may say more than the protocol asks: forked warm, or a notice (its warm
+    # pool failed, so this task started cold).
+    run.set_state(task, TaskState.STARTING, reason=WARM_REASON if getattr(process, "warm", False) else "")
+    notice = getattr(process, "launch_notice", "")
+    if notice:
+        run.notify(Level.WARNING, notice, task.name)
     run.spawn(_watch(run, task, process))
     if task in run.workers():
         run.hangs.started(task.name, run.clock.monotonic())
