@@ -151,7 +151,9 @@ def test_each_task_gets_its_own_threads_devices_and_cpus(pool: Pool, tmp_path: P
 
 def test_exit_codes_and_signals_come_back(pool: Pool, tmp_path: Path) -> None:
     script = tmp_path / "exit.py"
-    script.write_text("import os, sys\nif sys.argv[1] == 'kill': os.kill(os.getpid(), 9)\nsys.exit(int(sys.argv[1]))\n")
+    script.write_text("import os, sys\n"
+                      "if sys.argv[1] == 'kill': os.kill(os.getpid(), 9)\n"
+                      "sys.exit(int(sys.argv[1]))\n")
     assert run_task(pool, [str(script), "3"], {}, tmp_path)[1] == 3
     assert run_task(pool, [str(script), "kill"], {}, tmp_path)[1] == -signal.SIGKILL
 
