@@ -148,6 +148,11 @@ class LocalLauncher:
             cold.launch_notice = self._warm.take_notice()
         return cold
 
+    @property
+    def warm_pools(self) -> WarmPools | None:
+        """The warm pools, once a task could be served by one (None before, and with --cold)."""
+        return self._warm
+
     async def check_ports(self, host: HostSpec, ports: Sequence[int]) -> list[PortProblem]:
         self._require_local(host)
         problems: list[PortProblem] = []

@@ -135,6 +135,11 @@ class WarmPools:
         self._noticed: set[PoolKey] = set()
         self._refusals: set[str] = set()
 
+    @property
+    def pools(self) -> tuple[WarmPool, ...]:
+        """Every pool made so far (running, failed or closed)."""
+        return tuple(self._pools.values())
+
     async def start(self, name: str, argv: Sequence[str], env: Mapping[str, str],
                     cwd: str | None) -> WarmTask | None:
         """Fork ``argv`` from a pool; None when it must start cold (a notice is logged)."""
