@@ -33,7 +33,7 @@ PROBE = textwrap.dedent("""
         session.run(tf1.constant(1.0) + 1.0)
         names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
     blas = [i["num_threads"] for i in threadpool_info() if i.get("internal_api") == "openblas"]
-    maps = open("/proc/self/maps").read()
+    proc_env = dict(e.split("=", 1) for e in open("/proc/self/environ").read().split(chr(0)) if "=" in e)
     print(json.dumps({
         "inter_op": names.count("tf_Compute"),
         "blas": blas,
@@ -43,6 +43,7 @@ PROBE = textwrap.dedent("""
         "cpus": sorted(os.sched_getaffinity(0)),
         "pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0), "ppid": os.getppid(),
         "argv": sys.argv, "cwd": os.getcwd(),
+        "proc_env": {k: v for k, v in proc_env.items() if k.startswith(("TF_NUM", "TFDIST_WARM"))},
     }), flush=True)
 """)
 
@@ -145,6 +146,8 @@ def test_each_task_gets_its_own_threads_devices_and_cpus(pool: Pool, tmp_path: P
         assert report["ppid"] == pool.process.pid
         assert report["argv"] == [str(script), "--flag"]
         assert report["cwd"] == str(tmp_path)
+        # What /proc/PID/environ shows (the leftover sweep reads it): the task's own.
+        assert report["proc_env"] == {"TF_NUM_INTEROP_THREADS": str(inter)}
         seen.append(report)
     assert seen[0]["inter_op"] != seen[1]["inter_op"]
 

@@ -57,6 +57,12 @@ TRAINER_QUIET_ENV: dict[str, str] = {
 POOL_RUN_ID = "warm-pool"
 #: Set in the pool's environment only; removed from each task's.
 POOL_ENV = "TFDIST_WARM_POOL"
+#: Room in the environment block the server was exec'd with, which /proc/PID/environ shows:
+#: a forked task writes its own environment there (:mod:`trainer.warm.child`). The server
+#: re-execs itself once with it at start-up.
+ROOM_ENV = "TFDIST_WARM_ROOM"
+#: Bytes of room beyond the server's own environment.
+ROOM_BYTES = 64 * 1024
 
 
 def effective_import_env(mode: str, argv: list[str] | tuple[str, ...],

@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Iterable
 
-from trainer.warm import POOL_ENV, wire
+from trainer.warm import POOL_ENV, ROOM_ENV, wire
 
 _PR_SET_PDEATHSIG = 1
 
@@ -31,6 +31,7 @@ def become_task(request: wire.Request, fds: list[int], module: str, server_pid: 
         if request.cwd:
             os.chdir(request.cwd)
         _set_environment(request.env)
+        _show_environment()
         _apply_thread_counts()
         sys.argv = [module, *request.argv]
         sys.path[:] = _task_path(base_path, request.env)
@@ -101,11 +102,32 @@ def _reset_signals() -> None:
 
 def _set_environment(env: dict[str, str]) -> None:
     """Exactly the request's environment (``putenv`` too, for TensorFlow's C++ getenv)."""
-    wanted = {k: v for k, v in env.items() if k != POOL_ENV}
+    wanted = {k: v for k, v in env.items() if k not in (POOL_ENV, ROOM_ENV)}
     for name in list(os.environ):
         if name not in wanted:
             del os.environ[name]
     os.environ.update(wanted)
+
+
+def _show_environment() -> None:
+    """Write the task's environment where /proc/PID/environ reads it: the block the server
+    was exec'd with (the server made it roomy: :data:`trainer.warm.ROOM_ENV`). The leftover
+    sweep and people (``cat /proc/PID/environ``) then see the task's run id and controller,
+    not the pool's. Safe once :func:`_set_environment` has run: every variable libc still
+    knows was set anew (``setenv`` copies it), so nothing points into the old block. A task
+    whose environment does not fit keeps the pool's (the sweep still knows it by that)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50, 51
+    except (OSError, IndexError, ValueError):
+        return
+    block = b"".join(f"{k}={v}".encode("utf-8", "surrogateescape") + b"\0" for k, v in os.environ.items())
+    if not 0 < start < end or len(block) >= end - start:
+        return
+    ctypes.memmove(start, block + b"\0" * (end - start - len(block)), end - start)
 
 
 def _apply_thread_counts() -> None:

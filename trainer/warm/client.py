@@ -76,7 +76,7 @@ def main(args: Sequence[str] | None = None) -> None:
         print(f"{COLD_NOTICE}{pid}", file=sys.stderr, flush=True)
         print(f"{PID_PREFIX}{os.getpid()}", flush=True)
         os.execv(sys.executable, [sys.executable, "-m", MODES[mode], *task_args])
-    print(f"{PID_PREFIX}{pid}", flush=True)
+    print(f"{PID_PREFIX}{pid} warm", flush=True)
     # The task has our streams; we only wait. Closing our copies keeps EOF where it was.
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):

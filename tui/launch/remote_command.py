@@ -41,6 +41,9 @@ _TASK_SCRIPT = (
     'echo "' + PID_PREFIX + '$$"; '
     'exec "$@"'
 )
+#: The same without the pid line: for a command that prints it itself (the warm client
+#: prints the pid of the task it had forked: tui.launch.ssh_warm).
+_QUIET_TASK_SCRIPT = _TASK_SCRIPT.replace('echo "' + PID_PREFIX + '$$"; ', "")
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class RemoteCommand:
     cwd: str = ""
     #: Put first on PYTHONPATH (after any PYTHONPATH in ``env``): the deployed trainer.
     python_path: str = ""
+    #: Print :data:`PID_PREFIX` and the pid first (False: the command prints its own).
+    prints_pid: bool = True
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -76,7 +81,8 @@ class RemoteCommand:
             python_path = ""
         words = [self.cwd, python_path, str(len(env)),
                  *(f"{name}={value}" for name, value in env.items()), *self.argv]
-        return shlex.join(["exec", "sh", "-c", _TASK_SCRIPT, "tfdist", *words])
+        script = _TASK_SCRIPT if self.prints_pid else _QUIET_TASK_SCRIPT
+        return shlex.join(["exec", "sh", "-c", script, "tfdist", *words])
 
 
 def signal_groups_line(pgids: Sequence[int], signal_name: str) -> str:

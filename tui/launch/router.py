@@ -61,7 +61,7 @@ class Router:
         if remote is not None:
             self._launchers[HostKind.SSH] = remote
         # warm: False (--cold) starts every task cold (tui.launch.warm).
-        self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: ssh_options,
+        self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: {**ssh_options, "warm": warm},
                                                          HostKind.LOCAL: {"warm": warm}}
 
     @classmethod

@@ -34,19 +34,23 @@ REQUEST_TIMEOUT = 30.0
 
 
 def servable(argv: Sequence[str]) -> str | None:
-    """The pool mode for ``argv`` (``python -m trainer ...`` / ``python -m trainer.shim
-    ...`` with this host's interpreter), or None: another interpreter, a plain script
-    (``shim: false``), any other command."""
-    if len(argv) < 3 or argv[1] != "-m":
-        return None
-    mode = next((m for m, module in MODES.items() if module == argv[2]), None)
-    if mode is None:
-        return None
+    """The pool mode for ``argv`` on this machine (see :func:`servable_mode`): its
+    interpreter must be the controller's own, the one a local task gets by default."""
     try:
-        same = os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
+        python = os.path.realpath(argv[0]) if argv else ""
     except OSError:
-        same = False
-    return mode if same else None
+        return None
+    mode = servable_mode(argv, None)
+    return mode if mode is not None and python == os.path.realpath(sys.executable) else None
+
+
+def servable_mode(argv: Sequence[str], python: str | None) -> str | None:
+    """The pool mode for ``python -m trainer ...`` / ``python -m trainer.shim ...`` (with
+    ``python`` as argv[0] when given: the host's interpreter), or None: another
+    interpreter, a plain script (``shim: false``), any other command."""
+    if len(argv) < 3 or argv[1] != "-m" or (python is not None and argv[0] != python):
+        return None
+    return next((m for m, module in MODES.items() if module == argv[2]), None)
 
 
 class WarmTask:
