@@ -65,7 +65,8 @@ def _make_room() -> None:
     if ROOM_ENV in os.environ:
         return
     size = sum(len(k) + len(v) + 2 for k, v in os.environ.items())
-    env = {**os.environ, ROOM_ENV: "x" * (size + ROOM_BYTES)}
+    # POOL_ENV too, where /proc/PID/environ shows it: the pool's mark for tools and tests.
+    env = {**os.environ, POOL_ENV: "1", ROOM_ENV: "x" * (size + ROOM_BYTES)}
     os.execve(sys.executable, [sys.executable, "-m", "trainer.warm", *sys.argv[1:]], env)
 
 
@@ -79,7 +80,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     lifecycle.watch_parent("no")  # stdin is the server's own loop's to read
     lifecycle._set_parent_death_signal()
     started = time.time()
-    os.environ[POOL_ENV] = "1"
     try:
         _preload(mode)
     except Exception as exc:  # a broken TensorFlow install: the controller starts tasks cold
