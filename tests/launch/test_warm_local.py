@@ -145,3 +145,27 @@ def test_a_sigkilled_controller_leaves_nothing_while_the_pool_imports(tmp_path: 
 
 def test_a_sigkilled_controller_leaves_nothing_while_the_pool_serves(tmp_path: Path) -> None:
     _controller_sigkilled(tmp_path, "serving")
+
+
+async def test_the_leftover_sweep_finds_and_stops_a_pool_whose_controller_is_gone(tmp_path: Path) -> None:
+    from trainer.warm import POOL_RUN_ID
+    from tui.launch import sweep
+    from tui.leftovers import controller_gone
+    from tui.owner import CONTROLLER_ENV, ControllerId, boot_id
+    from tui.plan import RUN_ID_ENV
+
+    gone = ControllerId(boot_id(), 2**22 + 1, 1.0)  # no such process
+    env = {**os.environ, **ENV, RUN_ID_ENV: POOL_RUN_ID, CONTROLLER_ENV: str(gone)}
+    pool = subprocess.Popen([sys.executable, "-m", "trainer.warm", "shim"], env=env, cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        found = [t for t in await sweep.find_local_leftovers() if t.pid == pool.pid]
+        assert found and found[0].run_id == POOL_RUN_ID and controller_gone(found[0], tmp_path)
+        (stopped,) = await sweep.stop_local_leftovers(found, grace=1.0)
+        assert stopped.result in (sweep.StopResult.STOPPED, sweep.StopResult.KILLED)
+        assert pool.wait(timeout=10) != 0
+    finally:
+        if pool.poll() is None:
+            pool.kill()
+            pool.wait()
