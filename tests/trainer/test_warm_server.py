@@ -182,3 +182,16 @@ def test_a_hundred_warm_starts_in_a_row(pool: Pool, tmp_path: Path) -> None:
         _, code, out, err = run_task(pool, [str(script), str(i)], {}, tmp_path, timeout=30)
         assert code == 0 and f"toy {i}" in out and "err" in err, (i, code, out, err)
     assert time.monotonic() - started < 100  # a start is a fork, not an import
+
+
+def test_a_program_whose_module_the_pool_imported_starts_cold_in_place(pool: Pool, tmp_path: Path) -> None:
+    """``six`` is imported by TensorFlow in the pool: a program with its own six.py gets its
+    own, as a cold start would, by becoming a cold task (same pid)."""
+    (tmp_path / "six.py").write_text("MINE = True\n")
+    script = tmp_path / "uses_six.py"
+    script.write_text("import os, six\n"
+                      "print('mine' if getattr(six, 'MINE', False) else 'pool', os.getpid())\n")
+    pid, code, out, err = run_task(pool, [str(script)], {}, tmp_path)
+    assert code == 0, err
+    assert f"mine {pid}" in out
+    assert client.COLD_NOTICE in err and "six" in err

@@ -55,6 +55,8 @@ TRAINER_QUIET_ENV: dict[str, str] = {
 #: keeps the environment a process was exec'd with): the leftover sweep finds pools and
 #: their tasks by the run-id variable, and this names the pool.
 POOL_RUN_ID = "warm-pool"
+#: The stderr line of a task that could not be warm-started and started cold instead.
+COLD_NOTICE = "tfdist warm: started cold: "
 #: Set in the pool's environment only; removed from each task's.
 POOL_ENV = "TFDIST_WARM_POOL"
 #: Room in the environment block the server was exec'd with, which /proc/PID/environ shows:

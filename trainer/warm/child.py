@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Iterable
 
-from trainer.warm import POOL_ENV, ROOM_ENV, wire
+from trainer.warm import COLD_NOTICE, MODES, POOL_ENV, ROOM_ENV, wire
 
 _PR_SET_PDEATHSIG = 1
 
@@ -31,6 +31,9 @@ def become_task(request: wire.Request, fds: list[int], module: str, server_pid: 
         if request.cwd:
             os.chdir(request.cwd)
         _set_environment(request.env)
+        shadowed = _shadowed(module, request.argv)
+        if shadowed:
+            _exec_cold(module, request.argv, shadowed)
         _show_environment()
         _apply_thread_counts()
         sys.argv = [module, *request.argv]
@@ -92,10 +95,12 @@ def _writer(fd: int, encoding: str, errors: str, unbuffered: bool) -> io.TextIOW
 
 
 def _reset_signals() -> None:
-    """Default dispositions and no wake-up fd: the server's SIGCHLD handling is its own."""
+    """The dispositions a fresh interpreter has (SIGPIPE ignored, as Python starts) and no
+    wake-up fd: the server's SIGCHLD handling is its own."""
     signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
@@ -107,6 +112,31 @@ def _set_environment(env: dict[str, str]) -> None:
         if name not in wanted:
             del os.environ[name]
     os.environ.update(wanted)
+
+
+def _shadowed(module: str, argv: tuple[str, ...]) -> list[str]:
+    """Modules of a user's program (the files of its script's folder) that the pool has
+    already imported as something else: a cold start would import the program's own
+    (its folder comes first on ``sys.path``), a fork would find the pool's in
+    ``sys.modules``. Only the shim runs other people's folders."""
+    if module != MODES["shim"] or not argv:
+        return []
+    folder = os.path.dirname(os.path.abspath(argv[0]))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return []
+    names = {e[:-3] for e in entries if e.endswith(".py")} | \
+            {e for e in entries if os.path.isfile(os.path.join(folder, e, "__init__.py"))}
+    loaded = {name.split(".")[0] for name in sys.modules}
+    return sorted((names & loaded) - {"__main__"})
+
+
+def _exec_cold(module: str, argv: tuple[str, ...], shadowed: list[str]) -> None:
+    """Become a cold task in place (same pid, session, streams and parent-death signal)."""
+    os.write(2, (f"{COLD_NOTICE}the program's folder has {', '.join(shadowed)}, which the warm "
+                 "pool had imported already\n").encode())
+    os.execv(sys.executable, [sys.executable, "-m", module, *argv])
 
 
 def _show_environment() -> None:

@@ -18,11 +18,9 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from trainer.warm import MODES, wire
+from trainer.warm import COLD_NOTICE, MODES, wire
 
 PID_PREFIX = "tfdist-pid "
-#: The stderr line of a task that the pool could not serve (the controller counts them).
-COLD_NOTICE = "tfdist warm: started cold: "
 
 
 def start(path: str, mode: str, argv: Sequence[str]) -> tuple[socket.socket | None, int | str]:
