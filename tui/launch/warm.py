@@ -88,6 +88,7 @@ class WarmTask:
             line = await reader.readline()
         finally:
             writer.close()
+            self._close_stdin()  # as an exited subprocess's pipes are: no descriptor kept
         try:
             return int(wire.parse_reply(line)["exit"])
         except (wire.WireError, KeyError, ValueError):
@@ -122,7 +123,7 @@ class WarmTask:
     def _signal_group(self, sig: signal.Signals) -> None:
         # As LocalTask: the task leads its own group (setsid in the child), and its pid is
         # not reused while the pool has not reaped it, which it reports before we stop.
-        if self._code is not None:
+        if self._exit.done():
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._pid, sig)
