@@ -22,6 +22,7 @@ import logging
 import shlex
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import asyncssh
 
@@ -44,9 +45,11 @@ from tui.launch.package import upload_package
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
-from tui.launch.ssh_warm import RemotePools, parse_pid
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
 from tui.resources import HostResources
+
+if TYPE_CHECKING:
+    from tui.launch.ssh_warm import RemotePools
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +178,9 @@ class SSHLauncher:
                  max_line: int = MAX_LINE_BYTES, upload: Path | None = None,
                  upload_exclude: tuple[Path, ...] = (), warm: bool = True) -> None:
         self._specs = dict(hosts or {})
-        # Warm pools per host (tui.launch.ssh_warm); None with --cold.
-        self._warm: RemotePools | None = RemotePools() if warm else None
+        # Warm pools per host (tui.launch.ssh_warm), made on the first task; off with --cold.
+        self._warm_on = warm
+        self._warm: RemotePools | None = None
         # A user's program: its folder, copied to each host next to the trainer.
         self._upload = upload
         self._upload_exclude = upload_exclude
@@ -338,6 +342,11 @@ class SSHLauncher:
                                     python_path=info.trainer_path)
         except ValueError as exc:
             raise LaunchError(f"{task.name}: {exc}") from None
+        # Imported here: the stdlib-only contract modules are all that importing this one loads.
+        from tui.launch.ssh_warm import RemotePools, parse_pid
+
+        if self._warm is None and self._warm_on:
+            self._warm = RemotePools()
         warm = await self._warm.command(remote, info, host, command) if self._warm and host.warm else None
         try:
             process = await remote.open_process((warm or command).shell_line())
