@@ -159,7 +159,8 @@ def test_core_imports_neither_textual_nor_tensorflow() -> None:
     # Standard-library-only trainer modules: the contract (flags, events, share variables, the
     # shim's bootstrap line).
     assert {m for m in modules if m.startswith("trainer.")} <= {"trainer.protocol", "trainer.settings",
-                                                                 "trainer.threads", "trainer.shim"}
+                                                                 "trainer.threads", "trainer.shim",
+                                                                 "trainer.warm", "trainer.warm.wire"}
 
 
 def test_lower_layers_load_little() -> None:

@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="do not verify SSH host keys at all (logged as a warning on every run)")
     parser.add_argument("--connect-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                         help="how long to wait for each SSH host (default 10)")
+    parser.add_argument("--cold", action="store_true",
+                        help="start every task in a fresh interpreter (no warm pool that imported "
+                             "TensorFlow once per host); hosts.yaml's warm: false does it per host")
     parser.add_argument("--stop-leftovers", action="store_true",
                         help="stop tasks of earlier runs found still running on the hosts")
     parser.add_argument("--stall-timeout", type=_seconds_or_zero, default=DEFAULT_STALL_TIMEOUT,
@@ -127,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                          json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,
                          insecure_no_host_key_check=args.insecure_no_host_key_check,
                          connect_timeout=args.connect_timeout, stop_leftovers=args.stop_leftovers,
+                         cold=args.cold,
                          stall_timeout=args.stall_timeout, on_stall=StallPolicy(args.on_stall))
     program = options.program
     for setting in Setting:

@@ -169,7 +169,7 @@ class Printer:
         if event.new is TaskState.STOPPING:
             return  # the STOPPED (or FAILED) line follows with the reason
         if event.new is TaskState.STARTING:
-            text = f"starting (pid {event.pid})"
+            text = f"starting (pid {event.pid}" + (f", {event.reason})" if event.reason else ")")
         elif event.new.is_finished and event.exit_code is not None:
             text = f"{event.new.value}: {ExitInfo(event.exit_code, event.reason).detail()}"
         else:

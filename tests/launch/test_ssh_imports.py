@@ -26,5 +26,6 @@ def test_the_ssh_launcher_imports_neither_textual_nor_tensorflow() -> None:
     modules = set(json.loads(result.stdout))
     assert not {m for m in modules if m.split(".")[0] in ("textual", "tensorflow", "keras")}
     # Only the stdlib-only halves of the task contract: events, settings, thread variables.
-    contract = {"trainer.protocol", "trainer.settings", "trainer.threads"}
+    contract = {"trainer.protocol", "trainer.settings", "trainer.threads", "trainer.shim", "trainer.warm",
+                "trainer.warm.wire"}
     assert {m for m in modules if m.startswith("trainer.")} <= contract

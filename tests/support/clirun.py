@@ -16,6 +16,7 @@ import psutil
 import yaml
 
 from tests.support import async_wait_until
+from trainer.warm import POOL_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_TRAINER = Path(__file__).resolve().parent / "fake_trainer.py"
@@ -50,8 +51,9 @@ def is_trainer(cmdline: Sequence[str]) -> bool:
     return "-m trainer" in text or FAKE_TRAINER.name in text
 
 
-def survivors(tag: str) -> list[psutil.Process]:
-    """Live (non-zombie) trainer processes carrying ``tag`` in their environment."""
+def survivors(tag: str, pools: bool = False) -> list[psutil.Process]:
+    """Live (non-zombie) trainer processes carrying ``tag`` in their environment; with
+    ``pools``, the warm pools (fork servers, issue 25) that started them too."""
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
         try:
@@ -59,7 +61,8 @@ def survivors(tag: str) -> list[psutil.Process]:
                 continue  # already dead, waiting to be reaped
             if not is_trainer(process.info["cmdline"] or []):
                 continue
-            if process.environ().get(TAG_ENV) == tag:
+            environ = process.environ()
+            if environ.get(TAG_ENV) == tag and (pools or POOL_ENV not in environ):
                 found.append(process)
         except psutil.Error:
             continue  # gone meanwhile, or not ours to inspect
@@ -70,10 +73,10 @@ async def wait_no_survivors(tag: str, timeout: float = 5.0) -> list[psutil.Proce
     """Poll until no tagged trainer process is alive; return those still alive at the end.
     (Dead non-children cannot be awaited, so this polls, bounded by ``timeout``.)"""
     try:
-        await async_wait_until(lambda: not survivors(tag), timeout)
+        await async_wait_until(lambda: not survivors(tag, pools=True), timeout)
     except AssertionError:
         pass
-    return survivors(tag)
+    return survivors(tag, pools=True)
 
 
 def kill_all(processes: list[psutil.Process]) -> None:

@@ -54,7 +54,7 @@ async def controller(args: list[str], tmp_path: Path, fake: bool,
         if process.returncode is None:
             process.kill()
             await process.wait()
-        kill_all(survivors(tag))
+        kill_all(survivors(tag, pools=True))
 
 
 async def run_to_end(args: list[str], tmp_path: Path, fake: bool, **env: str) -> Finished:

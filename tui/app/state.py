@@ -30,6 +30,7 @@ from tui.core.events import (
 from tui.core.exits import ExitInfo
 from tui.core.progress import ProgressSnapshot
 from tui.core.task_state import TaskState
+from tui.launch.base import WARM_REASON
 
 LOG_LINES_PER_TASK = 2_000
 MERGED_LOG_LINES = 5_000
@@ -54,6 +55,7 @@ class TaskRow:
     last_output: float | None = None
     tf_version: str = ""
     hint: str = ""  # the known-failure hint of the current launch (tui.core.hints), if any
+    warm: bool = False  # the current launch was forked from a warm pool (issue 25)
 
     @property
     def restarts(self) -> int:
@@ -177,6 +179,7 @@ class Dashboard:
             row.exit_code = None
             row.local_step = row.examples_per_sec = None
             row.hint = ""
+            row.warm = event.reason == WARM_REASON
         if event.pid is not None:
             row.pid = event.pid
         if event.exit_code is not None:

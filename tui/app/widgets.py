@@ -107,7 +107,9 @@ class TaskTable(DataTable[Text | str]):
         row = dashboard.rows[name]
         state = Text(row.state_text, style=STATE_STYLES[row.state])
         return [
-            name, row.address, state, str(row.pid or "-"), str(row.restarts),
+            # "w" after the pid: forked from the host's warm pool.
+            name, row.address, state, f"{row.pid}{'w' if row.warm else ''}" if row.pid else "-",
+            str(row.restarts),
             "-" if row.local_step is None else str(row.local_step),
             "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
             row.output_age(now), row.share or "-",

@@ -70,6 +70,8 @@ class HostSpec:
         if self.slurm is not None and self.slurm.node is not None:
             return f"{self.name}/{self.slurm.node} job {self.slurm.job_id}"
         return self.name
+    #: ``warm: false`` starts every task cold (no fork server: tui.launch.warm).
+    warm: bool = True
 
     @property
     def launch_kind(self) -> HostKind:

@@ -95,7 +95,7 @@ def _command_line_error(message: str) -> ConfigError:
 
 _TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart", "program", "resources")
 _HOST_KEYS = ("address", "port", "user", "identity", "known_hosts", "jump", "python", "workdir", "env",
-              "kind")
+              "kind", "warm")
 _HOST_TEXT_KEYS = ("address", "user", "identity", "known_hosts", "jump", "python", "workdir")
 _JOB_KEYS = tuple(job.value for job in Job)
 #: Jobs only a user's program can have.
@@ -183,6 +183,8 @@ class _Loader(NodeReader):
         if "kind" in items:
             fields["kind"] = self.choice(items["kind"].value, f"{where}.kind", HostKind)
         fields["slurm"] = slurm_settings.load(self, items, where, fields.get("kind") is HostKind.SLURM)
+        if "warm" in items:
+            fields["warm"] = self.boolean(items["warm"].value, f"{where}.warm")
         spec = HostSpec(**fields)  # type: ignore[arg-type]  # keys and types checked above
         return spec, items["jump"].value if "jump" in items else None
 

@@ -29,6 +29,8 @@ class RunOptions:
     stop_leftovers: bool = False
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
     on_stall: StallPolicy = StallPolicy.WARN
+    #: ``--cold``: no warm pools; every task imports TensorFlow itself.
+    cold: bool = False
 
     def supervisor_options(self) -> SupervisorOptions:
         """How the front ends' supervisor runs tasks, as the command line says."""

@@ -41,7 +41,7 @@ class Session:
         (reading counters with the same launchers)."""
         router = Router.for_config(options.config, accept_new_host_keys=options.accept_new_host_keys,
                                    insecure_no_host_key_check=options.insecure_no_host_key_check,
-                                   connect_timeout=options.connect_timeout)
+                                   connect_timeout=options.connect_timeout, warm=not options.cold)
         supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router,
                                 options=supervisor_options or options.supervisor_options())
         router.on_notice(lambda text: supervisor.notify(Level.WARNING, text))

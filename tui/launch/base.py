@@ -15,6 +15,10 @@ from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch.lines import OutputLine
 from tui.launch.probe import HostResources
 
+#: The reason given with the STARTING state of a task forked from a warm pool (issue 25):
+#: the headless start-up lines and the task table show it.
+WARM_REASON = "warm start"
+
 
 class LaunchError(Exception):
     """A task or a check could not be started on its host (program missing, host

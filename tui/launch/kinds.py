@@ -19,7 +19,7 @@ from tui.launch.base import Launcher
 def _local(options: dict[str, Any]) -> Launcher:
     from tui.launch.local import LocalLauncher
 
-    return LocalLauncher()
+    return LocalLauncher(**options)
 
 
 def _ssh(options: dict[str, Any]) -> Launcher:

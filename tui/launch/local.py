@@ -4,39 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import signal
-import sys
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 
 from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
+from tui.launch.deathsig import DIE_WITH_PARENT
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
 from tui.launch.streams import merged_lines
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """A pre-exec hook that makes the kernel SIGKILL the task when the controller dies, even
-    a SIGKILLed controller and even a stopped task (a stopped process does not see its
-    stdin close, and keeps a SIGTERM pending until continued). Resolved once, here, so the
-    forked child only calls into libc."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    pr_set_pdeathsig = 1
-
-    def hook() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
-
-    return hook
-
-
-_DIE_WITH_PARENT = _die_with_parent()
+from tui.launch.warm import WarmPools, WarmTask
 
 
 class LocalTask:
@@ -46,6 +24,8 @@ class LocalTask:
         self._process = process
         self._max_line = max_line
         self._signalled_group = False
+        #: A notice to show once with this task (a warm pool failed: it started cold).
+        self.launch_notice = ""
 
     @property
     def pid(self) -> int | None:
@@ -98,17 +78,27 @@ class LocalTask:
 
 class LocalLauncher:
     """Starts tasks on this machine. Implements :class:`tui.launch.base.Launcher` for the
-    host ``localhost`` only; remote hosts need the SSH launcher."""
+    host ``localhost`` only; remote hosts need the SSH launcher. With ``warm``, tasks it can
+    serve are forked from a pool that imported TensorFlow once (:mod:`tui.launch.warm`)."""
 
-    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, max_line: int = MAX_LINE_BYTES, warm: bool = True) -> None:
         self._max_line = max_line
+        self._warm_on = warm
+        self._warm: WarmPools | None = None
 
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
-                    env: Mapping[str, str], cwd: str | None) -> LocalTask:
+                    env: Mapping[str, str], cwd: str | None) -> LocalTask | WarmTask:
         self._require_local(host)
         if not argv:
             raise LaunchError(f"{task.name}: empty command line")
         full_env = {**os.environ, **env}
+        if self._warm_on and host.warm:
+            if self._warm is None:
+
+                self._warm = WarmPools(self._max_line)
+            warm_task = await self._warm.start(task.name, argv, full_env, cwd)
+            if warm_task is not None:
+                return warm_task
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -121,11 +111,19 @@ class LocalLauncher:
                 # controller, which then stops tasks in order; signals to the group reach
                 # the task's children too.
                 start_new_session=True,
-                preexec_fn=_DIE_WITH_PARENT,
+                preexec_fn=DIE_WITH_PARENT,
             )
         except OSError as exc:
             raise LaunchError(f"{task.name}: cannot run {argv[0]}: {exc.strerror or exc}") from exc
-        return LocalTask(process, self._max_line)
+        cold = LocalTask(process, self._max_line)
+        if self._warm is not None:
+            cold.launch_notice = self._warm.take_notice()
+        return cold
+
+    @property
+    def warm_pools(self) -> WarmPools | None:
+        """The warm pools, once a task could be served by one (None before, and with --cold)."""
+        return self._warm
 
     async def check_ports(self, host: HostSpec, ports: Sequence[int]) -> list[PortProblem]:
         self._require_local(host)
@@ -152,7 +150,9 @@ class LocalLauncher:
         return ConnectReport()
 
     async def close(self) -> None:
-        return None
+        """Stop the warm pools (their tasks die with them: stop tasks first)."""
+        if self._warm is not None:
+            await self._warm.close()
 
     async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str:
         """Run a short command on this machine; its stdout (OSError when it fails)."""

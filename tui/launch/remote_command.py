@@ -55,6 +55,9 @@ _TASK_SCRIPT = (
     'echo "' + PID_PREFIX + '$$"; '
     'exec "$@"'
 )
+#: The same without the pid line: for a command that prints it itself (the warm client
+#: prints the pid of the task it had forked: tui.launch.ssh_warm).
+_QUIET_TASK_SCRIPT = _TASK_SCRIPT.replace('echo "' + PID_PREFIX + '$$"; ', "")
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class RemoteCommand:
     cwd: str = ""
     #: Put first on PYTHONPATH (after any PYTHONPATH in ``env``): the deployed trainer.
     python_path: str = ""
+    #: Print :data:`PID_PREFIX` and the pid first (False: the command prints its own).
+    prints_pid: bool = True
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -91,11 +96,12 @@ class RemoteCommand:
     def shell_line(self) -> str:
         """The line for the login shell. It reads the environment from stdin
         (:meth:`env_input`, to be written first), prints :data:`PID_PREFIX` and its pid on
-        stdout, then becomes ``argv`` (same pid) in ``cwd`` with ``env`` added. No value
-        of ``env`` is in it."""
+        stdout (unless the command prints its own: ``prints_pid``), then becomes ``argv``
+        (same pid) in ``cwd`` with ``env`` added. No value of ``env`` is in it."""
         env, python_path = self._environment()
         words = [self.cwd, python_path, str(len(env)), *self.argv]
-        return shlex.join(["exec", "sh", "-c", _TASK_SCRIPT, "tfdist", *words])
+        script = _TASK_SCRIPT if self.prints_pid else _QUIET_TASK_SCRIPT
+        return shlex.join(["exec", "sh", "-c", script, "tfdist", *words])
 
     def env_input(self) -> bytes:
         """What to write on the command's stdin before anything else: the environment."""

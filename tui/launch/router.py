@@ -54,25 +54,28 @@ class Router:
     second, which a cluster on this machine alone should not wait for."""
 
     def __init__(self, local: Launcher | None = None, remote: SSHLauncher | None = None,
-                 **ssh_options: Any) -> None:
+                 *, warm: bool = True, **ssh_options: Any) -> None:
         self._launchers: dict[HostKind, Launcher] = {}
         if local is not None:
             self._launchers[HostKind.LOCAL] = local
         if remote is not None:
             self._launchers[HostKind.SSH] = remote
-        self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: ssh_options}
-        if "config" in ssh_options:  # the Slurm launcher places the config's tasks
-            self._options = {HostKind.SSH: {k: v for k, v in ssh_options.items() if k != "config"},
-                             HostKind.SLURM: {"config": ssh_options["config"]}}
+        # warm: False (--cold) starts every task cold (tui.launch.warm). The Slurm launcher
+        # places the config's tasks itself, so it alone gets the config.
+        ssh = {k: v for k, v in ssh_options.items() if k != "config"}
+        self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: {**ssh, "warm": warm},
+                                                         HostKind.LOCAL: {"warm": warm}}
+        if "config" in ssh_options:
+            self._options[HostKind.SLURM] = {"config": ssh_options["config"]}
 
     @classmethod
     def for_config(cls, config: ClusterConfig, *, accept_new_host_keys: bool = False,
                    insecure_no_host_key_check: bool = False,
-                   connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> Router:
+                   connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, warm: bool = True) -> Router:
         """A router whose SSH launcher knows ``config``'s hosts (for ``jump:`` names) and
         the program's ``upload:`` folder (the run directory is never part of it)."""
         upload = config.program.upload if config.program is not None else None
-        return cls(hosts=config.hosts, accept_new_host_keys=accept_new_host_keys,
+        return cls(warm=warm, hosts=config.hosts, accept_new_host_keys=accept_new_host_keys,
                    insecure_no_host_key_check=insecure_no_host_key_check,
                    connect_timeout=connect_timeout, upload=upload, upload_exclude=(config.run_dir,),
                    config=config)

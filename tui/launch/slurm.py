@@ -29,9 +29,9 @@ from dataclasses import replace
 from tui.config.cluster import ClusterConfig, HostSpec, TaskSpec
 from tui.launch import slurm_steps
 from tui.launch.base import ConnectReport, HostInfo, LaunchError, PortProblem, PortReservation
+from tui.launch.deathsig import DIE_WITH_PARENT
 from tui.launch.leftover_search import DEFAULT_STOP_GRACE, LeftoverTask, StoppedLeftover
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
-from tui.launch.local import _DIE_WITH_PARENT
 from tui.launch.probe import HostResources
 from tui.launch.slurm_alloc import Allocation, Node, SlurmError, run_slurm, slurm_message
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
@@ -242,7 +242,7 @@ class SlurmLauncher:
                 stderr=asyncio.subprocess.PIPE, env={**os.environ, **env}, cwd=cwd,
                 # Own process group (a terminal's Ctrl-C reaches the controller only), and
                 # SIGKILLed with the controller: a dead srun ends its step.
-                start_new_session=True, preexec_fn=_DIE_WITH_PARENT)
+                start_new_session=True, preexec_fn=DIE_WITH_PARENT)
         except OSError as exc:
             raise SlurmError(host, f"cannot run srun for {task.name}: {exc.strerror or exc}") from None
         assert process.stdout is not None and process.stderr is not None

@@ -42,9 +42,10 @@ from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
 from tui.launch.package import upload_package
 from tui.launch.probe import HostResources
-from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand, parse_pid_line
+from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
+from tui.launch.ssh_warm import RemotePools, parse_pid
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ class SSHTask:
         self._head = head
         self._max_line = max_line
         self._stdin_closed = False
+        #: Forked from the host's warm pool; a notice to show once (its pool failed).
+        self.warm = False
+        self.launch_notice = ""
 
     @property
     def pid(self) -> int:
@@ -169,8 +173,11 @@ class SSHLauncher:
                  probe_timeout: float = deploy.DEFAULT_PROBE_TIMEOUT,
                  ssh_config: tuple[str, ...] | None = (),
                  max_line: int = MAX_LINE_BYTES, upload: Path | None = None,
-                 upload_exclude: tuple[Path, ...] = ()) -> None:
+                 upload_exclude: tuple[Path, ...] = (), warm: bool = True) -> None:
         self._specs = dict(hosts or {})
+        # Warm pools per host (tui.launch.ssh_warm), made on the first task; off with --cold.
+        self._warm_on = warm
+        self._warm: RemotePools | None = None
         # A user's program: its folder, copied to each host next to the trainer.
         self._upload = upload
         self._upload_exclude = upload_exclude
@@ -332,9 +339,13 @@ class SSHLauncher:
                                     python_path=info.trainer_path)
         except ValueError as exc:
             raise LaunchError(f"{task.name}: {exc}") from None
+        if self._warm is None and self._warm_on:
+            self._warm = RemotePools()
+        warm = await self._warm.command(remote, info, host, command) if self._warm and host.warm else None
         try:
-            process = await remote.open_process(command.shell_line())
-            process.stdin.write(command.env_input())  # the env: never in a command line
+            started_command = warm or command
+            process = await remote.open_process(started_command.shell_line())
+            process.stdin.write(started_command.env_input())  # the env: never in a command line
         except (asyncssh.Error, OSError) as exc:
             raise remote.error(HostFailure.CONNECTION_LOST, f"cannot start {task.name}: {exc}") from None
         try:
@@ -345,11 +356,14 @@ class SSHLauncher:
         except BaseException:  # cancelled: closing the channel ends the remote process too
             process.close()
             raise
-        pid = parse_pid_line(line.decode("utf-8", "replace")) if line is not None else None
+        pid, forked = parse_pid(line.decode("utf-8", "replace")) if line is not None else (None, False)
         if pid is None:
             raise await _start_failure(remote, task, process, command)
-        log.info("host %s: started %s as pid %d", host.name, task.name, pid)
-        return SSHTask(remote, process, pid, head, self._max_line)
+        log.info("host %s: started %s as pid %d%s", host.name, task.name, pid, " (warm)" if forked else "")
+        started = SSHTask(remote, process, pid, head, self._max_line)
+        started.warm = forked
+        started.launch_notice = self._warm.take_notice() if self._warm else ""
+        return started
 
     async def check_ports(self, host: HostSpec, ports: Sequence[int]) -> list[PortProblem]:
         await self.prepare(host)
@@ -385,6 +399,8 @@ class SSHLauncher:
 
     async def close(self) -> None:
         """Close every connection; remote tasks still running see EOF and exit."""
+        if self._warm is not None:
+            await self._warm.close()
         for name in list(self._hosts):
             await self._forget(name)
         jumps = list(self._jumps.values())

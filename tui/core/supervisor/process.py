@@ -20,7 +20,7 @@ from tui.core.exits import describe_exit
 from tui.core.hints import CREATE_SESSION, hint_for, hint_for_exit
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
 from tui.core.task_state import TaskState
-from tui.launch.base import LaunchError, RunningTask
+from tui.launch.base import WARM_REASON, LaunchError, RunningTask
 from tui.launch.lines import OutputLine, Stream
 from tui.program.base import Readiness
 from tui.program.end_rules import PORT_PROBE_INTERVAL, port_open
@@ -50,7 +50,12 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     task.pid = process.pid
     task.launches += 1
     task.last_activity = run.clock.monotonic()
-    run.set_state(task, TaskState.STARTING)
+    # A launcher may say more than the protocol asks: forked warm, or a notice (its warm
+    # pool failed, so this task started cold).
+    run.set_state(task, TaskState.STARTING, reason=WARM_REASON if getattr(process, "warm", False) else "")
+    notice = getattr(process, "launch_notice", "")
+    if notice:
+        run.notify(Level.WARNING, notice, task.name)
     run.spawn(_watch(run, task, process))
     if task in run.workers():
         run.hangs.started(task.name, run.clock.monotonic())

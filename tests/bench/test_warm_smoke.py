@@ -1,0 +1,27 @@
+"""``python -m bench.warm`` at a tiny size, so it keeps working: every phase measured on both
+sides, every warm first start forked all three tasks, the seeded loss curves agree, and the
+table is written. The timings are the benchmark's to report, not a test's to judge."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.warm import SIDES, measure, report
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+async def test_warm_benchmark_smoke() -> None:
+    results = await measure(reps=1, steps_seeded=20)
+    for side in SIDES:
+        (sample,) = results.samples[side]
+        for value in (sample.first_start, sample.worker_restart, sample.ps_restart, sample.relaunch,
+                      sample.rss_mib, sample.pss_mib):
+            assert math.isfinite(value) and value > 0, (side, sample)
+    assert results.samples["warm"][0].warm_tasks == 3
+    assert results.samples["cold"][0].warm_tasks == 0
+    assert results.losses["warm"] and results.losses["warm"] == results.losses["cold"]
+    text = report(results)
+    assert "| first start, every worker stepping |" in text and "identical" in text

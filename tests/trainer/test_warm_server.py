@@ -1,0 +1,197 @@
+"""The fork server (``python -m trainer.warm``) with real processes: each forked task has its
+own thread and device settings, stays a separate process group, and 100 starts in a row
+never hang. One pool (one TensorFlow import) for the whole file."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from trainer.warm import client, wire
+
+REPO = Path(__file__).resolve().parents[2]
+READY_TIMEOUT = 120.0
+
+PROBE = textwrap.dedent("""
+    import json, os, sys
+    import tensorflow as tf
+    from threadpoolctl import threadpool_info
+    tf1 = tf.compat.v1
+    with tf1.Session(graph=tf1.Graph()) as session:
+        session.run(tf1.constant(1.0) + 1.0)
+        names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    blas = [i["num_threads"] for i in threadpool_info() if i.get("internal_api") == "openblas"]
+    proc_env = dict(e.split("=", 1) for e in open("/proc/self/environ").read().split(chr(0)) if "=" in e)
+    print(json.dumps({
+        "inter_op": names.count("tf_Compute"),
+        "blas": blas,
+        "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "growth": os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH"),
+        "visible_gpus": len(tf.config.list_physical_devices("GPU")),
+        "cpus": sorted(os.sched_getaffinity(0)),
+        "pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0), "ppid": os.getppid(),
+        "argv": sys.argv, "cwd": os.getcwd(),
+        "proc_env": {k: v for k, v in proc_env.items() if k.startswith(("TF_NUM", "TFDIST_WARM"))},
+    }), flush=True)
+""")
+
+
+@dataclass
+class Pool:
+    process: subprocess.Popen[bytes]
+    path: str
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[Pool]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-m", "trainer.warm", "shim"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(process.stdout, selectors.EVENT_READ)
+        assert sel.select(READY_TIMEOUT), "the pool did not get ready"
+    ready = json.loads(process.stdout.readline())
+    assert "ready" in ready, ready
+    assert os.stat(os.path.dirname(ready["ready"])).st_mode & 0o777 == 0o700
+    yield Pool(process, ready["ready"])
+    assert process.stdin is not None
+    process.stdin.close()  # EOF: the server ends
+    assert process.wait(timeout=10) == 0
+    assert not os.path.exists(ready["ready"])
+
+
+def run_task(pool: Pool, args: list[str], env: dict[str, str], cwd: Path,
+             timeout: float = 60.0) -> tuple[int, int, str, str]:
+    """(pid, exit code, stdout, stderr) of one task forked with its own pipes."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **env}
+    pipes = [os.pipe() for _ in range(3)]
+    sock, pid = _start(pool, args, full_env, cwd, pipes)
+    for fd in (pipes[0][0], pipes[1][1], pipes[2][1]):
+        os.close(fd)
+    out, err = _read_all(pipes[1][0], pipes[2][0], timeout)
+    os.close(pipes[0][1])  # held open until now: the shim exits when its stdin ends
+    sock.settimeout(timeout)
+    code = client.wait(sock)
+    return pid, code, out, err
+
+
+def _start(pool: Pool, args: list[str], env: dict[str, str], cwd: Path,
+           pipes: list[tuple[int, int]]) -> tuple[socket.socket, int]:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    sock.connect(pool.path)
+    wire.send_request(sock, wire.Request(tuple(args), env, str(cwd)), (pipes[0][0], pipes[1][1], pipes[2][1]))
+    line = b""
+    while not line.endswith(b"\n"):
+        more = sock.recv(1)
+        assert more, "the pool closed the connection"
+        line += more
+    answer = wire.parse_reply(line)
+    assert "pid" in answer, answer
+    return sock, int(answer["pid"])
+
+
+def _read_all(out_fd: int, err_fd: int, timeout: float) -> tuple[str, str]:
+    data = {out_fd: b"", err_fd: b""}
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        for fd in data:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            events = sel.select(max(0.0, deadline - time.monotonic()))
+            assert events, "a task's output did not end in time"
+            for key, _ in events:
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    data[key.fd] += chunk
+                else:
+                    sel.unregister(key.fd)
+                    os.close(key.fd)
+    return data[out_fd].decode(), data[err_fd].decode()
+
+
+def test_each_task_gets_its_own_threads_devices_and_cpus(pool: Pool, tmp_path: Path) -> None:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    seen = []
+    for inter, gpus, growth, cpus in ((2, "0,1", "true", "0"), (1, "", "false", "1")):
+        env = {"TF_NUM_INTEROP_THREADS": str(inter), "OMP_NUM_THREADS": str(inter),
+               "CUDA_VISIBLE_DEVICES": gpus, "TF_FORCE_GPU_ALLOW_GROWTH": growth,
+               "TFDIST_CPUS": cpus if len(os.sched_getaffinity(0)) > 1 else ""}
+        pid, code, out, err = run_task(pool, [str(script), "--flag"], env, tmp_path)
+        assert code == 0, err
+        report = json.loads(next(line for line in out.splitlines() if '"inter_op"' in line))
+        assert report["inter_op"] == inter  # TensorFlow's pools: sized at first use, per task
+        # numpy's and scipy's OpenBLAS read OMP_NUM_THREADS when loaded (in the pool): re-applied.
+        assert report["blas"] and set(report["blas"]) == {inter}
+        assert (report["gpus"], report["growth"]) == (gpus, growth)
+        assert report["visible_gpus"] == 0  # no GPU here, and none initialised by the pool
+        if len(os.sched_getaffinity(0)) > 1:
+            assert report["cpus"] == [int(cpus)]
+        # Its own session and process group, a child of the pool, its own argv and folder.
+        assert report["pid"] == report["pgid"] == report["sid"] == pid
+        assert report["ppid"] == pool.process.pid
+        assert report["argv"] == [str(script), "--flag"]
+        assert report["cwd"] == str(tmp_path)
+        # What /proc/PID/environ shows (the leftover sweep reads it): the task's own.
+        assert report["proc_env"] == {"TF_NUM_INTEROP_THREADS": str(inter)}
+        seen.append(report)
+    assert seen[0]["inter_op"] != seen[1]["inter_op"]
+
+
+def test_exit_codes_and_signals_come_back(pool: Pool, tmp_path: Path) -> None:
+    script = tmp_path / "exit.py"
+    script.write_text("import os, sys\n"
+                      "if sys.argv[1] == 'kill': os.kill(os.getpid(), 9)\n"
+                      "sys.exit(int(sys.argv[1]))\n")
+    assert run_task(pool, [str(script), "3"], {}, tmp_path)[1] == 3
+    assert run_task(pool, [str(script), "kill"], {}, tmp_path)[1] == -signal.SIGKILL
+
+
+def test_a_task_the_pool_cannot_serve_is_refused(pool: Pool, tmp_path: Path) -> None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    sock.connect(pool.path)
+    r, w = os.pipe()
+    env = {**os.environ, "PYTHONHASHSEED": "123"}  # read when an interpreter starts
+    wire.send_request(sock, wire.Request(("x.py",), env, str(tmp_path)), (r, w, w))
+    os.close(r)
+    os.close(w)
+    answer = wire.parse_reply(sock.makefile("rb").readline())
+    assert "PYTHONHASHSEED" in answer["refused"]
+
+
+def test_a_hundred_warm_starts_in_a_row(pool: Pool, tmp_path: Path) -> None:
+    script = tmp_path / "toy.py"
+    script.write_text("import sys\nprint('toy', sys.argv[1])\nprint('err', file=sys.stderr)\n")
+    started = time.monotonic()
+    for i in range(100):
+        _, code, out, err = run_task(pool, [str(script), str(i)], {}, tmp_path, timeout=30)
+        assert code == 0 and f"toy {i}" in out and "err" in err, (i, code, out, err)
+    assert time.monotonic() - started < 100  # a start is a fork, not an import
+
+
+def test_a_program_whose_module_the_pool_imported_starts_cold_in_place(pool: Pool, tmp_path: Path) -> None:
+    """``six`` is imported by TensorFlow in the pool: a program with its own six.py gets its
+    own, as a cold start would, by becoming a cold task (same pid)."""
+    (tmp_path / "six.py").write_text("MINE = True\n")
+    script = tmp_path / "uses_six.py"
+    script.write_text("import os, six\n"
+                      "print('mine' if getattr(six, 'MINE', False) else 'pool', os.getpid())\n")
+    pid, code, out, err = run_task(pool, [str(script)], {}, tmp_path)
+    assert code == 0, err
+    assert f"mine {pid}" in out
+    assert client.COLD_NOTICE in err and "six" in err

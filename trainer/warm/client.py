@@ -1,0 +1,90 @@
+"""``python -m trainer.warm.client SOCKET MODE ARGS...``: start one task from the pool at
+SOCKET with this process's stdin/stdout/stderr, environment and working folder, as if this
+were ``python -m <MODE's module> ARGS...``. Standard library only, no TensorFlow: it starts in
+a few tens of milliseconds.
+
+Used where the controller cannot hand descriptors to the pool itself (a remote host: the
+task's streams are the SSH channel's). It prints ``tfdist-pid PID`` (the task's pid, which
+leads the task's process group) as its first stdout line, waits, and exits as the task did
+(killing itself with the task's signal). When the pool refuses the task or cannot be
+reached, it prints its own pid and becomes the cold task (``exec``), with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+
+from trainer.warm import COLD_NOTICE, MODES, wire
+
+PID_PREFIX = "tfdist-pid "
+
+
+def start(path: str, mode: str, argv: Sequence[str]) -> tuple[socket.socket | None, int | str]:
+    """Ask the pool for a task: (connection, pid) or (None, why it was not served)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(30.0)
+        sock.connect(path)
+        wire.send_request(sock, wire.Request(tuple(argv), dict(os.environ), os.getcwd()), (0, 1, 2))
+        first = _line(sock)
+        answer = wire.parse_reply(first) if first else {"refused": "the pool closed the connection"}
+    except (OSError, wire.WireError) as exc:
+        sock.close()
+        return None, f"the pool at {path} is unreachable: {exc}"
+    if "pid" not in answer:
+        sock.close()
+        return None, str(answer.get("refused", "no pid in the answer"))
+    return sock, int(answer["pid"])
+
+
+def wait(sock: socket.socket) -> int:
+    """The task's exit code, as the pool reports it (-9 when the pool itself died: its
+    tasks die with it)."""
+    sock.settimeout(None)
+    line = _line(sock)
+    sock.close()
+    try:
+        return int(wire.parse_reply(line)["exit"]) if line else -int(signal.SIGKILL)
+    except (wire.WireError, KeyError, ValueError):
+        return -int(signal.SIGKILL)
+
+
+def _line(sock: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        more = sock.recv(4096)
+        if not more:
+            break
+        data += more
+    return data.strip()
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if args is None else args)
+    if len(argv) < 2 or argv[1] not in MODES:
+        print("usage: python -m trainer.warm.client SOCKET MODE [ARGS...]", file=sys.stderr)
+        sys.exit(2)
+    path, mode, task_args = argv[0], argv[1], argv[2:]
+    sock, pid = start(path, mode, task_args)
+    if sock is None:
+        print(f"{COLD_NOTICE}{pid}", file=sys.stderr, flush=True)
+        print(f"{PID_PREFIX}{os.getpid()}", flush=True)
+        os.execv(sys.executable, [sys.executable, "-m", MODES[mode], *task_args])
+    print(f"{PID_PREFIX}{pid} warm", flush=True)
+    # The task has our streams; we only wait. Closing our copies keeps EOF where it was.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(devnull, fd)
+    code = wait(sock)
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Warm starts on SSH hosts (issue 25): one fork server per host and key, started over the
+host's connection, and each task started through ``python -m trainer.warm.client``, which
+hands the task's SSH channel (its stdin/stdout/stderr) to the pool.
+
+The pool is a long-lived channel process: its stdin is the channel, so when the controller
+closes it, the connection drops or the controller dies, the server reads EOF and SIGKILLs
+its tasks (which also die by their parent-death signal, and by EOF on their own channel).
+The client prints ``tfdist-pid PID warm`` with the forked task's pid, which leads the task's
+process group: stopping, killing and /proc sampling reach the real task. A pool that cannot
+start or dies: its tasks start cold, with one notice."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+
+import asyncssh
+
+from trainer.warm import IMPORT_TIME_ENV, POOL_RUN_ID, pool_key
+from tui.config.cluster import HostSpec
+from tui.launch.base import HostInfo
+from tui.launch.owner import CONTROLLER_ENV, RUN_ID_ENV, this_controller
+from tui.launch.remote_command import PID_PREFIX, RemoteCommand
+from tui.launch.remote_host import RemoteHost
+from tui.launch.streams import Prefixed, read_first_line
+from tui.launch.warm import servable_mode
+from tui.launch.warm_pool import READY_TIMEOUT
+
+log = logging.getLogger(__name__)
+
+#: What the client adds to the pid line when the pool forked the task.
+WARM_MARK = " warm"
+
+
+@dataclass
+class _RemotePool:
+    process: asyncssh.SSHClientProcess | None = None
+    socket_path: str = ""
+    why: str = ""
+    noticed: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.socket_path) and self.process is not None and self.process.returncode is None \
+            and not self.process.is_closing()
+
+
+def parse_pid(line: str) -> tuple[int | None, bool]:
+    """(pid, warm) from a task's first line (``tfdist-pid N`` or ``tfdist-pid N warm``)."""
+    if not line.startswith(PID_PREFIX):
+        return None, False
+    text = line[len(PID_PREFIX):].strip()
+    warm = text.endswith(WARM_MARK.strip())
+    text = text.removesuffix(WARM_MARK.strip()).strip()
+    return (int(text) if text.isdigit() and int(text) > 1 else None), warm
+
+
+class RemotePools:
+    """The warm pools on SSH hosts, one per (host, interpreter, mode, import key)."""
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[str, str, str, str], _RemotePool] = {}
+        self._starting: dict[tuple[str, str, str, str], asyncio.Task[None]] = {}
+        self.pending_notice = ""
+
+    async def command(self, remote: RemoteHost, info: HostInfo, host: HostSpec,
+                      cold: RemoteCommand) -> RemoteCommand | None:
+        """The client's command for a task ``cold`` would start, or None (start it cold)."""
+        mode = servable_mode(cold.argv, info.python)
+        if mode is None:
+            return None
+        args = cold.argv[3:]
+        key = (host.name, cold.argv[0], mode, pool_key(mode, args, {**host.env, **cold.env}))
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = _RemotePool()
+            self._starting[key] = asyncio.ensure_future(self._start(pool, remote, info, cold, mode))
+        await asyncio.shield(self._starting[key])
+        if not pool.ready:
+            if not pool.noticed:
+                pool.noticed = True
+                why = pool.why or "the pool ended"
+                self.pending_notice = f"warm start on {host.name} unavailable ({why}); tasks start cold"
+                log.warning("%s", self.pending_notice)
+            return None
+        return RemoteCommand(argv=(cold.argv[0], "-m", "trainer.warm.client", pool.socket_path, mode, *args),
+                             env=cold.env, cwd=cold.cwd, python_path=cold.python_path, prints_pid=False)
+
+    def take_notice(self) -> str:
+        notice, self.pending_notice = self.pending_notice, ""
+        return notice
+
+    async def _start(self, pool: _RemotePool, remote: RemoteHost, info: HostInfo,
+                     cold: RemoteCommand, mode: str) -> None:
+        env = {k: v for k, v in cold.env.items() if k in IMPORT_TIME_ENV or k == "PYTHONPATH"}
+        env[RUN_ID_ENV] = POOL_RUN_ID
+        env[CONTROLLER_ENV] = str(this_controller())
+        command = RemoteCommand(argv=(cold.argv[0], "-m", "trainer.warm", mode), env=env,
+                                cwd=info.workdir, python_path=cold.python_path)
+        try:
+            pool.process = await remote.open_process(command.shell_line())
+            pool.process.stdin.write(command.env_input())  # the env: never in a command line
+            # The wrapper's pid line, then the server's ready line (perhaps read with it).
+            _, head = await asyncio.wait_for(read_first_line(pool.process.stdout), READY_TIMEOUT)
+            ready, _ = await asyncio.wait_for(read_first_line(Prefixed(head, pool.process.stdout)),
+                                              READY_TIMEOUT)
+        except (asyncio.TimeoutError, asyncssh.Error, OSError) as exc:
+            pool.why = f"the pool did not start: {exc!r}"
+            await self._close(pool)
+            return
+        try:
+            answer = json.loads(ready or b"")
+        except ValueError:
+            answer = {}
+        if not isinstance(answer, dict) or "ready" not in answer:
+            pool.why = str(answer.get("failed") if isinstance(answer, dict) and answer.get("failed")
+                           else f"the pool said {ready!r}")
+            await self._close(pool)
+            return
+        pool.socket_path = str(answer["ready"])
+
+    async def _close(self, pool: _RemotePool) -> None:
+        if pool.process is not None:
+            with contextlib.suppress(asyncssh.Error, OSError, RuntimeError):
+                pool.process.stdin.write_eof()  # the server ends, and its tasks with it
+            pool.process.close()
+
+    async def close(self) -> None:
+        for task in self._starting.values():
+            task.cancel()
+        for pool in self._pools.values():
+            await self._close(pool)
+        self._pools.clear()
+        self._starting.clear()

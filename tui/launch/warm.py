@@ -1,0 +1,263 @@
+"""Warm starts on this machine (issue 25): a task of the built-in trainer, or a user's
+program under the shim, is forked from a pool that already imported TensorFlow
+(:mod:`trainer.warm`) instead of exec'ing a new interpreter.
+
+Nothing the controller relies on changes: the task has its own stdin/stdout/stderr pipes
+(made here, handed to the pool with SCM_RIGHTS), leads its own session and process group
+(signals go to its real pid, ``/proc`` sampling reads it), dies when the pool dies, and the
+pool dies with the controller. Its exit status comes back over the pool's socket.
+
+A task the pool cannot serve starts cold (returns None), as does every task once its pool
+failed: the first failure of each pool is one notice (:attr:`WarmTask.launch_notice`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+
+from trainer.warm import MODES, pool_key, wire
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
+from tui.launch.streams import merged_lines
+from tui.launch.warm_pool import PoolKey, PoolState, WarmPool
+
+log = logging.getLogger(__name__)
+
+#: How long a pool may take to answer a request (it forks at once; a loaded machine).
+REQUEST_TIMEOUT = 30.0
+
+
+def servable(argv: Sequence[str]) -> str | None:
+    """The pool mode for ``argv`` on this machine (see :func:`servable_mode`): its
+    interpreter must be the controller's own, the one a local task gets by default."""
+    try:
+        python = os.path.realpath(argv[0]) if argv else ""
+    except OSError:
+        return None
+    mode = servable_mode(argv, None)
+    return mode if mode is not None and python == os.path.realpath(sys.executable) else None
+
+
+def servable_mode(argv: Sequence[str], python: str | None) -> str | None:
+    """The pool mode for ``python -m trainer ...`` / ``python -m trainer.shim ...`` (with
+    ``python`` as argv[0] when given: the host's interpreter), or None: another
+    interpreter, a plain script (``shim: false``), any other command."""
+    if len(argv) < 3 or argv[1] != "-m" or (python is not None and argv[0] != python):
+        return None
+    return next((m for m, module in MODES.items() if module == argv[2]), None)
+
+
+class WarmTask:
+    """A task forked by a pool. Implements :class:`tui.launch.base.RunningTask`."""
+
+    warm = True
+
+    def __init__(self, pid: int, conn: socket.socket, stdin: asyncio.StreamWriter,
+                 stdout: asyncio.StreamReader, stderr: asyncio.StreamReader,
+                 max_line: int, notice: str = "") -> None:
+        self._pid = pid
+        self._conn = conn
+        self._stdin = stdin
+        self._stdout = stdout
+        self._stderr = stderr
+        self._max_line = max_line
+        self._code: int | None = None
+        self._exit: asyncio.Task[int] = asyncio.ensure_future(self._read_exit())
+        #: A notice to show once with this task (the pool of an earlier task failed).
+        self.launch_notice = notice
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    async def output(self) -> AsyncGenerator[OutputLine, None]:
+        sources: list[tuple[ByteSource, Stream]] = [(self._stdout, Stream.STDOUT),
+                                                    (self._stderr, Stream.STDERR)]
+        async for line in merged_lines(sources, self._max_line):
+            yield line
+
+    async def _read_exit(self) -> int:
+        reader, writer = await asyncio.open_unix_connection(sock=self._conn)
+        try:
+            line = await reader.readline()
+        finally:
+            writer.close()
+            self._close_stdin()  # as an exited subprocess's pipes are: no descriptor kept
+        try:
+            return int(wire.parse_reply(line)["exit"])
+        except (wire.WireError, KeyError, ValueError):
+            # The pool died; the task died with it (its parent-death signal is SIGKILL).
+            return -int(signal.SIGKILL)
+
+    async def wait(self) -> int:
+        if self._code is None:
+            self._code = await asyncio.shield(self._exit)
+        return self._code
+
+    async def send(self, line: str) -> None:
+        if self._stdin.is_closing():
+            raise BrokenPipeError(f"stdin of pid {self._pid} is closed")
+        self._stdin.write(line.encode() + b"\n")
+        await self._stdin.drain()
+
+    async def terminate(self) -> None:
+        self._close_stdin()
+        self._signal_group(signal.SIGTERM)
+        self._signal_group(signal.SIGCONT)  # a stopped task acts on SIGTERM once continued
+
+    async def kill(self) -> None:
+        self._close_stdin()
+        self._signal_group(signal.SIGKILL)
+
+    def _close_stdin(self) -> None:
+        if not self._stdin.is_closing():
+            with contextlib.suppress(OSError, RuntimeError):
+                self._stdin.close()
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        # As LocalTask: the task leads its own group (setsid in the child), and its pid is
+        # not reused while the pool has not reaped it, which it reports before we stop.
+        if self._exit.done():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._pid, sig)
+
+
+class WarmPools:
+    """The pools of this machine, one per :class:`PoolKey`, made on first need and kept
+    for the controller's life (a relaunch, a restart reuse them)."""
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
+        self._max_line = max_line
+        self._pools: dict[PoolKey, WarmPool] = {}
+        self._starting: dict[PoolKey, asyncio.Task[None]] = {}
+        self._noticed: set[PoolKey] = set()
+        self._refusals: set[str] = set()
+
+    @property
+    def pools(self) -> tuple[WarmPool, ...]:
+        """Every pool made so far (running, failed or closed)."""
+        return tuple(self._pools.values())
+
+    async def start(self, name: str, argv: Sequence[str], env: Mapping[str, str],
+                    cwd: str | None) -> WarmTask | None:
+        """Fork ``argv`` from a pool; None when it must start cold (a notice is logged)."""
+        mode = servable(argv)
+        if mode is None:
+            return None
+        args = tuple(argv[3:])
+        key = PoolKey(os.path.realpath(argv[0]), mode, pool_key(mode, args, env), env.get("PYTHONPATH", ""))
+        pool = await self._pool(key, env)
+        if not pool.check():
+            self._fail_notice(key, pool)
+            return None
+        try:
+            return await self._request(pool, name, args, env, cwd)
+        except (OSError, wire.WireError, asyncio.TimeoutError) as exc:
+            if pool.check():  # the pool runs but this request failed: this task goes cold
+                log.warning("%s: warm start failed (%s); starting it cold", name, exc)
+                return None
+            self._fail_notice(key, pool)
+            return None
+
+    async def _pool(self, key: PoolKey, env: Mapping[str, str]) -> WarmPool:
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = WarmPool(key, env)
+            self._starting[key] = asyncio.ensure_future(pool.start())
+        starting = self._starting.get(key)
+        if starting is not None:
+            await asyncio.shield(starting)
+        return pool
+
+    def _fail_notice(self, key: PoolKey, pool: WarmPool) -> None:
+        if key in self._noticed or pool.state is PoolState.CLOSED:
+            return
+        self._noticed.add(key)
+        self.pending_notice = (f"warm start unavailable ({pool.why or pool.state.value}); "
+                               "tasks start cold")
+        log.warning("warm pool %s: %s", key.mode, self.pending_notice)
+
+    pending_notice = ""
+
+    def take_notice(self) -> str:
+        """The one notice of a pool that failed since the last call ("" if none)."""
+        notice, self.pending_notice = self.pending_notice, ""
+        return notice
+
+    async def _request(self, pool: WarmPool, name: str, args: tuple[str, ...],
+                       env: Mapping[str, str], cwd: str | None) -> WarmTask | None:
+        pipes = [os.pipe() for _ in range(3)]  # (read, write) each; not inheritable
+        ours = [pipes[0][1], pipes[1][0], pipes[2][0]]
+        theirs = (pipes[0][0], pipes[1][1], pipes[2][1])
+        try:
+            request = wire.Request(args, dict(env), cwd)
+            conn, answer = await asyncio.wait_for(
+                asyncio.to_thread(_ask, pool.socket_path, request, theirs), REQUEST_TIMEOUT)
+        except BaseException:
+            for fd in ours:
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        if conn is None:
+            for fd in ours:
+                os.close(fd)
+            if answer not in self._refusals:  # once per reason: every task would say it
+                self._refusals.add(answer)
+                log.warning("%s: the warm pool cannot serve it (%s); starting it cold", name, answer)
+            return None
+        loop = asyncio.get_running_loop()
+        stdin_transport, stdin_proto = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(ours[0], "wb", buffering=0))
+        stdin = asyncio.StreamWriter(stdin_transport, stdin_proto, None, loop)
+        readers = []
+        for fd in ours[1:]:
+            reader = asyncio.StreamReader(limit=2 ** 20)
+            await loop.connect_read_pipe(_protocol_for(reader), os.fdopen(fd, "rb", buffering=0))
+            readers.append(reader)
+        return WarmTask(int(answer), conn, stdin, readers[0], readers[1], self._max_line,
+                        self.take_notice())
+
+    async def close(self) -> None:
+        for task in self._starting.values():
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(*(pool.close() for pool in self._pools.values()), return_exceptions=True)
+        self._pools.clear()
+        self._starting.clear()
+
+
+def _protocol_for(reader: asyncio.StreamReader) -> Callable[[], asyncio.StreamReaderProtocol]:
+    return lambda: asyncio.StreamReaderProtocol(reader)
+
+
+def _ask(path: str, request: wire.Request, fds: tuple[int, int, int]) -> tuple[socket.socket | None, str]:
+    """(connection, pid) or (None, why refused); blocking, run in a thread."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(REQUEST_TIMEOUT)
+        sock.connect(path)
+        wire.send_request(sock, request, fds)
+        data = b""
+        while not data.endswith(b"\n"):
+            # One byte at a time: the exit line may follow at once, and is the task's to read.
+            more = sock.recv(1)
+            if not more:
+                raise wire.WireError("the pool closed the connection")
+            data += more
+        answer = wire.parse_reply(data)
+    except BaseException:
+        sock.close()
+        raise
+    if "pid" in answer:
+        sock.setblocking(False)
+        return sock, str(int(answer["pid"]))
+    sock.close()
+    return None, str(answer.get("refused", "no pid in the answer"))
