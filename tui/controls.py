@@ -81,7 +81,12 @@ CONTROLS: tuple[Control, ...] = (
     Control("tab", "tab", "next_pane", "Pane", "next pane", _V, priority=True),
     Control("shift+tab", "shift+tab", "previous_pane", "Pane", "previous pane", _V, footer=False,
             priority=True),
-    Control("end", "End", None, "Follow", "follow the log again", _V),
+    # The task table binds End to this too (its own End, to the last row, is ctrl+end).
+    Control("end", "End", "follow_log", "Follow", "follow the log's tail again", _V, footer=False),
+    Control("f", "f", "toggle_follow", "Follow", "follow the log on / off (shown on its border)", _V,
+            footer=False),
+    Control("l", "l", "focus_log", "Log", "into the log to scroll it (up/down, pgup/pgdn); l again: back",
+            _V),
     Control("up,down", "up/down", None, "Select", "select a task", _V),
     Control("ctrl+p", "ctrl+p", None, "Palette", "command palette", _V),
     Control("question_mark", "?", "help", "Help", "this help", _V),

@@ -10,30 +10,27 @@ from concurrent.futures import Future
 from typing import Any
 
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from trainer import protocol
-from trainer.settings import Mode, PlacementStrategy, TrainingSettings
+from trainer.settings import TrainingSettings
 from tui.app.bridge import Core, CoreBridge
+from tui.app.logs import LogPane
 from tui.app.messages import (
     AllTasksRequested,
     CoreActionFailed,
-    PendingSettingsChanged,
-    PreviewFailed,
-    PreviewReady,
-    RelaunchRequested,
     TaskAction,
     TaskActionRequested,
 )
+from tui.app.pending import SettingsActions
 from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.state import Dashboard
 from tui.app.widgets import (
     HintBar,
-    LogPane,
     PlacementView,
     QuietFooter,
     StatusBar,
@@ -41,13 +38,13 @@ from tui.app.widgets import (
     ThroughputView,
 )
 from tui.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
+from tui.config import Job
 from tui.controls import CONTROLS
 from tui.describe import describe_exit
 from tui.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskState, TaskStateChanged
-from tui.options import ExitCode, RunOptions
+from tui.options import ExitCode, RunOptions, exit_code_for
 from tui.plan import program_for
-from tui.preview import PreviewError, preview_placement
-from tui.program.base import Setting, TaskProgram
+from tui.program.base import TaskProgram
 from tui.session import Session
 from tui.traffic import TrafficMonitor
 
@@ -55,17 +52,7 @@ REFRESH_SECONDS = 0.1
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-def changed_settings(applied: TrainingSettings, pending: TrainingSettings) -> list[str]:
-    """``name: old → new`` for each setting that differs."""
-    lines = []
-    for name in ("mode", "partitions", "placement"):
-        old, new = getattr(applied, name), getattr(pending, name)
-        if old != new:
-            lines.append(f"{name}: {getattr(old, 'value', old)} → {getattr(new, 'value', new)}")
-    return lines
-
-
-class TfdistApp(App[int]):
+class TfdistApp(SettingsActions):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -83,9 +70,9 @@ class TfdistApp(App[int]):
         self.pending: TrainingSettings = options.config.training
         self.preview: protocol.Placement | None = None
         self.preview_note = ""
-        # A placement depends only on the settings (the cluster is fixed): flipping back
-        # and forth needs no second `trainer plan`.
         self._previews: dict[TrainingSettings, protocol.Placement] = {}
+        #: The operator quit while tasks ran: the run did not end by itself.
+        self.quit_mid_run = False
         self.autostart = autostart
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
@@ -236,7 +223,7 @@ class TfdistApp(App[int]):
     def _show_task_log(self, name: str | None) -> None:
         source = self.dashboard.logs.get(name) if name else None
         self.task_log.show_log(source, self.task_log.filter_text)
-        self.query_one("#logs", TabPane).border_title = name or ""
+        self.task_log.border_title = name or ""
 
     def _show_placement(self) -> None:
         self.query_one(PlacementView).show(self.dashboard.placement, self.preview, self.preview_note)
@@ -258,8 +245,23 @@ class TfdistApp(App[int]):
             self.post_message(TaskActionRequested(TaskAction.START, name))
 
     def action_stop_task(self) -> None:
-        if name := self._selected_or_warn():
+        name = self._selected_or_warn()
+        if name is None:
+            return
+        row = self.dashboard.rows[name]
+        if row.job is not Job.PS or not row.state.is_active or self.dashboard.finished is not None:
             self.post_message(TaskActionRequested(TaskAction.STOP, name))
+            return
+
+        # A ps holds variables every worker needs: stopping it ends the run.
+        def confirmed(answer: bool | None) -> None:
+            if answer:
+                self.post_message(TaskActionRequested(TaskAction.STOP, name))
+
+        self.push_screen(ConfirmScreen(
+            f"Stop {name}?", f"{name} holds a share of the model's variables: every worker loses "
+            "its session and the run ends (the restart policy does not restart a task you "
+            "stopped).\nTo restart it instead, press r."), confirmed)
 
     def action_restart_task(self) -> None:
         if name := self._selected_or_warn():
@@ -277,7 +279,22 @@ class TfdistApp(App[int]):
         self._request(command)
 
     def action_start_all(self) -> None:
-        self.post_message(AllTasksRequested(start=True))
+        if self.dashboard.finished is None and self.dashboard.run_id:
+            self.post_message(AllTasksRequested(start=True))  # the run's stopped tasks
+            return
+        # After a run: a new run, from step 0 unless a checkpoint says otherwise. Asked,
+        # since it starts over what may have taken hours.
+        settings = self.dashboard.settings
+        resume = (f"Training resumes from the checkpoints in {settings.checkpoint_dir} where possible."
+                  if settings.checkpoint_dir else "Training starts again from step 0.")
+        finished = self.dashboard.finished
+        ended = f"The last run {finished.outcome.value} at step {finished.global_step}.\n" if finished else ""
+
+        def confirmed(answer: bool | None) -> None:
+            if answer:
+                self.post_message(AllTasksRequested(start=True))
+
+        self.push_screen(ConfirmScreen("Start a new run?", f"{ended}{resume}"), confirmed)
 
     def action_stop_all(self) -> None:
         active = self.dashboard.active_tasks
@@ -303,94 +320,6 @@ class TfdistApp(App[int]):
         for name, row in self.dashboard.rows.items():
             if not row.state.is_active:
                 self._request(StartTask(name))
-
-    # -- settings -------------------------------------------------------------------------
-
-    def _set_pending(self, pending: TrainingSettings, preview: bool) -> None:
-        self.pending = pending
-        self.post_message(PendingSettingsChanged(pending))
-        self.query_one(StatusBar).show(self.dashboard, pending)  # now, not at the next tick
-        if preview:
-            self.preview = self._previews.get(pending)
-            self.preview_note = "" if self.preview else "computing the placement preview…"
-            self._show_placement()
-            if self.preview is None:
-                self._compute_preview(pending)
-
-    def _ignored(self, setting: Setting) -> bool:
-        """Say so (instead of pretending) when the run's program ignores ``setting``."""
-        why = self._program.ignores(setting)
-        if why:
-            self.notify(why, severity="warning")
-        return why is not None
-
-    def action_toggle_mode(self) -> None:
-        if self._ignored(Setting.MODE):
-            return
-        mode = Mode.ASYNC if self.pending.mode is Mode.SYNC else Mode.SYNC
-        self._set_pending(self.pending.replace(mode=mode), preview=False)
-
-    def action_partitions(self, delta: int) -> None:
-        if self._ignored(Setting.PARTITIONS):
-            return
-        partitions = self.pending.partitions + delta
-        if partitions < 1:
-            self.notify("partitions must be at least 1", severity="warning")
-            return
-        self._set_pending(self.pending.replace(partitions=partitions),
-                          preview=self._program.previews_placement)
-
-    def action_toggle_placement(self) -> None:
-        if self._ignored(Setting.PLACEMENT):
-            return
-        placement = (PlacementStrategy.ROUND_ROBIN if self.pending.placement is PlacementStrategy.GREEDY
-                     else PlacementStrategy.GREEDY)
-        self._set_pending(self.pending.replace(placement=placement), preview=True)
-
-    @work(exclusive=True, group="preview", exit_on_error=False)
-    async def _compute_preview(self, settings: TrainingSettings) -> None:
-        try:
-            placement = await preview_placement(self.options.config, settings)
-        except PreviewError as exc:
-            self.post_message(PreviewFailed(settings, str(exc)))
-            return
-        self.post_message(PreviewReady(settings, placement))
-
-    @on(PreviewReady)
-    def _preview_ready(self, message: PreviewReady) -> None:
-        self._previews[message.settings] = message.placement
-        if message.settings != self.pending:
-            return  # a newer change is being previewed
-        self.preview, self.preview_note = message.placement, ""
-        self._show_placement()
-
-    @on(PreviewFailed)
-    def _preview_failed(self, message: PreviewFailed) -> None:
-        if message.settings == self.pending:
-            self.preview, self.preview_note = None, f"no preview: {message.reason}"
-            self._show_placement()
-        self.notify(f"placement preview failed: {message.reason}", severity="warning")
-
-    def action_relaunch(self) -> None:
-        pending = self.pending
-        changes = changed_settings(self.dashboard.settings, pending) or ["no setting changed"]
-        active = self.dashboard.active_tasks
-        details = "\n".join(changes)
-        details += (f"\n\n{len(active)} running tasks will be stopped, then the cluster starts again."
-                    if active else "\n\nThe cluster starts again.")
-        if pending.checkpoint_dir:
-            details += f"\nTraining resumes from {pending.checkpoint_dir} where possible."
-
-        def confirmed(answer: bool | None) -> None:
-            if answer:
-                self.post_message(RelaunchRequested(pending))
-
-        self.push_screen(ConfirmScreen("Relaunch the cluster?", details), confirmed)
-
-    @on(RelaunchRequested)
-    def _relaunch(self, message: RelaunchRequested) -> None:
-        self.preview, self.preview_note = None, ""
-        self._request(Relaunch(message.settings))
 
     @on(CoreActionFailed)
     def _core_action_failed(self, message: CoreActionFailed) -> None:
@@ -433,6 +362,35 @@ class TfdistApp(App[int]):
             field.display = False
             self.table.focus()
 
+    # -- the log panes ----------------------------------------------------------------------
+
+    @property
+    def shown_log(self) -> LogPane:
+        """The log pane on screen (the merged one on the All logs tab)."""
+        return self.merged_log if self.query_one(TabbedContent).active == "merged" else self.task_log
+
+    def _to_log_tab(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        if tabs.active not in ("logs", "merged"):
+            tabs.active = "logs"
+
+    def action_follow_log(self) -> None:
+        self._to_log_tab()
+        self.shown_log.set_follow(True)
+
+    def action_toggle_follow(self) -> None:
+        self._to_log_tab()
+        self.shown_log.action_toggle_follow()
+
+    def action_focus_log(self) -> None:
+        """Into the log (its keys scroll it) and back to the task table."""
+        self._to_log_tab()
+        log = self.shown_log
+        if log.has_focus:
+            self.table.focus()
+        else:
+            log.focus()
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
@@ -453,6 +411,7 @@ class TfdistApp(App[int]):
 
         def confirmed(answer: bool | None) -> None:
             if answer:
+                self.quit_mid_run = self.dashboard.finished is None
                 self._stop_all_and_exit()
 
         self.push_screen(ConfirmScreen("Quit?", f"{len(active)} running tasks will be stopped: "
@@ -467,12 +426,17 @@ class TfdistApp(App[int]):
         self.call_from_thread(self.exit, code, code)
 
     def exit_code_now(self) -> ExitCode:
+        """The app's exit status, in the core's terms (:func:`tui.options.exit_code_for`):
+        the last run's outcome; quitting while it ran is an interruption (as Ctrl-C is
+        headless); a run that never started is a usage error."""
         if self.start_failed:
             return ExitCode.USAGE
+        if self.quit_mid_run:
+            return ExitCode.INTERRUPTED
         finished = self.dashboard.finished
-        if finished is not None and finished.outcome is RunOutcome.FAILED:
-            return ExitCode.TASK_FAILED
-        return ExitCode.OK
+        if finished is None:
+            return ExitCode.OK if not self.dashboard.run_id else ExitCode.INTERRUPTED
+        return exit_code_for(finished.outcome)
 
 
 def run(options: RunOptions) -> int:

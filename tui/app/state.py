@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui.config import Job
 from tui.describe import describe_event, describe_exit
 from tui.events import (
     ControllerEvent,
@@ -22,6 +23,7 @@ from tui.events import (
     RunStarted,
     RunSummary,
     TaskHint,
+    TaskHintCleared,
     TaskOutput,
     TaskState,
     TaskStateChanged,
@@ -41,21 +43,21 @@ class TaskRow:
 
     name: str
     address: str
+    job: Job = Job.WORKER
     share: str = ""  # its share of its host, briefly (TaskInfo.share_brief)
     state: TaskState = TaskState.PENDING
     pid: int | None = None
     exit_code: int | None = None
     reason: str = ""
-    launches: int = 0
-    local_step: int | None = None
+    #: Times started again in this run, as the core counts them (TaskStateChanged.restarts).
+    restarts: int = 0
+    #: The global step of this worker's latest step report (never its local step: a
+    #: restarted worker's local step starts again from the global step).
+    global_step: int | None = None
     examples_per_sec: float | None = None
     last_output: float | None = None
     tf_version: str = ""
     hint: str = ""  # the known-failure hint of the current launch (tui.hints), if any
-
-    @property
-    def restarts(self) -> int:
-        return max(0, self.launches - 1)
 
     @property
     def state_text(self) -> str:
@@ -137,6 +139,8 @@ class Dashboard:
             self.notices.append(event)
         elif isinstance(event, TaskHint):
             self._hint(event)
+        elif isinstance(event, TaskHintCleared):
+            self._hint_cleared(event)
 
     def _run_started(self, event: RunStarted) -> None:
         self.settings = event.settings
@@ -149,14 +153,9 @@ class Dashboard:
         self.worker_history.clear()
         self.rate_history.clear()
         self.loss_history.clear()
-        previous = self.rows
         self.rows = {}
         for info in event.tasks:
-            row = TaskRow(info.name, info.address, info.share_brief)
-            # Restarts count across relaunches of the same cluster.
-            if info.name in previous:
-                row.launches = previous[info.name].launches
-            self.rows[info.name] = row
+            self.rows[info.name] = TaskRow(info.name, info.address, info.job, info.share_brief)
             self.logs.setdefault(info.name, TaskLog())
         self.tasks_changed = self.placement_changed = True
         self.progress_revision += 1
@@ -170,10 +169,10 @@ class Dashboard:
         if row is None:
             return
         row.state = event.new
+        row.restarts = event.restarts
         if event.new is TaskState.STARTING:
-            row.launches += 1
             row.exit_code = None
-            row.local_step = row.examples_per_sec = None
+            row.global_step = row.examples_per_sec = None
             row.hint = ""
         if event.pid is not None:
             row.pid = event.pid
@@ -193,6 +192,13 @@ class Dashboard:
             self.tasks_changed = True
         self._add_line(event.task, f"── hint: {event.hint}")
 
+    def _hint_cleared(self, event: TaskHintCleared) -> None:
+        row = self.rows.get(event.task)
+        if row is not None and row.hint:
+            row.hint = ""
+            self.tasks_changed = True
+        self._add_line(event.task, f"── hint taken back: {event.reason}")
+
     def _output(self, event: TaskOutput) -> None:
         row = self.rows.get(event.task)
         if row is not None:
@@ -205,7 +211,7 @@ class Dashboard:
         row = self.rows.get(task)
         if isinstance(event, protocol.Step):
             if row is not None:
-                row.local_step = event.local_step
+                row.global_step = event.global_step
                 row.examples_per_sec = event.examples_per_sec
             if event.loss is not None:
                 self.loss_history.append(event.loss)

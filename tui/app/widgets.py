@@ -3,17 +3,16 @@ refreshes it; none holds state of its own beyond what it displays."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from rich.text import Text
+from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.coordinate import Coordinate
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Log, ProgressBar, Sparkline, Static
+from textual.widgets import DataTable, Footer, ProgressBar, Sparkline, Static
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.app.state import Dashboard, TaskLog
+from tui.app.state import Dashboard
 from tui.controls import TOGGLES, Toggle
 from tui.events import TaskState
 
@@ -75,10 +74,16 @@ class StatusBar(Static):
 class TaskTable(DataTable[Text | str]):
     """One row per task; the cursor row is the selected task."""
 
+    # End follows the log below (as everywhere else in the app); ctrl+end still goes to the
+    # last row.
+    BINDINGS = [Binding("end", "app.follow_log", "Follow", show=False)]
+
     # Up to "out" fits 80 columns with the cell padding; the share comes last, seen from
     # about 92 columns (or by scrolling right). The reason of a failure is in the log pane.
+    # "rst": times started again in this run (the core's count); "gstep": the global step
+    # of the worker's latest report (one meaning: never its local step).
     COLUMNS = (("task", 8), ("address", 15), ("state", 12), ("pid", 7), ("rst", 3),
-               ("step", 7), ("ex/s", 7), ("out", 4), ("share", 10))
+               ("gstep", 7), ("ex/s", 7), ("out", 4), ("share", 10))
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -115,7 +120,7 @@ class TaskTable(DataTable[Text | str]):
         state = Text(row.state_text, style=STATE_STYLES[row.state])
         return [
             name, row.address, state, str(row.pid or "-"), str(row.restarts),
-            "-" if row.local_step is None else str(row.local_step),
+            "-" if row.global_step is None else str(row.global_step),
             "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
             row.output_age(now), row.share or "-",
         ]
@@ -157,45 +162,6 @@ class HintBar(Static):
             text.append(f"⚠ {name}: ", style="bold yellow")
             text.append(hint)
         self.update(text)
-
-
-class LogPane(Log):
-    """A log that follows its tail unless the operator scrolled back; ``End`` resumes."""
-
-    BINDINGS = [("end", "follow", "Follow")]
-
-    def __init__(self, *, id: str) -> None:
-        super().__init__(max_lines=2_000, auto_scroll=True, id=id)
-        self.filter_text = ""
-        self.source: TaskLog | None = None
-
-    @property
-    def following(self) -> bool:
-        return self.is_vertical_scroll_end or self.max_scroll_y == 0
-
-    def show_log(self, source: TaskLog | None, filter_text: str) -> None:
-        """Switch to another source or filter: redraw from the retained tail."""
-        self.source, self.filter_text = source, filter_text
-        self.clear()
-        if source is not None:
-            source.unseen.clear()
-            self.write_lines(self._matching(source.lines))
-
-    def append_unseen(self) -> None:
-        if self.source is None or not self.source.unseen:
-            return
-        self.auto_scroll = self.following
-        lines = self._matching(self.source.take_unseen())
-        if lines:
-            self.write_lines(lines)
-
-    def _matching(self, lines: Iterable[str]) -> list[str]:
-        needle = self.filter_text.lower()
-        return [line for line in lines if needle in line.lower()] if needle else list(lines)
-
-    def action_follow(self) -> None:
-        self.auto_scroll = True
-        self.scroll_end(animate=False)
 
 
 class PlacementView(VerticalScroll):
