@@ -116,10 +116,13 @@ class Dashboard:
     #: Bumped whenever progress (steps, rates, loss, accuracy) changes, so views that chart
     #: it redraw only then.
     progress_revision: int = 0
+    #: Events folded so far: a test waiting on a slow machine waits while this moves.
+    applied: int = 0
 
     # -- folding events -------------------------------------------------------------------
 
     def apply(self, event: ControllerEvent) -> None:
+        self.applied += 1
         if isinstance(event, TaskOutput):
             self._output(event)
         elif isinstance(event, TrainerEvent):
