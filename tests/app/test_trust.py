@@ -42,7 +42,7 @@ def scripted(options: RunOptions, events: list[ControllerEvent]) -> tuple[Tfdist
 async def feed(app: TfdistApp, core: ScriptedCore, pilot, events: list[ControllerEvent]) -> None:
     """Hand the app more events and let it fold and draw them (as its timer would)."""
     core.pending.extend(events)
-    app.refresh_dashboard()
+    app.refresh_dashboard(force=True)
     await pilot.pause()
 
 
