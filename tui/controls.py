@@ -56,8 +56,7 @@ class Control:
     def in_palette(self) -> bool:
         """Offered in the command palette (quit and help are there already); a pane's keys
         only act in their pane."""
-        return (self.action is not None and self.footer and self.pane is None
-                and self.action not in ("quit", "help"))
+        return self.action is not None and self.pane is None and self.action not in ("quit", "help")
 
     def help_line(self) -> str:
         return self.help + (" (asks first)" if self.confirm else "")
@@ -67,18 +66,23 @@ _T, _S, _V = Section.TASKS, Section.SETTINGS, Section.VIEWS
 
 CONTROLS: tuple[Control, ...] = (
     Control("s", "s", "start_task", "Start", "start the task", _T),
-    Control("x", "x", "stop_task", "Stop", "stop it", _T),
+    Control("x", "x", "stop_task", "Stop", "stop it (a ps ends the run: asks first)", _T),
     Control("r", "r", "restart_task", "Restart", "restart it", _T),
-    Control("S", "S", "start_all", "Start all", "start every task", _T),
+    Control("S", "S", "start_all", "Start all", "start every stopped task (after a run: a new run, asks first)", _T,
+            footer=False),
     Control("X", "X", "stop_all", "Stop all", "stop every task", _T, confirm=True),
-    Control("m", "m", "toggle_mode", "Sync/async", "toggle sync / async", _S),
-    Control("plus", "+", "partitions(1)", "+Part", "one more partition", _S),
-    Control("minus", "-", "partitions(-1)", "-Part", "one partition fewer", _S),
-    Control("p", "p", "toggle_placement", "Placement", "placement: greedy / round_robin", _S),
+    # The settings keys are in the help and the palette, not the footer: 80 columns hold
+    # only the keys an operator needs most.
+    Control("m", "m", "toggle_mode", "Sync/async", "toggle sync / async", _S, footer=False),
+    Control("plus", "+", "partitions(1)", "+Part", "one more partition", _S, footer=False),
+    Control("minus", "-", "partitions(-1)", "-Part", "one partition fewer", _S, footer=False),
+    Control("p", "p", "toggle_placement", "Placement", "placement: greedy / round_robin", _S,
+            footer=False),
     Control("R", "R", "relaunch", "Relaunch", "relaunch the cluster with the pending settings", _S,
             confirm=True),
     Control("slash", "/", "filter", "Filter", "filter the logs by text (esc clears)", _V),
-    Control("tab", "tab", "next_pane", "Pane", "next pane", _V, priority=True),
+    # (Not in the footer: the tabs are on screen, and 80 columns need the room.)
+    Control("tab", "tab", "next_pane", "Pane", "next pane", _V, footer=False, priority=True),
     Control("shift+tab", "shift+tab", "previous_pane", "Pane", "previous pane", _V, footer=False,
             priority=True),
     # The task table binds End to this too (its own End, to the last row, is ctrl+end).

@@ -115,7 +115,7 @@ async def test_settings_keys_preview_and_relaunch(tmp_path: Path, monkeypatch: p
         await pilot.press("m")
         assert app.pending.mode is Mode.SYNC
         assert PendingSettingsChanged(app.pending) in messages
-        assert "sync (pending)" in str(app.query_one("#status").render())
+        assert "async→sync" in str(app.query_one("#status").render())
 
         await pilot.press("plus")
         assert app.pending.partitions == 2

@@ -41,7 +41,7 @@ from tui.commands import Command, Relaunch, RestartTask, StartRun, StartTask, St
 from tui.config import Job
 from tui.controls import CONTROLS
 from tui.describe import describe_exit
-from tui.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskState, TaskStateChanged
+from tui.events import Level, Notice, RunFinished, RunOutcome, TaskState, TaskStateChanged
 from tui.options import ExitCode, RunOptions, exit_code_for
 from tui.plan import program_for
 from tui.program.base import TaskProgram
@@ -49,6 +49,8 @@ from tui.session import Session
 from tui.traffic import TrafficMonitor
 
 REFRESH_SECONDS = 0.1
+#: How long a notification stays (Textual's default is 5 s; failures used to stay 30 s).
+TOAST_SECONDS = 6.0
 #: The task table (and hints) are redrawn at most this often while tasks change, and once a
 #: second regardless (ages, rates). A burst (64 tasks starting) is coalesced: redrawing the
 #: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
@@ -116,7 +118,8 @@ class TfdistApp(SettingsActions):
             with TabPane("Runs", id="runs"):
                 yield RunsView(self.options.runs_root, self.options.config.path, id="runs-view")
         yield Input(placeholder="filter logs (enter: keep, esc: clear)", id="filter")
-        yield QuietFooter()
+        # Compact and without the palette entry (ctrl+p, in the help): 80 columns hold it all.
+        yield QuietFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.core = self._core_factory(self)
@@ -213,12 +216,13 @@ class TfdistApp(SettingsActions):
                                        else "failed")
             if event.reason and event.reason not in text:
                 text += f": {event.reason}"
-            # Long enough to outlast the rest of the run stopping after a fail-fast.
-            self.notify(text, title="task failed", severity="error", timeout=30)
-        elif isinstance(event, TaskHint):
-            self.notify(event.hint, title=f"{event.task}: hint", severity="warning", timeout=10)
+            # The table says "failed" and the log says why for as long as it matters: a toast
+            # only draws the eye, briefly (long ones stacked up over the table).
+            self.notify(text, title="task failed", severity="error", timeout=TOAST_SECONDS)
         elif isinstance(event, Notice) and event.level is not Level.INFO:
-            self.notify(event.text, severity="error" if event.level is Level.ERROR else "warning")
+            self.notify(event.text, severity="error" if event.level is Level.ERROR else "warning",
+                        timeout=TOAST_SECONDS)
+        # (A hint has its own line under the table until the core takes it back: no toast.)
         elif isinstance(event, RunFinished):
             summary = event.summary
             self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
@@ -331,7 +335,7 @@ class TfdistApp(SettingsActions):
         if isinstance(message.command, (StartRun, Relaunch)) and not self.dashboard.run_id:
             self.start_failed = True
         self.notify(f"{message.what}: {message.reason}", title="cannot do that",
-                    severity="error", timeout=15)
+                    severity="error", timeout=2 * TOAST_SECONDS)
 
     # -- views ----------------------------------------------------------------------------
 

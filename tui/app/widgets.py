@@ -3,6 +3,8 @@ refreshes it; none holds state of its own beyond what it displays."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.text import Text
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -47,7 +49,8 @@ def _shown(settings: TrainingSettings, toggle: Toggle) -> str:
 
 
 class StatusBar(Static):
-    """Run id, applied settings (pending changes marked), elapsed time."""
+    """Run id, elapsed time and outcome first (never cut), then the applied settings with
+    pending changes as ``old→new`` and one note that ``R`` applies them."""
 
     _shown: Text | None = None
 
@@ -55,16 +58,19 @@ class StatusBar(Static):
         applied = dashboard.settings
         text = Text()
         text.append(f" run {dashboard.run_id or '-'} ", style="bold")
+        text.append(f"│ {duration(dashboard.elapsed())} ")
+        if dashboard.finished is not None:
+            text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
+        changed = sum(_shown(applied, t) != _shown(pending, t) for t in TOGGLES)
+        if changed:  # before the values: what matters is that R has something to apply
+            text.append(f"│ {changed} pending, R applies ", style="bold yellow")
         for toggle in TOGGLES:
             label, now, later = toggle.label, _shown(applied, toggle), _shown(pending, toggle)
             text.append("│ ")
             text.append(f"{label}{now}")
             if later != now:
-                text.append(f"→{later} (pending)", style="bold yellow")
+                text.append(f"→{later}", style="bold yellow")
             text.append(" ")
-        text.append(f"│ {duration(dashboard.elapsed())} ")
-        if dashboard.finished is not None:
-            text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
         # Ten refreshes a second, a new text about once a second: skip the other nine.
         if self._shown is None or text.plain != self._shown.plain or text.spans != self._shown.spans:
             self._shown = text
@@ -224,7 +230,7 @@ class ThroughputView(Vertical):
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(id="progress-text")
         yield ProgressBar(total=100, show_eta=False, show_percentage=False, id="progress-bar")
-        yield Static("aggregate examples/sec", classes="chart-title")
+        yield Static("aggregate examples/sec", classes="chart-title", id="rate-title")
         yield Sparkline([], id="rate-chart")
         yield Static("loss", classes="chart-title", id="loss-title")
         yield Sparkline([], id="loss-chart")
@@ -246,13 +252,29 @@ class ThroughputView(Vertical):
         self.query_one("#progress-text", Static).update(text)
         self.query_one("#progress-bar", ProgressBar).update(total=target, progress=min(done, target))
         self.query_one("#rate-chart", Sparkline).data = list(dashboard.rate_history)
+        self.query_one("#rate-title", Static).update(
+            scaled("aggregate examples/sec", dashboard.rate_history, "{:,.0f}", "one point a second"))
         self.query_one("#loss-chart", Sparkline).data = list(dashboard.loss_history)
+        self.query_one("#loss-title", Static).update(
+            scaled("loss", dashboard.loss_history, "{:.4g}", "one point a step report"))
         charts = self.query_one("#worker-charts", Vertical)
         for task, history in dashboard.worker_history.items():
             chart_id = f"rate-{task}"
+            title = scaled(f"{task} examples/sec", history, "{:,.0f}", "")
             existing = charts.query(f"#{chart_id}")
             if not existing:
-                charts.mount(Static(f"{task} examples/sec", classes="chart-title"))
+                charts.mount(Static(title, classes="chart-title", id=f"title-{task}"))
                 charts.mount(Sparkline(list(history), id=chart_id))
             else:
                 existing.first(Sparkline).data = list(history)
+                charts.query_one(f"#title-{task}", Static).update(title)
+
+
+def scaled(title: str, values: Iterable[float], number: str, step: str) -> str:
+    """A sparkline's title with its scale: a sparkline has no axis, so its lowest and
+    highest values (and what one column is) are said in words."""
+    points = list(values)
+    if not points:
+        return title
+    low, high = number.format(min(points)), number.format(max(points))
+    return f"{title}  (min {low}, max {high}, last {len(points)} points{', ' + step if step else ''})"

@@ -1,0 +1,52 @@
+"""Layout at 120x40 and 80x24: nothing the operator needs is cut."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from tests.runfixtures import write_run
+from tests.ui.scripted import T0, ScriptedCore, running_history
+from trainer.settings import Mode, PlacementStrategy
+from tui.app import TfdistApp
+from tui.compare import compare, render_text
+from tui.options import RunOptions
+from tui.runinfo import read_run
+
+
+def scripted(options: RunOptions) -> TfdistApp:
+    core = ScriptedCore(running_history(options.config.training))
+    return TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+
+
+def test_the_comparison_is_readable_at_120_columns(tmp_path: Path) -> None:
+    runs = [read_run(write_run(tmp_path, f"20240101-00000{n}-aaaaaa", mode, (100.0, 300.0), 0.25, 0.9,
+                               (1000.0, 3000.0))) for n, mode in enumerate(("async", "sync", "async"))]
+    out = io.StringIO()
+    render_text(compare(runs), out, width=120)
+    table = out.getvalue().split("loss by step")[0]
+    assert "…" not in table  # not one header or cell cut ("outc…", "w…")
+    assert "ex/s median (min-max)" in table and "20240101-000002-aaaaaa" in table
+    assert max(len(line) for line in table.splitlines()) <= 120
+
+
+async def test_80x24_footer_status_and_scales(options: RunOptions) -> None:
+    app = scripted(options)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        footer = app.query_one("QuietFooter")
+        keys = [(b.key, b.description) for b in footer.query("FooterKey").results()]  # type: ignore[attr-defined]
+        assert ("q", "Quit") in keys
+        right = max(k.region.right for k in footer.query("FooterKey"))
+        assert right <= 80
+        # Three pending settings: the elapsed time and the note stay on screen.
+        app._set_pending(app.pending.replace(mode=Mode.SYNC, partitions=3,
+                                             placement=PlacementStrategy.ROUND_ROBIN), preview=False)
+        await pilot.pause()
+        status = app.query_one("#status")
+        shown = status.render_lines(status.region.reset_offset)
+        text = "".join(strip.text for strip in shown)
+        assert "0:00:40" in text and "3 pending, R applies" in text and "greedy→round_robin" in text
+        # A sparkline says its scale.
+        await pilot.press("tab", "tab", "tab")
+        assert "min 5,040" in str(app.query_one("#rate-title").render())
