@@ -68,8 +68,8 @@ CONTROLS: tuple[Control, ...] = (
     Control("s", "s", "start_task", "Start", "start the task", _T),
     Control("x", "x", "stop_task", "Stop", "stop it (a ps ends the run: asks first)", _T),
     Control("r", "r", "restart_task", "Restart", "restart it", _T),
-    Control("S", "S", "start_all", "Start all", "start every stopped task (after a run: a new run, asks first)", _T,
-            footer=False),
+    Control("S", "S", "start_all", "Start all",
+            "start every stopped task (after a run: a new run, asks first)", _T, footer=False),
     Control("X", "X", "stop_all", "Stop all", "stop every task", _T, confirm=True),
     # The settings keys are in the help and the palette, not the footer: 80 columns hold
     # only the keys an operator needs most.
