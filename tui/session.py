@@ -14,6 +14,7 @@ from tui.launch.router import Router
 from tui.options import RunOptions
 from tui.supervisor import Supervisor, SupervisorOptions
 from tui.traffic import TrafficMonitor
+from tui.usage import UsageMonitor
 
 
 class Session:
@@ -23,11 +24,16 @@ class Session:
     latest sample and summary)."""
 
     def __init__(self, supervisor: Supervisor, *, router: Router | None = None,
-                 stop_leftovers: bool = False, traffic: TrafficMonitor | None = None) -> None:
+                 stop_leftovers: bool = False, traffic: TrafficMonitor | None = None,
+                 usage: UsageMonitor | None = None) -> None:
         self.supervisor = supervisor
         self.traffic = traffic
         if traffic is not None:
             supervisor.subscribe(traffic.handle)
+        #: CPU and memory of each task (tui.usage), read by the app.
+        self.usage = usage
+        if usage is not None:
+            supervisor.subscribe(usage.handle)
         self._router = router
         self._stop_leftovers = stop_leftovers
         self._swept = False
@@ -42,7 +48,8 @@ class Session:
         supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router,
                                 options=supervisor_options or options.supervisor_options())
         return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers,
-                   traffic=TrafficMonitor(options.config, router.run_command))
+                   traffic=TrafficMonitor(options.config, router.run_command),
+                   usage=UsageMonitor(options.config, router.run_command))
 
     async def sweep_leftovers(self) -> None:
         """Report (with ``--stop-leftovers``: stop) tasks of earlier runs still alive on the
@@ -79,4 +86,6 @@ class Session:
         """Stop any run and its traffic sampling, and release the launchers."""
         if self.traffic is not None:
             await self.traffic.close()
+        if self.usage is not None:
+            await self.usage.close()
         await self.supervisor.close()

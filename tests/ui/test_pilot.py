@@ -65,6 +65,10 @@ async def test_keys_against_a_real_cluster(tmp_path: Path) -> None:
     messages: list = []
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
         await until(pilot, lambda: all_running(app), what="the cluster running")
+        # Each task's CPU and memory, read from /proc for its process group (tui.usage).
+        await until(pilot, lambda: app.table.get_cell("worker0", "rss") != "-"
+                    and app.table.get_cell("worker0", "cpu%") != "-", what="worker0's CPU and memory")
+        assert "localhost: cpu" in str(app.table.border_title)
         await pilot.press("down", "down")
         assert app.table.selected == "worker1"
         pid = app.dashboard.rows["worker1"].pid

@@ -47,6 +47,7 @@ from tui.plan import program_for
 from tui.program.base import TaskProgram
 from tui.session import Session
 from tui.traffic import TrafficMonitor
+from tui.usage import UsageMonitor
 
 REFRESH_SECONDS = 0.1
 #: How long a notification stays (Textual's default is 5 s; failures used to stay 30 s).
@@ -83,6 +84,7 @@ class TfdistApp(SettingsActions):
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
         self.traffic: TrafficMonitor | None = None  # the session's, read on each refresh
+        self.usage: UsageMonitor | None = None  # likewise: CPU and memory per task
         self.start_failed = False
         self._last_table_refresh = 0.0
         self._charted_revision = -1  # the progress revision the throughput pane shows
@@ -98,8 +100,9 @@ class TfdistApp(SettingsActions):
     def _default_core(self, app: TfdistApp) -> Core:
         options = self.options
         bridge = CoreBridge(lambda: Session.from_options(options))
-        # Sampled on the core's thread; the refresh timer only reads its latest sample.
+        # Sampled on the core's thread; the refresh timer only reads their latest samples.
         self.traffic = bridge.session.traffic if bridge.session is not None else None
+        self.usage = bridge.session.usage if bridge.session is not None else None
         return bridge
 
     def compose(self) -> ComposeResult:
@@ -173,7 +176,10 @@ class TfdistApp(SettingsActions):
         now = time.monotonic()
         since = now - self._last_table_refresh
         if force or since >= 1.0 or (d.tasks_changed and since >= TABLE_REFRESH_SECONDS):
+            if self.usage is not None:
+                d.usage = self.usage.latest
             self.table.show(d)
+            self.table.show_totals(d)
             self.query_one(HintBar).show(d)
             d.tasks_changed = False
             self._last_table_refresh = now

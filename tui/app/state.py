@@ -30,6 +30,7 @@ from tui.events import (
     TrainerEvent,
 )
 from tui.progress import ProgressSnapshot
+from tui.usage import UsageSample
 
 LOG_LINES_PER_TASK = 2_000
 MERGED_LOG_LINES = 5_000
@@ -116,6 +117,8 @@ class Dashboard:
     #: Bumped whenever progress (steps, rates, loss, accuracy) changes, so views that chart
     #: it redraw only then.
     progress_revision: int = 0
+    #: The latest CPU and memory per task and host (tui.usage), set by the app each refresh.
+    usage: UsageSample | None = None
     #: Events folded so far: a test waiting on a slow machine waits while this moves.
     applied: int = 0
 

@@ -38,6 +38,15 @@ def human_bytes(size: float) -> str:
     return f"{size:.1f} GiB"
 
 
+def short_bytes(size: float) -> str:
+    """Bytes in at most 5 characters, as top: 512K, 1.2G."""
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024 or unit == "G":
+            return f"{size:.0f}{unit}" if size >= 10 or unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}G"
+
+
 def duration(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
@@ -88,8 +97,9 @@ class TaskTable(DataTable[Text | str]):
     # about 92 columns (or by scrolling right). The reason of a failure is in the log pane.
     # "rst": times started again in this run (the core's count); "gstep": the global step
     # of the worker's latest report (one meaning: never its local step).
+    # "cpu%" and "rss": the task's whole process group on its host (tui.usage).
     COLUMNS = (("task", 8), ("address", 15), ("state", 12), ("pid", 7), ("rst", 3),
-               ("gstep", 7), ("ex/s", 7), ("out", 4), ("share", 10))
+               ("gstep", 7), ("ex/s", 7), ("out", 4), ("cpu%", 5), ("rss", 6), ("share", 10))
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -124,12 +134,23 @@ class TaskTable(DataTable[Text | str]):
     def _cells(dashboard: Dashboard, name: str, now: float) -> list[Text | str]:
         row = dashboard.rows[name]
         state = Text(row.state_text, style=STATE_STYLES[row.state])
+        usage = dashboard.usage.tasks.get(name) if dashboard.usage and row.state.is_active else None
         return [
             name, row.address, state, str(row.pid or "-"), str(row.restarts),
             "-" if row.global_step is None else str(row.global_step),
             "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
-            row.output_age(now), row.share or "-",
+            row.output_age(now),
+            "-" if usage is None or usage.cpu_percent is None else f"{usage.cpu_percent:.0f}",
+            "-" if usage is None else short_bytes(usage.rss_bytes),
+            row.share or "-",
         ]
+
+    def show_totals(self, dashboard: Dashboard) -> None:
+        """Each host's total CPU and memory over its tasks, on the table's border."""
+        hosts = dashboard.usage.hosts if dashboard.usage else {}
+        self.border_title = "  ".join(
+            f"{host}: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
+            for host, usage in sorted(hosts.items()))
 
 
 class QuietFooter(Footer):
