@@ -99,6 +99,12 @@ CONTROLS: tuple[Control, ...] = (
     Control("c", "c", "compare_runs", "Compare", "compare selected runs", _V, pane="runs"),
     Control("g", "g", "reload_runs", "Reload runs", "reload runs", _V, pane="runs"),
     Control("q", "q", "quit", "Quit", "quit (stops every task; asks while tasks run)", _V),
+    # Keys Textual's widgets and dialogs handle themselves (listed so every key is here).
+    Control("ctrl+q", "ctrl+q", None, "Quit", "quit, as q", _V, footer=False),
+    Control("escape", "Esc", None, "Close", "close the help or a dialog (no); clear the filter", _V,
+            footer=False),
+    Control("y,n", "y / n", None, "Answer", "answer a question (enter: the focused button)", _V,
+            footer=False),
 )
 
 
@@ -134,3 +140,18 @@ def help_text() -> str:
     lines.append("")
     lines.append("Full logs, events and the summary of every run are in its run directory.")
     return "\n".join(lines) + "\n"
+
+
+def key_table() -> str:
+    """The README's key table (Markdown), made from :data:`CONTROLS` like the help screen;
+    a test keeps the README's copy the same."""
+    lines = ["| key | what it does | where |", "|---|---|---|"]
+    for control in CONTROLS:
+        where = f"{control.pane.capitalize()} pane" if control.pane else section_name(control.section)
+        lines.append(f"| `{control.display}` | {control.help_line()} | {where} |")
+    return "\n".join(lines) + "\n"
+
+
+def section_name(section: Section) -> str:
+    """A section's title without its markup or note."""
+    return section.value.split("[/b]")[0]
