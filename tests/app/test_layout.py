@@ -50,3 +50,27 @@ async def test_80x24_footer_status_and_scales(options: RunOptions) -> None:
         # A sparkline says its scale.
         await pilot.press("tab", "tab", "tab")
         assert "min 5,040" in str(app.query_one("#rate-title").render())
+
+
+async def test_o_sorts_the_tasks_by_cpu_and_back(options: RunOptions) -> None:
+    from tui.usage import Usage, UsageSample
+
+    class Sampled:
+        latest = UsageSample(t=T0, tasks={"ps0": Usage(5.0, 1 << 20), "ps1": Usage(1.0, 9 << 20),
+                                          "worker0": Usage(90.0, 2 << 20), "worker1": Usage(150.0, 3 << 20)},
+                             hosts={"localhost": Usage(246.0, 15 << 20)})
+
+    app = scripted(options)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.usage = Sampled()  # type: ignore[assignment]
+        await pilot.pause()
+        app.refresh_dashboard(force=True)
+        assert [r.value for r in app.table.rows] == ["ps0", "ps1", "worker0", "worker1"]
+        assert app.table.border_title == "localhost: cpu 246% mem 15M"
+        await pilot.press("o")
+        assert [r.value for r in app.table.rows] == ["worker1", "worker0", "ps0", "ps1"]
+        assert "sorted by cpu%" in str(app.table.border_subtitle)
+        await pilot.press("o")  # memory
+        assert next(r.value for r in app.table.rows) == "ps1"
+        await pilot.press("o", "o", "o")  # global step, state, then as declared again
+        assert [r.value for r in app.table.rows] == ["ps0", "ps1", "worker0", "worker1"]

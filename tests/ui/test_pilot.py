@@ -25,20 +25,33 @@ pytestmark = pytest.mark.integration
 #: TensorFlow's import slow, so the tests wait while events keep coming (a task starting,
 #: a line of output), not for a fixed total: only silence this long fails.
 QUIET = 240.0
+#: The last resort, under pytest's own timeout, so that a condition that never comes true
+#: while the cluster trains says what it was and what the app showed.
+NEVER = 270.0
+
+
+def showing(app: TfdistApp) -> str:
+    return "; ".join(f"{name} {row.state.value} gstep={row.global_step} "
+                     f"cells={[str(c) for c in app.table.get_row(name)]}"
+                     for name, row in app.dashboard.rows.items())
 
 
 async def until(pilot: Pilot, condition, what: str = "") -> None:
     """Let the app run until ``condition()`` holds, as long as events keep arriving."""
-    seen, last_change = -1, time.monotonic()
+    app = pilot.app
+    assert isinstance(app, TfdistApp)
+    seen, last_change, start = -1, time.monotonic(), time.monotonic()
 
     def done_or_quiet() -> bool:
         nonlocal seen, last_change
         if condition():
             return True
-        if pilot.app.dashboard.applied != seen:
-            seen, last_change = pilot.app.dashboard.applied, time.monotonic()
-        if time.monotonic() - last_change > QUIET:
-            raise AssertionError(f"nothing happened for {QUIET:g} s waiting for {what}")
+        now = time.monotonic()
+        if app.dashboard.applied != seen:
+            seen, last_change = app.dashboard.applied, now
+        if now - last_change > QUIET or now - start > NEVER:
+            raise AssertionError(f"waiting for {what}: nothing happened for {now - last_change:.0f} s, "
+                                 f"{now - start:.0f} s in all; the app shows {showing(app)}")
         return False
 
     await async_wait_until(done_or_quiet, float("inf"), what=what, pause=pilot.pause)

@@ -377,6 +377,10 @@ class TfdistApp(SettingsActions):
             field.display = False
             self.table.focus()
 
+    def action_sort_tasks(self) -> None:
+        self.notify(f"tasks sorted by {self.table.cycle_sort()}", timeout=2)
+        self.refresh_dashboard(force=True)
+
     # -- the log panes ----------------------------------------------------------------------
 
     @property

@@ -107,6 +107,36 @@ class TaskTable(DataTable[Text | str]):
         for column, width in self.COLUMNS:
             self.add_column(column, key=column, width=width)
 
+    #: The orders ``o`` cycles through: (name shown, key of a row; larger first).
+    SORTS: tuple[str, ...] = ("declared", "cpu%", "rss", "gstep", "state")
+    order = "declared"
+
+    def cycle_sort(self) -> str:
+        """The next order (``o``); the table is redrawn in it at the next refresh."""
+        self.order = self.SORTS[(self.SORTS.index(self.order) + 1) % len(self.SORTS)]
+        self.border_subtitle = "" if self.order == "declared" else f"sorted by {self.order} (o)"
+        return self.order
+
+    def ordered(self, dashboard: Dashboard) -> list[str]:
+        """The task names in the chosen order (ties keep the declared order)."""
+        names = list(dashboard.rows)
+        if self.order == "declared":
+            return names
+        usage = dashboard.usage.tasks if dashboard.usage else {}
+        rows = dashboard.rows
+
+        def key(name: str) -> float:
+            if self.order == "cpu%":
+                return (usage[name].cpu_percent or 0.0) if name in usage else -1.0
+            if self.order == "rss":
+                return usage[name].rss_bytes if name in usage else -1
+            if self.order == "gstep":
+                step = rows[name].global_step
+                return -1 if step is None else step
+            return -list(STATE_STYLES).index(rows[name].state)
+
+        return sorted(names, key=key, reverse=True)
+
     @property
     def selected(self) -> str | None:
         if self.row_count == 0:
@@ -116,7 +146,7 @@ class TaskTable(DataTable[Text | str]):
 
     def show(self, dashboard: Dashboard) -> None:
         now = dashboard.clock()
-        names = list(dashboard.rows)
+        names = self.ordered(dashboard)
         if [r.value for r in self.rows] != names:
             selected = self.selected
             self.clear()
