@@ -74,3 +74,19 @@ async def test_o_sorts_the_tasks_by_cpu_and_back(options: RunOptions) -> None:
         assert next(r.value for r in app.table.rows) == "ps1"
         await pilot.press("o", "o", "o")  # global step, state, then as declared again
         assert [r.value for r in app.table.rows] == ["ps0", "ps1", "worker0", "worker1"]
+
+
+def test_log_lines_are_coloured_by_role_and_matches_highlighted() -> None:
+    from rich.text import Text
+
+    from tui.app.logs import LogHighlighter, LogPane
+
+    pane = LogPane(id="x")
+    pane.filter_text = "STEP"
+    text = Text("worker1 | step 40 of 100")
+    LogHighlighter(pane).highlight(text)
+    styles = {(span.start, span.end, str(span.style)) for span in text.spans}
+    assert (0, 9, "cyan") in styles and (10, 14, "reverse bold") in styles
+    ps = Text("ps0     | listening")
+    LogHighlighter(pane).highlight(ps)
+    assert str(ps.spans[0].style) == "magenta"

@@ -8,8 +8,11 @@ it stuck where it was.)"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
+from rich.highlighter import Highlighter
+from rich.text import Text
 from textual.binding import Binding
 from textual.events import MouseScrollUp, Resize
 from textual.widgets import Log
@@ -20,6 +23,30 @@ from tui.app.state import TaskLog
 PANE_LINES = 2_000
 
 
+#: The colour of each role's name where a line starts with it (the merged log's prefix).
+ROLE_STYLES = (("ps", "magenta"), ("chief", "yellow"), ("worker", "cyan"), ("evaluator", "green"))
+_PREFIX = re.compile(r"^(ps|chief|worker|evaluator)\d*\s*\|")
+
+
+class LogHighlighter(Highlighter):
+    """Colours a line's task prefix by role, the controller's own lines (``──``) dim, and
+    every match of the pane's filter in reverse video."""
+
+    def __init__(self, pane: LogPane) -> None:
+        self.pane = pane
+
+    def highlight(self, text: Text) -> None:
+        plain = text.plain
+        prefix = _PREFIX.match(plain)
+        if prefix is not None:
+            style = dict(ROLE_STYLES)[prefix.group(1)]
+            text.stylize(style, 0, prefix.end())
+        if "──" in plain[:20]:
+            text.stylize("dim", plain.index("──"))
+        if self.pane.filter_text:
+            text.highlight_words([self.pane.filter_text], "reverse bold", case_sensitive=False)
+
+
 class LogPane(Log):
     """A log that follows its tail unless the operator scrolled back; ``End`` or ``f``
     follow again. Its border shows which (``following`` / ``paused``)."""
@@ -27,7 +54,8 @@ class LogPane(Log):
     BINDINGS = [Binding("end", "follow", "Follow", show=False)]
 
     def __init__(self, *, id: str) -> None:
-        super().__init__(max_lines=PANE_LINES, auto_scroll=False, id=id)
+        super().__init__(max_lines=PANE_LINES, auto_scroll=False, highlight=True, id=id)
+        self.highlighter = LogHighlighter(self)
         self.filter_text = ""
         self.source: TaskLog | None = None
         self.follow = True
