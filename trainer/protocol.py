@@ -269,8 +269,21 @@ def parse_event(line: str | bytes) -> Event | None:
         return None
 
 
+_HINTS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _hints(cls: type[Any]) -> dict[str, Any]:
+    """A dataclass's resolved field types, once per class: ``typing.get_type_hints`` costs
+    hundreds of microseconds on a loaded machine, and every line of every task's output
+    may be an event."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
+
+
 def _build(cls: type[Any], body: Mapping[str, Any]) -> Any:
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name not in body:

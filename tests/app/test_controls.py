@@ -19,9 +19,9 @@ async def test_keys_send_typed_commands(options: RunOptions) -> None:
     app = TfdistApp(options, core_factory=lambda _app: core, autostart=False, clock=lambda: T0 + 40)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        await pilot.press("down")
+        await pilot.press("down", "down")
         selected = app.table.selected
-        assert selected is not None
+        assert selected == "worker0"  # (x on a ps asks first: tests/app/test_trust.py)
         await pilot.press("x", "r", "s")
         await pilot.press("X")
         await pilot.press("y")

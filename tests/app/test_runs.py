@@ -36,12 +36,18 @@ async def test_space_selects_runs_and_c_compares_them(tmp_path: Path) -> None:
     async with app.run_test(size=(200, 50)) as pilot:
         view = app.query_one(RunsView)
         table = view.query_one("#runs-table", DataTable)
+        assert table.row_count == 0  # nothing read before the pane is opened
+        view.action_reload_runs()  # (the app does this when the pane is shown)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         # Newest first; the other config's run is not listed.
         assert [str(k.value) for k in table.rows] == ["20240101-000002-bbbbbb", "20240101-000001-aaaaaa"]
         table.focus()
         await pilot.press("space", "down", "space")
         assert view.selected == ["20240101-000002-bbbbbb", "20240101-000001-aaaaaa"]
         await pilot.press("c")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         shown = str(view.query_one("#runs-comparison", Static).render())
         assert "mode=async" in shown and "mode=sync" in shown and "0.7500" in shown
         assert view.last_page == root / "comparison.html"

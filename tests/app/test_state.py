@@ -10,7 +10,14 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.state import LOG_LINES_PER_TASK, MAX_LINE_CHARS, MERGED_LOG_LINES, Dashboard
 from tui.core import hints
-from tui.core.events import RunStarted, TaskOutput, TaskStateChanged, TrainerEvent
+from tui.core.events import (
+    RunStarted,
+    TaskHint,
+    TaskHintCleared,
+    TaskOutput,
+    TaskStateChanged,
+    TrainerEvent,
+)
 from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 
@@ -25,7 +32,7 @@ def folded(events) -> Dashboard:
 def test_rows_follow_states_steps_and_rates() -> None:
     d = folded(running_history(TrainingSettings()))
     assert [r.state for r in d.rows.values()] == [TaskState.RUNNING] * 4
-    assert d.rows["worker0"].local_step == 600 and d.rows["worker1"].examples_per_sec == 4800 + 25 * 30
+    assert d.rows["worker0"].global_step == 1200 and d.rows["worker1"].examples_per_sec == 4800 + 25 * 30
     assert d.global_step == 1200 and d.target == 3000
     assert d.aggregate_rate == (5000 + 40 * 30) + (4800 + 25 * 30)
     assert d.rows["ps0"].output_age(T0 + 40) == "36s"
@@ -91,15 +98,35 @@ def test_event_lines_are_shown_described_not_raw() -> None:
     assert d.rows["ps0"].tf_version == "2.21.0"
 
 
-def test_restarts_count_launches_across_relaunches() -> None:
+def test_restarts_are_the_cores_count_and_a_relaunch_starts_from_none() -> None:
     events = running_history(TrainingSettings())
     events.append(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.STOPPED, t=T0 + 41))
-    events.append(TaskStateChanged(task="worker1", old=TaskState.STOPPED, new=TaskState.STARTING, t=T0 + 42))
+    events.append(TaskStateChanged(task="worker1", old=TaskState.STOPPED, new=TaskState.STARTING,
+                                   restarts=1, t=T0 + 42))
     d = folded(events)
     assert d.rows["worker1"].restarts == 1
     d.apply(RunStarted(run_id="again", run_dir=Path("y"), tasks=TASKS,
                        settings=TrainingSettings(), t=T0 + 50))
-    assert d.rows["worker1"].restarts == 1 and d.global_step == 0 and d.placement is None
+    # A new run: none of its tasks was restarted (the app counted launches across runs).
+    assert d.rows["worker1"].restarts == 0 and d.global_step == 0 and d.placement is None
+    d.apply(TaskStateChanged(task="worker1", old=TaskState.PENDING, new=TaskState.STARTING, t=T0 + 51))
+    assert d.rows["worker1"].restarts == 0
+
+
+def test_a_hint_taken_back_by_the_core_leaves_the_screen() -> None:
+    events = running_history(TrainingSettings())
+    events.append(TaskHint(task="worker1", hint="stalled: no progress for 9 s", t=T0 + 41))
+    d = folded(events)
+    assert d.hints == [("worker1", "stalled: no progress for 9 s")]
+    d.apply(TaskHintCleared(task="worker1", reason="progressing again", t=T0 + 45))
+    assert d.hints == []
+    assert d.logs["worker1"].lines[-1] == "── hint taken back: progressing again"
+
+
+def test_the_step_of_a_row_is_the_global_step() -> None:
+    d = folded(running_history(TrainingSettings()))
+    # (The scripted workers report local steps of half their global step.)
+    assert (d.rows["worker0"].global_step, d.rows["worker1"].global_step) == (1200, 1200)
 
 
 def test_each_tasks_share_of_its_host_opens_its_log() -> None:

@@ -13,66 +13,47 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from rich.markup import escape
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from trainer import protocol
-from trainer.settings import Mode, PlacementStrategy, TrainingSettings
+from trainer.settings import TrainingSettings
 from tui.app.bridge import Core, CoreBridge
 from tui.app.controls import CONTROLS
-from tui.app.messages import (
-    AllTasksRequested,
-    CoreActionFailed,
-    PendingSettingsChanged,
-    PreviewFailed,
-    PreviewReady,
-    RelaunchRequested,
-    TaskAction,
-    TaskActionRequested,
-)
+from tui.app.logs import LogPane
+from tui.app.markup import said
+from tui.app.messages import AllTasksRequested, CoreActionFailed, TaskAction, TaskActionRequested
+from tui.app.pending import SettingsActions
 from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.state import Dashboard
-from tui.app.widgets import (
-    HintBar,
-    LogPane,
-    PlacementView,
-    QuietFooter,
-    StatusBar,
-    TaskTable,
-    ThroughputView,
-)
+from tui.app.widgets import HintBar, PlacementView, QuietFooter, StatusBar, TaskTable, ThroughputView
 from tui.common.exit_codes import ExitCode
-from tui.common.terminal import inert
+from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskStateChanged
+from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskStateChanged
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.options import RunOptions
 from tui.core.session import Session
 from tui.core.task_state import TaskState
 from tui.core.traffic import TrafficUpdate
-from tui.plan.preview import PreviewError, preview_placement
-from tui.program.base import Setting, TaskProgram
+from tui.core.usage import UsageMonitor
+from tui.program.base import TaskProgram
 
 REFRESH_SECONDS = 0.1
+#: How long a notification stays (Textual's default is 5 s; failures used to stay 30 s).
+TOAST_SECONDS = 6.0
+#: The task table (and hints) are redrawn at most this often while tasks change, and once a
+#: second regardless (ages, rates). A burst (64 tasks starting) is coalesced: redrawing the
+#: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
+TABLE_REFRESH_SECONDS = 0.4
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-def changed_settings(applied: TrainingSettings, pending: TrainingSettings) -> list[str]:
-    """``name: old → new`` for each setting that differs."""
-    lines = []
-    for name in ("mode", "partitions", "placement"):
-        old, new = getattr(applied, name), getattr(pending, name)
-        if old != new:
-            lines.append(f"{name}: {getattr(old, 'value', old)} → {getattr(new, 'value', new)}")
-    return lines
-
-
-class TfdistApp(App[int]):
+class TfdistApp(SettingsActions):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -90,13 +71,14 @@ class TfdistApp(App[int]):
         self.pending: TrainingSettings = options.config.training
         self.preview: protocol.Placement | None = None
         self.preview_note = ""
-        # A placement depends only on the settings (the cluster is fixed): flipping back
-        # and forth needs no second `trainer plan`.
         self._previews: dict[TrainingSettings, protocol.Placement] = {}
+        #: The operator quit while tasks ran: the run did not end by itself.
+        self.quit_mid_run = False
         self.autostart = autostart
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
         self.traffic: TrafficUpdate | None = None  # the newest sample from the core
+        self.usage: UsageMonitor | None = None  # the session's, read on each refresh
         self.start_failed = False
         self.interrupted = False  # a SIGHUP or SIGTERM ended it (exit 130)
         self._last_table_refresh = 0.0
@@ -113,6 +95,8 @@ class TfdistApp(App[int]):
     def _default_core(self, app: TfdistApp) -> Core:
         options = self.options
         bridge = CoreBridge(lambda: Session.from_options(options))
+        # Sampled on the core's thread; the refresh timer only reads its latest sample.
+        self.usage = bridge.session.usage if bridge.session is not None else None
         return bridge
 
     def compose(self) -> ComposeResult:
@@ -131,7 +115,8 @@ class TfdistApp(App[int]):
             with TabPane("Runs", id="runs"):
                 yield RunsView(self.options.runs_root, self.options.config.path, id="runs-view")
         yield Input(placeholder="filter logs (enter: keep, esc: clear)", id="filter")
-        yield QuietFooter()
+        # Compact and without the palette entry (ctrl+p, in the help): 80 columns hold it all.
+        yield QuietFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -172,7 +157,7 @@ class TfdistApp(App[int]):
 
     # -- the refresh loop -----------------------------------------------------------------
 
-    def refresh_dashboard(self) -> None:
+    def refresh_dashboard(self, *, force: bool = False) -> None:
         """Fold what happened since the last tick into the dashboard and redraw."""
         if self.core is None or not self.query(StatusBar):
             return  # not started yet, or closing: the widgets are gone
@@ -189,8 +174,12 @@ class TfdistApp(App[int]):
         d = self.dashboard
         self.query_one(StatusBar).show(d, self.pending)
         now = time.monotonic()
-        if d.tasks_changed or now - self._last_table_refresh >= 1.0:
+        since = now - self._last_table_refresh
+        if force or since >= 1.0 or (d.tasks_changed and since >= TABLE_REFRESH_SECONDS):
+            if self.usage is not None:
+                d.usage = self.usage.latest
             self.table.show(d)
+            self.table.show_totals(d)
             self.query_one(HintBar).show(d)
             d.tasks_changed = False
             self._last_table_refresh = now
@@ -230,12 +219,13 @@ class TfdistApp(App[int]):
         """Notifications for what an operator must not miss."""
         if isinstance(event, TaskStateChanged) and event.new is TaskState.FAILED:
             text = f"{event.task} {ExitInfo(event.exit_code, event.reason).detail('failed')}"
-            # Long enough to outlast the rest of the run stopping after a fail-fast.
-            self.notify(_said(text), title="task failed", severity="error", timeout=30)
-        elif isinstance(event, TaskHint):
-            self.notify(_said(event.hint), title=_said(f"{event.task}: hint"), severity="warning", timeout=10)
+            # The table says "failed" and the log says why for as long as it matters: a toast
+            # only draws the eye, briefly (long ones stacked up over the table).
+            self.notify(said(text), title="task failed", severity="error", timeout=TOAST_SECONDS)
         elif isinstance(event, Notice) and event.level is not Level.INFO:
-            self.notify(_said(event.text), severity="error" if event.level is Level.ERROR else "warning")
+            self.notify(said(event.text), severity="error" if event.level is Level.ERROR else "warning",
+                        timeout=TOAST_SECONDS)
+        # (A hint has its own line under the table until the core takes it back: no toast.)
         elif isinstance(event, RunFinished):
             summary = event.summary
             self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
@@ -245,7 +235,7 @@ class TfdistApp(App[int]):
     def _show_task_log(self, name: str | None) -> None:
         source = self.dashboard.logs.get(name) if name else None
         self.task_log.show_log(source, self.task_log.filter_text)
-        self.query_one("#logs", TabPane).border_title = name or ""
+        self.task_log.border_title = name or ""
 
     def _show_placement(self) -> None:
         self.query_one(PlacementView).show(self.dashboard.placement, self.preview, self.preview_note)
@@ -267,8 +257,23 @@ class TfdistApp(App[int]):
             self.post_message(TaskActionRequested(TaskAction.START, name))
 
     def action_stop_task(self) -> None:
-        if name := self._selected_or_warn():
+        name = self._selected_or_warn()
+        if name is None:
+            return
+        row = self.dashboard.rows[name]
+        if row.job is not Job.PS or not row.state.is_active or self.dashboard.finished is not None:
             self.post_message(TaskActionRequested(TaskAction.STOP, name))
+            return
+
+        # A ps holds variables every worker needs: stopping it ends the run.
+        def confirmed(answer: bool | None) -> None:
+            if answer:
+                self.post_message(TaskActionRequested(TaskAction.STOP, name))
+
+        self.push_screen(ConfirmScreen(
+            f"Stop {name}?", f"{name} holds a share of the model's variables: every worker loses "
+            "its session and the run ends (the restart policy does not restart a task you "
+            "stopped).\nTo restart it instead, press r."), confirmed)
 
     def action_restart_task(self) -> None:
         if name := self._selected_or_warn():
@@ -286,7 +291,22 @@ class TfdistApp(App[int]):
         self._request(command)
 
     def action_start_all(self) -> None:
-        self.post_message(AllTasksRequested(start=True))
+        if self.dashboard.finished is None and self.dashboard.run_id:
+            self.post_message(AllTasksRequested(start=True))  # the run's stopped tasks
+            return
+        # After a run: a new run, from step 0 unless a checkpoint says otherwise. Asked,
+        # since it starts over what may have taken hours.
+        settings = self.dashboard.settings
+        resume = (f"Training resumes from the checkpoints in {settings.checkpoint_dir} where possible."
+                  if settings.checkpoint_dir else "Training starts again from step 0.")
+        finished = self.dashboard.finished
+        ended = f"The last run {finished.outcome.value} at step {finished.global_step}.\n" if finished else ""
+
+        def confirmed(answer: bool | None) -> None:
+            if answer:
+                self.post_message(AllTasksRequested(start=True))
+
+        self.push_screen(ConfirmScreen("Start a new run?", f"{ended}{resume}"), confirmed)
 
     def action_stop_all(self) -> None:
         active = self.dashboard.active_tasks
@@ -313,100 +333,12 @@ class TfdistApp(App[int]):
             if not row.state.is_active:
                 self._request(StartTask(name))
 
-    # -- settings -------------------------------------------------------------------------
-
-    def _set_pending(self, pending: TrainingSettings, preview: bool) -> None:
-        self.pending = pending
-        self.post_message(PendingSettingsChanged(pending))
-        self.query_one(StatusBar).show(self.dashboard, pending)  # now, not at the next tick
-        if preview:
-            self.preview = self._previews.get(pending)
-            self.preview_note = "" if self.preview else "computing the placement preview…"
-            self._show_placement()
-            if self.preview is None:
-                self._compute_preview(pending)
-
-    def _ignored(self, setting: Setting) -> bool:
-        """Say so (instead of pretending) when the run's program ignores ``setting``."""
-        why = self._program.ignores(setting)
-        if why:
-            self.notify(why, severity="warning")
-        return why is not None
-
-    def action_toggle_mode(self) -> None:
-        if self._ignored(Setting.MODE):
-            return
-        mode = Mode.ASYNC if self.pending.mode is Mode.SYNC else Mode.SYNC
-        self._set_pending(self.pending.replace(mode=mode), preview=False)
-
-    def action_partitions(self, delta: int) -> None:
-        if self._ignored(Setting.PARTITIONS):
-            return
-        partitions = self.pending.partitions + delta
-        if partitions < 1:
-            self.notify("partitions must be at least 1", severity="warning")
-            return
-        self._set_pending(self.pending.replace(partitions=partitions),
-                          preview=self._program.previews_placement)
-
-    def action_toggle_placement(self) -> None:
-        if self._ignored(Setting.PLACEMENT):
-            return
-        placement = (PlacementStrategy.ROUND_ROBIN if self.pending.placement is PlacementStrategy.GREEDY
-                     else PlacementStrategy.GREEDY)
-        self._set_pending(self.pending.replace(placement=placement), preview=True)
-
-    @work(exclusive=True, group="preview", exit_on_error=False)
-    async def _compute_preview(self, settings: TrainingSettings) -> None:
-        try:
-            placement = await preview_placement(self.options.config, settings)
-        except PreviewError as exc:
-            self.post_message(PreviewFailed(settings, str(exc)))
-            return
-        self.post_message(PreviewReady(settings, placement))
-
-    @on(PreviewReady)
-    def _preview_ready(self, message: PreviewReady) -> None:
-        self._previews[message.settings] = message.placement
-        if message.settings != self.pending:
-            return  # a newer change is being previewed
-        self.preview, self.preview_note = message.placement, ""
-        self._show_placement()
-
-    @on(PreviewFailed)
-    def _preview_failed(self, message: PreviewFailed) -> None:
-        if message.settings == self.pending:
-            self.preview, self.preview_note = None, f"no preview: {message.reason}"
-            self._show_placement()
-        self.notify(_said(f"placement preview failed: {message.reason}"), severity="warning")
-
-    def action_relaunch(self) -> None:
-        pending = self.pending
-        changes = changed_settings(self.dashboard.settings, pending) or ["no setting changed"]
-        active = self.dashboard.active_tasks
-        details = "\n".join(changes)
-        details += (f"\n\n{len(active)} running tasks will be stopped, then the cluster starts again."
-                    if active else "\n\nThe cluster starts again.")
-        if pending.checkpoint_dir:
-            details += f"\nTraining resumes from {pending.checkpoint_dir} where possible."
-
-        def confirmed(answer: bool | None) -> None:
-            if answer:
-                self.post_message(RelaunchRequested(pending))
-
-        self.push_screen(ConfirmScreen("Relaunch the cluster?", details), confirmed)
-
-    @on(RelaunchRequested)
-    def _relaunch(self, message: RelaunchRequested) -> None:
-        self.preview, self.preview_note = None, ""
-        self._request(Relaunch(message.settings))
-
     @on(CoreActionFailed)
     def _core_action_failed(self, message: CoreActionFailed) -> None:
         if isinstance(message.command, (StartRun, Relaunch)) and not self.dashboard.run_id:
             self.start_failed = True
-        self.notify(_said(f"{message.what}: {message.reason}"), title="cannot do that",
-                    severity="error", timeout=15)
+        self.notify(said(f"{message.what}: {message.reason}"), title="cannot do that",
+                    severity="error", timeout=2 * TOAST_SECONDS)
 
     # -- views ----------------------------------------------------------------------------
 
@@ -442,6 +374,39 @@ class TfdistApp(App[int]):
             field.display = False
             self.table.focus()
 
+    def action_sort_tasks(self) -> None:
+        self.notify(f"tasks sorted by {self.table.cycle_sort()}", timeout=2)
+        self.refresh_dashboard(force=True)
+
+    # -- the log panes ----------------------------------------------------------------------
+
+    @property
+    def shown_log(self) -> LogPane:
+        """The log pane on screen (the merged one on the All logs tab)."""
+        return self.merged_log if self.query_one(TabbedContent).active == "merged" else self.task_log
+
+    def _to_log_tab(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        if tabs.active not in ("logs", "merged"):
+            tabs.active = "logs"
+
+    def action_follow_log(self) -> None:
+        self._to_log_tab()
+        self.shown_log.set_follow(True)
+
+    def action_toggle_follow(self) -> None:
+        self._to_log_tab()
+        self.shown_log.action_toggle_follow()
+
+    def action_focus_log(self) -> None:
+        """Into the log (its keys scroll it) and back to the task table."""
+        self._to_log_tab()
+        log = self.shown_log
+        if log.has_focus:
+            self.table.focus()
+        else:
+            log.focus()
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
@@ -462,6 +427,7 @@ class TfdistApp(App[int]):
 
         def confirmed(answer: bool | None) -> None:
             if answer:
+                self.quit_mid_run = self.dashboard.finished is None
                 self._stop_all_and_exit()
 
         self.push_screen(ConfirmScreen("Quit?", f"{len(active)} running tasks will be stopped: "
@@ -499,15 +465,18 @@ class TfdistApp(App[int]):
         self.call_from_thread(self.exit, code, code)
 
     def exit_code_now(self) -> ExitCode:
-        """The run's exit code as the headless front end gives it (:func:`exit_code_for`);
-        quitting before the run finished is an interruption, as Ctrl-C is headless."""
+        """The app's exit status, in the core's terms (:func:`tui.core.exits.exit_code_for`):
+        the last run's outcome; quitting while it ran, or a SIGHUP/SIGTERM, is an interruption
+        (as Ctrl-C is headless); a run that never started is a usage error."""
         if self.interrupted:
             return ExitCode.INTERRUPTED
         if self.start_failed:
             return ExitCode.USAGE
+        if self.quit_mid_run:
+            return ExitCode.INTERRUPTED
         finished = self.dashboard.finished
         if finished is None:
-            return ExitCode.INTERRUPTED
+            return ExitCode.OK if not self.dashboard.run_id else ExitCode.INTERRUPTED
         return exit_code_for(finished.outcome)
 
 
@@ -520,9 +489,3 @@ def run(options: RunOptions) -> int:
         if app.core is not None:
             app.core.close(timeout=15.0)
     return int(result if result is not None else app.exit_code_now())
-
-
-def _said(text: str) -> str:
-    """Foreign text for a notification: inert for the terminal, and its ``[...]`` shown as
-    written rather than read as Rich markup (a ``[/]`` in a reason would crash the app)."""
-    return escape(inert(text))

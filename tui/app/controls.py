@@ -58,8 +58,7 @@ class Control:
     def in_palette(self) -> bool:
         """Offered in the command palette (quit and help are there already); a pane's keys
         only act in their pane."""
-        return (self.action is not None and self.footer and self.pane is None
-                and self.action not in ("quit", "help"))
+        return self.action is not None and self.pane is None and self.action not in ("quit", "help")
 
     def help_line(self) -> str:
         return self.help + (" (asks first)" if self.confirm else "")
@@ -69,22 +68,34 @@ _T, _S, _V = Section.TASKS, Section.SETTINGS, Section.VIEWS
 
 CONTROLS: tuple[Control, ...] = (
     Control("s", "s", "start_task", "Start", "start the task", _T),
-    Control("x", "x", "stop_task", "Stop", "stop it", _T),
+    Control("x", "x", "stop_task", "Stop", "stop it (a ps ends the run: asks first)", _T),
     Control("r", "r", "restart_task", "Restart", "restart it", _T),
-    Control("S", "S", "start_all", "Start all", "start every task", _T),
+    Control("S", "S", "start_all", "Start all",
+            "start every stopped task (after a run: a new run, asks first)", _T, footer=False),
     Control("X", "X", "stop_all", "Stop all", "stop every task", _T, confirm=True),
-    Control("m", "m", "toggle_mode", "Sync/async", "toggle sync / async", _S),
-    Control("plus", "+", "partitions(1)", "+Part", "one more partition", _S),
-    Control("minus", "-", "partitions(-1)", "-Part", "one partition fewer", _S),
-    Control("p", "p", "toggle_placement", "Placement", "placement: greedy / round_robin", _S),
+    # The settings keys are in the help and the palette, not the footer: 80 columns hold
+    # only the keys an operator needs most.
+    Control("m", "m", "toggle_mode", "Sync/async", "toggle sync / async", _S, footer=False),
+    Control("plus", "+", "partitions(1)", "+Part", "one more partition", _S, footer=False),
+    Control("minus", "-", "partitions(-1)", "-Part", "one partition fewer", _S, footer=False),
+    Control("p", "p", "toggle_placement", "Placement", "placement: greedy / round_robin", _S,
+            footer=False),
     Control("R", "R", "relaunch", "Relaunch", "relaunch the cluster with the pending settings", _S,
             confirm=True),
     Control("slash", "/", "filter", "Filter", "filter the logs by text (esc clears)", _V),
-    Control("tab", "tab", "next_pane", "Pane", "next pane", _V, priority=True),
+    # (Not in the footer: the tabs are on screen, and 80 columns need the room.)
+    Control("tab", "tab", "next_pane", "Pane", "next pane", _V, footer=False, priority=True),
     Control("shift+tab", "shift+tab", "previous_pane", "Pane", "previous pane", _V, footer=False,
             priority=True),
-    Control("end", "End", None, "Follow", "follow the log again", _V),
+    # The task table binds End to this too (its own End, to the last row, is ctrl+end).
+    Control("end", "End", "follow_log", "Follow", "follow the log's tail again", _V, footer=False),
+    Control("f", "f", "toggle_follow", "Follow", "follow the log on / off (shown on its border)", _V,
+            footer=False),
+    Control("l", "l", "focus_log", "Log", "into the log to scroll it (up/down, pgup/pgdn); l again: back",
+            _V),
     Control("up,down", "up/down", None, "Select", "select a task", _V),
+    Control("o", "o", "sort_tasks", "Sort", "sort the tasks: declared, CPU, memory, global step, state", _V,
+            footer=False),
     Control("ctrl+p", "ctrl+p", None, "Palette", "command palette", _V),
     Control("question_mark", "?", "help", "Help", "this help", _V),
     # The Runs pane's list (tui.app.runs.RunsView binds these while it has focus).
@@ -92,6 +103,12 @@ CONTROLS: tuple[Control, ...] = (
     Control("c", "c", "compare_runs", "Compare", "compare selected runs", _V, pane="runs"),
     Control("g", "g", "reload_runs", "Reload runs", "reload runs", _V, pane="runs"),
     Control("q", "q", "quit", "Quit", "quit (stops every task; asks while tasks run)", _V),
+    # Keys Textual's widgets and dialogs handle themselves (listed so every key is here).
+    Control("ctrl+q", "ctrl+q", None, "Quit", "quit, as q", _V, footer=False),
+    Control("escape", "Esc", None, "Close", "close the help or a dialog (no); clear the filter", _V,
+            footer=False),
+    Control("y,n", "y / n", None, "Answer", "answer a question (enter: the focused button)", _V,
+            footer=False),
 )
 
 
@@ -127,3 +144,18 @@ def help_text() -> str:
     lines.append("")
     lines.append("Full logs, events and the summary of every run are in its run directory.")
     return "\n".join(lines) + "\n"
+
+
+def key_table() -> str:
+    """The README's key table (Markdown), made from :data:`CONTROLS` like the help screen;
+    a test keeps the README's copy the same."""
+    lines = ["| key | what it does | where |", "|---|---|---|"]
+    for control in CONTROLS:
+        where = f"{control.pane.capitalize()} pane" if control.pane else section_name(control.section)
+        lines.append(f"| `{control.display}` | {control.help_line()} | {where} |")
+    return "\n".join(lines) + "\n"
+
+
+def section_name(section: Section) -> str:
+    """A section's title without its markup or note."""
+    return section.value.split("[/b]")[0]

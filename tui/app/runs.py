@@ -4,20 +4,24 @@ of the Placement pane."""
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
+from textual import on, work
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import DataTable, Static
+from textual.worker import Worker, WorkerState
 
 from tui.app.controls import CONTROLS
+from tui.app.runlist import RunBrief, RunCatalog
 from tui.common.private import replace_file
 from tui.common.terminal import inert
 from tui.common.units import format_rate
 from tui.core.traffic import TrafficSample
 from tui.experiments.compare import COMPARISON_HTML, compare, render_html, render_text
-from tui.experiments.finished_runs import FinishedRun, RunDirError, read_run, runs_of_config
 
 SELECTED = "●"
 
@@ -25,19 +29,36 @@ SELECTED = "●"
 class RunsView(Vertical):
     """Past runs of this config, newest first. ``space`` selects a run, ``c`` compares the
     selected ones (or the two newest) below the table and writes ``comparison.html`` into
-    the runs folder; ``g`` reloads the list."""
+    the runs folder; ``g`` reloads the list. Runs are read on worker threads (a runs folder
+    of large runs must not freeze the screen) and cached (:class:`RunCatalog`)."""
 
     # Declared with every other key (tui.app.controls).
     BINDINGS = [Binding(c.key, c.action, c.name, show=c.footer) for c in CONTROLS
                 if c.action is not None and c.pane == "runs"]
 
+    @dataclass
+    class Listed(Message):
+        """The worker read the list."""
+
+        runs: list[RunBrief]
+
+    @dataclass
+    class Compared(Message):
+        """The worker compared runs: the text to show and the page it wrote."""
+
+        text: str
+        page: Path
+
     def __init__(self, runs_root: Path, config_path: Path, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.runs_root = runs_root
         self.config_path = config_path
-        self.records: dict[str, FinishedRun] = {}
+        self.catalog = RunCatalog(runs_root, config_path)
+        self.records: dict[str, RunBrief] = {}
         self.selected: list[str] = []
         self.last_page: Path | None = None
+        #: Bumped each time a list is shown (tests and the benchmark wait on it).
+        self.listed = 0
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
@@ -48,28 +69,41 @@ class RunsView(Vertical):
         for column in ("", "run", "outcome", "mode", "partitions", "placement", "workers", "wall s",
                        "loss", "accuracy"):
             table.add_column(column, key=column or "mark")
-        self.action_reload_runs()
+        # Not read now: the pane is hidden at start, and the first frame must not wait for
+        # the runs folder. Opening the pane reads it (action_reload_runs).
 
     def action_reload_runs(self) -> None:
-        self.records = {}
-        for path in runs_of_config(self.runs_root, self.config_path):
-            try:
-                self.records[path.name] = read_run(path)
-            except RunDirError:
-                continue  # still running, or not a run directory
+        if not self.records:
+            self.query_one("#runs-comparison", Static).update(Text("reading past runs…", "dim"))
+        self._list_runs()
+
+    @work(thread=True, exclusive=True, group="runs-list", exit_on_error=False)
+    def _list_runs(self) -> None:
+        self.post_message(self.Listed(self.catalog.list()))
+
+    @on(Listed)
+    def _show_list(self, message: Listed) -> None:
+        self.records = {run.run_id: run for run in message.runs}
         self.selected = [s for s in self.selected if s in self.records]
         table = self.query_one("#runs-table", DataTable)
+        cursor = table.cursor_row
         table.clear()
-        for run_id, run in sorted(self.records.items(), reverse=True):
+        for run in message.runs:
             # Text cells: a str cell is read as markup, and these are a run directory's words.
-            cells = (run_id, run.outcome, run.setting("mode"), run.setting("partitions"),
+            cells = (run.run_id, run.outcome, run.setting("mode"), run.setting("partitions"),
                      run.setting("placement"), run.setting("workers"))
-            table.add_row(SELECTED if run_id in self.selected else "", *(Text(inert(c)) for c in cells),
+            table.add_row(SELECTED if run.run_id in self.selected else "", *(Text(inert(c)) for c in cells),
                           f"{run.wall_time:.1f}", _number(run.final_loss),
-                          _number(run.final_accuracy), key=run_id)
+                          _number(run.final_accuracy), key=run.run_id)
+        if 0 <= cursor < table.row_count:
+            table.move_cursor(row=cursor)
+        comparison = self.query_one("#runs-comparison", Static)
         if not self.records:
-            self.query_one("#runs-comparison", Static).update(
-                Text(f"no finished runs of {self.config_path.name} in {self.runs_root} yet", "dim"))
+            comparison.update(Text(f"no finished runs of {self.config_path.name} in {self.runs_root} yet",
+                                   "dim"))
+        elif self.last_page is None:
+            comparison.update("")
+        self.listed += 1
 
     def action_toggle_run(self) -> None:
         table = self.query_one("#runs-table", DataTable)
@@ -86,14 +120,30 @@ class RunsView(Vertical):
         chosen = self.selected or sorted(self.records, reverse=True)[:2]
         if not chosen:
             return
-        comparison = compare([self.records[run_id] for run_id in sorted(chosen)])
+        self.query_one("#runs-comparison", Static).update(Text(f"comparing {len(chosen)} runs…", "dim"))
+        self._compare([self.records[run_id].path for run_id in sorted(chosen)],
+                      max(self.size.width, 80))
+
+    @work(thread=True, exclusive=True, group="runs-compare", exit_on_error=False)
+    def _compare(self, paths: list[Path], width: int) -> None:
+        comparison = compare([self.catalog.record(path) for path in paths])
         text = io.StringIO()
-        render_text(comparison, text, width=max(self.size.width, 80))
+        render_text(comparison, text, width=width)
         page = self.runs_root / COMPARISON_HTML
         replace_file(page, render_html(comparison), mode=0o644)  # never through a planted link
-        self.last_page = page
+        self.post_message(self.Compared(text.getvalue(), page))
+
+    @on(Compared)
+    def _show_comparison(self, message: Compared) -> None:
+        self.last_page = message.page
         self.query_one("#runs-comparison", Static).update(
-            Text(inert(text.getvalue() + f"written to {page}\n", newlines=True)))
+            Text(inert(message.text + f"written to {message.page}\n", newlines=True)))
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR and event.worker.group.startswith("runs-"):
+            self.query_one("#runs-comparison", Static).update(
+                Text(inert(f"cannot read the runs: {event.worker.error}"), "red"))
 
 
 def traffic_chart(sample: TrafficSample | None, expected: list[float | None], width: int = 40) -> Text:

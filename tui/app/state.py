@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.common.terminal import inert
+from tui.config.cluster import Job
 from tui.core.describe import describe_event
 from tui.core.events import (
     ControllerEvent,
@@ -23,6 +24,7 @@ from tui.core.events import (
     RunStarted,
     RunSummary,
     TaskHint,
+    TaskHintCleared,
     TaskOutput,
     TaskStateChanged,
     TrainerEvent,
@@ -30,6 +32,7 @@ from tui.core.events import (
 from tui.core.exits import ExitInfo
 from tui.core.progress import ProgressSnapshot
 from tui.core.task_state import TaskState
+from tui.core.usage import UsageSample
 from tui.launch.base import WARM_REASON
 
 LOG_LINES_PER_TASK = 2_000
@@ -44,22 +47,22 @@ class TaskRow:
 
     name: str
     address: str
+    job: Job = Job.WORKER
     share: str = ""  # its share of its host, briefly (TaskInfo.share_brief)
     state: TaskState = TaskState.PENDING
     pid: int | None = None
     exit_code: int | None = None
     reason: str = ""
-    launches: int = 0
-    local_step: int | None = None
+    #: Times started again in this run, as the core counts them (TaskStateChanged.restarts).
+    restarts: int = 0
+    #: The global step of this worker's latest step report (never its local step: a
+    #: restarted worker's local step starts again from the global step).
+    global_step: int | None = None
     examples_per_sec: float | None = None
     last_output: float | None = None
     tf_version: str = ""
     hint: str = ""  # the known-failure hint of the current launch (tui.core.hints), if any
     warm: bool = False  # the current launch was forked from a warm pool (issue 25)
-
-    @property
-    def restarts(self) -> int:
-        return max(0, self.launches - 1)
 
     @property
     def state_text(self) -> str:
@@ -118,10 +121,15 @@ class Dashboard:
     #: Bumped whenever progress (steps, rates, loss, accuracy) changes, so views that chart
     #: it redraw only then.
     progress_revision: int = 0
+    #: The latest CPU and memory per task and host (tui.core.usage), set by the app each refresh.
+    usage: UsageSample | None = None
+    #: Events folded so far: a test waiting on a slow machine waits while this moves.
+    applied: int = 0
 
     # -- folding events -------------------------------------------------------------------
 
     def apply(self, event: ControllerEvent) -> None:
+        self.applied += 1
         if isinstance(event, TaskOutput):
             self._output(event)
         elif isinstance(event, TrainerEvent):
@@ -141,6 +149,8 @@ class Dashboard:
             self.notices.append(event)
         elif isinstance(event, TaskHint):
             self._hint(event)
+        elif isinstance(event, TaskHintCleared):
+            self._hint_cleared(event)
 
     def _run_started(self, event: RunStarted) -> None:
         self.settings = event.settings
@@ -153,14 +163,9 @@ class Dashboard:
         self.worker_history.clear()
         self.rate_history.clear()
         self.loss_history.clear()
-        previous = self.rows
         self.rows = {}
         for info in event.tasks:
-            row = TaskRow(info.name, info.address, info.share_brief)
-            # Restarts count across relaunches of the same cluster.
-            if info.name in previous:
-                row.launches = previous[info.name].launches
-            self.rows[info.name] = row
+            self.rows[info.name] = TaskRow(info.name, info.address, info.job, info.share_brief)
             self.logs.setdefault(info.name, TaskLog())
         self.tasks_changed = self.placement_changed = True
         self.progress_revision += 1
@@ -174,10 +179,10 @@ class Dashboard:
         if row is None:
             return
         row.state = event.new
+        row.restarts = event.restarts
         if event.new is TaskState.STARTING:
-            row.launches += 1
             row.exit_code = None
-            row.local_step = row.examples_per_sec = None
+            row.global_step = row.examples_per_sec = None
             row.hint = ""
             row.warm = event.reason == WARM_REASON
         if event.pid is not None:
@@ -197,6 +202,13 @@ class Dashboard:
             self.tasks_changed = True
         self._add_line(event.task, f"── hint: {event.hint}")
 
+    def _hint_cleared(self, event: TaskHintCleared) -> None:
+        row = self.rows.get(event.task)
+        if row is not None and row.hint:
+            row.hint = ""
+            self.tasks_changed = True
+        self._add_line(event.task, f"── hint taken back: {event.reason}")
+
     def _output(self, event: TaskOutput) -> None:
         row = self.rows.get(event.task)
         if row is not None:
@@ -209,7 +221,7 @@ class Dashboard:
         row = self.rows.get(task)
         if isinstance(event, protocol.Step):
             if row is not None:
-                row.local_step = event.local_step
+                row.global_step = event.global_step
                 row.examples_per_sec = event.examples_per_sec
             if event.loss is not None:
                 self.loss_history.append(event.loss)

@@ -6,16 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.coordinate import Coordinate
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Log, ProgressBar, Sparkline, Static
+from textual.widgets import DataTable, Footer, ProgressBar, Sparkline, Static
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.controls import TOGGLES, Toggle
-from tui.app.state import LOG_LINES_PER_TASK, Dashboard, TaskLog
-from tui.common.units import format_bytes
+from tui.app.state import Dashboard
+from tui.common.units import format_bytes, short_bytes
 from tui.core.task_state import TaskState
 
 STATE_STYLES: dict[TaskState, str] = {
@@ -41,7 +42,8 @@ def _shown(settings: TrainingSettings, toggle: Toggle) -> str:
 
 
 class StatusBar(Static):
-    """Run id, applied settings (pending changes marked), elapsed time."""
+    """Run id, elapsed time and outcome first (never cut), then the applied settings with
+    pending changes as ``old→new`` and one note that ``R`` applies them."""
 
     _shown: Text | None = None
 
@@ -49,16 +51,19 @@ class StatusBar(Static):
         applied = dashboard.settings
         text = Text()
         text.append(f" run {dashboard.run_id or '-'} ", style="bold")
+        text.append(f"│ {duration(dashboard.elapsed())} ")
+        if dashboard.finished is not None:
+            text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
+        changed = sum(_shown(applied, t) != _shown(pending, t) for t in TOGGLES)
+        if changed:  # before the values: what matters is that R has something to apply
+            text.append(f"│ {changed} pending, R applies ", style="bold yellow")
         for toggle in TOGGLES:
             label, now, later = toggle.label, _shown(applied, toggle), _shown(pending, toggle)
             text.append("│ ")
             text.append(f"{label}{now}")
             if later != now:
-                text.append(f"→{later} (pending)", style="bold yellow")
+                text.append(f"→{later}", style="bold yellow")
             text.append(" ")
-        text.append(f"│ {duration(dashboard.elapsed())} ")
-        if dashboard.finished is not None:
-            text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
         # Ten refreshes a second, a new text about once a second: skip the other nine.
         if self._shown is None or text.plain != self._shown.plain or text.spans != self._shown.spans:
             self._shown = text
@@ -68,16 +73,53 @@ class StatusBar(Static):
 class TaskTable(DataTable[Text | str]):
     """One row per task; the cursor row is the selected task."""
 
+    # End follows the log below (as everywhere else in the app); ctrl+end still goes to the
+    # last row.
+    BINDINGS = [Binding("end", "app.follow_log", "Follow", show=False)]
+
     # Up to "out" fits 80 columns with the cell padding; the share comes last, seen from
     # about 92 columns (or by scrolling right). The reason of a failure is in the log pane.
+    # "rst": times started again in this run (the core's count); "gstep": the global step
+    # of the worker's latest report (one meaning: never its local step).
+    # "cpu%" and "rss": the task's whole process group on its host (tui.core.usage).
     COLUMNS = (("task", 8), ("address", 15), ("state", 12), ("pid", 7), ("rst", 3),
-               ("step", 7), ("ex/s", 7), ("out", 4), ("share", 10))
+               ("gstep", 7), ("ex/s", 7), ("out", 4), ("cpu%", 5), ("rss", 6), ("share", 10))
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
         self.zebra_stripes = True
         for column, width in self.COLUMNS:
             self.add_column(column, key=column, width=width)
+
+    #: The orders ``o`` cycles through: (name shown, key of a row; larger first).
+    SORTS: tuple[str, ...] = ("declared", "cpu%", "rss", "gstep", "state")
+    order = "declared"
+
+    def cycle_sort(self) -> str:
+        """The next order (``o``); the table is redrawn in it at the next refresh."""
+        self.order = self.SORTS[(self.SORTS.index(self.order) + 1) % len(self.SORTS)]
+        self.border_subtitle = "" if self.order == "declared" else f"sorted by {self.order} (o)"
+        return self.order
+
+    def ordered(self, dashboard: Dashboard) -> list[str]:
+        """The task names in the chosen order (ties keep the declared order)."""
+        names = list(dashboard.rows)
+        if self.order == "declared":
+            return names
+        usage = dashboard.usage.tasks if dashboard.usage else {}
+        rows = dashboard.rows
+
+        def key(name: str) -> float:
+            if self.order == "cpu%":
+                return (usage[name].cpu_percent or 0.0) if name in usage else -1.0
+            if self.order == "rss":
+                return usage[name].rss_bytes if name in usage else -1
+            if self.order == "gstep":
+                step = rows[name].global_step
+                return -1 if step is None else step
+            return -list(STATE_STYLES).index(rows[name].state)
+
+        return sorted(names, key=key, reverse=True)
 
     @property
     def selected(self) -> str | None:
@@ -88,7 +130,7 @@ class TaskTable(DataTable[Text | str]):
 
     def show(self, dashboard: Dashboard) -> None:
         now = dashboard.clock()
-        names = list(dashboard.rows)
+        names = self.ordered(dashboard)
         if [r.value for r in self.rows] != names:
             selected = self.selected
             self.clear()
@@ -106,14 +148,25 @@ class TaskTable(DataTable[Text | str]):
     def _cells(dashboard: Dashboard, name: str, now: float) -> list[Text | str]:
         row = dashboard.rows[name]
         state = Text(row.state_text, style=STATE_STYLES[row.state])
+        usage = dashboard.usage.tasks.get(name) if dashboard.usage and row.state.is_active else None
         return [
             # "w" after the pid: forked from the host's warm pool.
             name, row.address, state, f"{row.pid}{'w' if row.warm else ''}" if row.pid else "-",
             str(row.restarts),
-            "-" if row.local_step is None else str(row.local_step),
+            "-" if row.global_step is None else str(row.global_step),
             "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
-            row.output_age(now), row.share or "-",
+            row.output_age(now),
+            "-" if usage is None or usage.cpu_percent is None else f"{usage.cpu_percent:.0f}",
+            "-" if usage is None else short_bytes(usage.rss_bytes),
+            row.share or "-",
         ]
+
+    def show_totals(self, dashboard: Dashboard) -> None:
+        """Each host's total CPU and memory over its tasks, on the table's border."""
+        hosts = dashboard.usage.hosts if dashboard.usage else {}
+        self.border_title = "  ".join(
+            f"{host}: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
+            for host, usage in sorted(hosts.items()))
 
 
 class QuietFooter(Footer):
@@ -152,45 +205,6 @@ class HintBar(Static):
             text.append(f"⚠ {name}: ", style="bold yellow")
             text.append(hint)
         self.update(text)
-
-
-class LogPane(Log):
-    """A log that follows its tail unless the operator scrolled back; ``End`` resumes."""
-
-    BINDINGS = [("end", "follow", "Follow")]
-
-    def __init__(self, *, id: str) -> None:
-        super().__init__(max_lines=LOG_LINES_PER_TASK, auto_scroll=True, id=id)
-        self.filter_text = ""
-        self.source: TaskLog | None = None
-
-    @property
-    def following(self) -> bool:
-        return self.is_vertical_scroll_end or self.max_scroll_y == 0
-
-    def show_log(self, source: TaskLog | None, filter_text: str) -> None:
-        """Switch to another source or filter: redraw from the retained tail."""
-        self.source, self.filter_text = source, filter_text
-        self.clear()
-        if source is not None:
-            source.unseen.clear()
-            self.write_lines(self._matching(source.lines))
-
-    def append_unseen(self) -> None:
-        if self.source is None or not self.source.unseen:
-            return
-        self.auto_scroll = self.following
-        lines = self._matching(self.source.take_unseen())
-        if lines:
-            self.write_lines(lines)
-
-    def _matching(self, lines: Iterable[str]) -> list[str]:
-        needle = self.filter_text.lower()
-        return [line for line in lines if needle in line.lower()] if needle else list(lines)
-
-    def action_follow(self) -> None:
-        self.auto_scroll = True
-        self.scroll_end(animate=False)
 
 
 class PlacementView(VerticalScroll):
@@ -253,7 +267,7 @@ class ThroughputView(Vertical):
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(id="progress-text")
         yield ProgressBar(total=100, show_eta=False, show_percentage=False, id="progress-bar")
-        yield Static("aggregate examples/sec", classes="chart-title")
+        yield Static("aggregate examples/sec", classes="chart-title", id="rate-title")
         yield Sparkline([], id="rate-chart")
         yield Static("loss", classes="chart-title", id="loss-title")
         yield Sparkline([], id="loss-chart")
@@ -275,13 +289,29 @@ class ThroughputView(Vertical):
         self.query_one("#progress-text", Static).update(text)
         self.query_one("#progress-bar", ProgressBar).update(total=target, progress=min(done, target))
         self.query_one("#rate-chart", Sparkline).data = list(dashboard.rate_history)
+        self.query_one("#rate-title", Static).update(
+            scaled("aggregate examples/sec", dashboard.rate_history, "{:,.0f}", "one point a second"))
         self.query_one("#loss-chart", Sparkline).data = list(dashboard.loss_history)
+        self.query_one("#loss-title", Static).update(
+            scaled("loss", dashboard.loss_history, "{:.4g}", "one point a step report"))
         charts = self.query_one("#worker-charts", Vertical)
         for task, history in dashboard.worker_history.items():
             chart_id = f"rate-{task}"
+            title = scaled(f"{task} examples/sec", history, "{:,.0f}", "")
             existing = charts.query(f"#{chart_id}")
             if not existing:
-                charts.mount(Static(f"{task} examples/sec", classes="chart-title"))
+                charts.mount(Static(title, classes="chart-title", id=f"title-{task}"))
                 charts.mount(Sparkline(list(history), id=chart_id))
             else:
                 existing.first(Sparkline).data = list(history)
+                charts.query_one(f"#title-{task}", Static).update(title)
+
+
+def scaled(title: str, values: Iterable[float], number: str, step: str) -> str:
+    """A sparkline's title with its scale: a sparkline has no axis, so its lowest and
+    highest values (and what one column is) are said in words."""
+    points = list(values)
+    if not points:
+        return title
+    low, high = number.format(min(points)), number.format(max(points))
+    return f"{title}  (min {low}, max {high}, last {len(points)} points{', ' + step if step else ''})"

@@ -16,3 +16,12 @@ def format_bytes(size: float) -> str:
 def format_rate(per_sec: float) -> str:
     """Bytes per second: ``1.2 MiB/s``."""
     return format_bytes(per_sec) + "/s"
+
+
+def short_bytes(size: float) -> str:
+    """Bytes in at most 5 characters, as top: 512K, 1.2G."""
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024 or unit == "G":
+            return f"{size:.0f}{unit}" if size >= 10 or unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}G"

@@ -44,7 +44,9 @@ class RunOutcome(Enum):
 @dataclass(frozen=True, kw_only=True)
 class TaskStateChanged:
     """A task moved from ``old`` to ``new``. ``exit_code`` is set once it exited (negative:
-    killed by that signal); ``reason`` says why for failures and stops."""
+    killed by that signal); ``reason`` says why for failures and stops; ``restarts``: how
+    many times the task was started again in this run (by its restart policy, a cluster
+    restart or by hand), the one count every front end shows."""
 
     task: str
     old: TaskState
@@ -52,6 +54,7 @@ class TaskStateChanged:
     pid: int | None = None
     exit_code: int | None = None
     reason: str = ""
+    restarts: int = 0
     t: float = field(default_factory=time.time)
 
 
@@ -123,6 +126,16 @@ class TaskHint:
 
     task: str
     hint: str
+    t: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskHintCleared:
+    """What a :class:`TaskHint` warned about went away (a stalled task progresses again):
+    front ends take the hint down; ``reason`` says why."""
+
+    task: str
+    reason: str
     t: float = field(default_factory=time.time)
 
 
@@ -227,7 +240,7 @@ class RunFinished:
 
 
 ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, ProgressUpdate,
-                        Notice, TaskStalled, TaskHint, RunFinished]
+                        Notice, TaskStalled, TaskHint, TaskHintCleared, RunFinished]
 
 _RECORD_TYPES: dict[type[Any], str] = {
     RunStarted: "run_started",
@@ -238,6 +251,7 @@ _RECORD_TYPES: dict[type[Any], str] = {
     Notice: "notice",
     TaskStalled: "task_stalled",
     TaskHint: "task_hint",
+    TaskHintCleared: "task_hint_cleared",
     RunFinished: "run_finished",
 }
 

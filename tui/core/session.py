@@ -13,6 +13,7 @@ from tui.core.options import RunOptions
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
 from tui.core.traffic import TrafficMonitor
+from tui.core.usage import UsageMonitor
 from tui.launch import leftovers
 from tui.launch.router import Router
 
@@ -24,11 +25,16 @@ class Session:
     latest sample and summary)."""
 
     def __init__(self, supervisor: Supervisor, *, router: Router | None = None,
-                 stop_leftovers: bool = False, traffic: TrafficMonitor | None = None) -> None:
+                 stop_leftovers: bool = False, traffic: TrafficMonitor | None = None,
+                 usage: UsageMonitor | None = None) -> None:
         self.supervisor = supervisor
         self.traffic = traffic
         if traffic is not None:
             supervisor.subscribe(traffic.handle)
+        #: CPU and memory of each task (tui.core.usage), read by the app.
+        self.usage = usage
+        if usage is not None:
+            supervisor.subscribe(usage.handle)
         self._router = router
         self._stop_leftovers = stop_leftovers
         self._swept = False
@@ -46,7 +52,8 @@ class Session:
                                 options=supervisor_options or options.supervisor_options())
         router.on_notice(lambda text: supervisor.notify(Level.WARNING, text))
         return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers,
-                   traffic=TrafficMonitor(options.config, router.run_command))
+                   traffic=TrafficMonitor(options.config, router.run_command),
+                   usage=UsageMonitor(options.config, router.run_command))
 
     async def sweep_leftovers(self) -> None:
         """Report (with ``--stop-leftovers``: stop) tasks of earlier runs still alive on the
@@ -83,4 +90,6 @@ class Session:
         """Stop any run and its traffic sampling, and release the launchers."""
         if self.traffic is not None:
             await self.traffic.close()
+        if self.usage is not None:
+            await self.usage.close()
         await self.supervisor.close()

@@ -91,6 +91,10 @@ def render_text(comparison: Comparison, out: TextIO, colour: bool = False, width
                          justify="left" if number == 0 or not _numeric(column) else "right")
     for row in comparison.rows:
         table.add_row(*(Text(cell) for cell in row))  # Text: a "[/]" in a value is not markup
+    if _natural_width(comparison) > width:
+        # Too wide: Rich would cut every header to "outc…". A run per column instead (there
+        # are few runs and many measures), which 120 columns hold for three or four runs.
+        table = _by_run(comparison)
     console.print(table)
     for title, series, x_label in (("loss by step", comparison.loss, "global step"),
                                    ("examples/sec by time", comparison.rate, "seconds since start")):
@@ -125,6 +129,24 @@ def write_files(comparison: Comparison, folder: Path) -> tuple[Path, Path]:
     html_path = folder / COMPARISON_HTML
     replace_file(html_path, render_html(comparison), mode=0o644)
     return text_path, html_path
+
+
+def _natural_width(comparison: Comparison) -> int:
+    """The table's width with no cell cut (Rich's box: 3 characters a column, plus 1)."""
+    widths = [max(len(column), *(len(row[n]) for row in comparison.rows))
+              for n, column in enumerate(comparison.columns)]
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def _by_run(comparison: Comparison) -> Table:
+    """The comparison transposed: a row per measure, a column per run."""
+    table = Table(title=f"{len(comparison.rows)} run(s)", title_justify="left")
+    table.add_column("", no_wrap=True)
+    for row in comparison.rows:
+        table.add_column(Text(row[0]), justify="right", overflow="fold")
+    for number, column in enumerate(comparison.columns[1:], 1):
+        table.add_row(Text(column), *(Text(row[number]) for row in comparison.rows))
+    return table
 
 
 def _numeric(column: str) -> bool:

@@ -25,6 +25,11 @@ from tui.core.traffic import TRAFFIC_SUMMARY
 IGNORED_SETTINGS = frozenset({"checkpoint_dir", "summary_dir", "data_path"})
 
 
+#: The events.jsonl records read_run folds; every other line is skipped unparsed.
+_USED_RECORDS = ('"trainer_event"', '"task_state"')
+_TYPE_CHARS = 32
+
+
 class RunDirError(Exception):
     """A directory that is not a readable run directory."""
 
@@ -90,6 +95,11 @@ def read_run(path: Path) -> FinishedRun:
         raise RunDirError(f"{path}: no events.jsonl (not a run directory?)")
     with open(events, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
+            # Most lines are task output, which a comparison does not use: passed over
+            # before parsing (a record's type comes first, tui.core.events.to_json).
+            head = line[:_TYPE_CHARS]
+            if not any(kind in head for kind in _USED_RECORDS):
+                continue
             try:
                 record = json.loads(line)
             except ValueError:

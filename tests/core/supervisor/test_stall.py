@@ -3,6 +3,7 @@ cluster with a SIGSTOPped worker, whose run directory then fills up (the run sto
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 import json
@@ -19,7 +20,15 @@ from trainer.settings import Mode
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import RestartMode, RestartPolicy
 from tui.config.restart_policy import StallPolicy
-from tui.core.events import ControllerEvent, Notice, RunOutcome, TaskHint, TaskStalled, TrainerEvent
+from tui.core.events import (
+    ControllerEvent,
+    Notice,
+    RunOutcome,
+    TaskHint,
+    TaskHintCleared,
+    TaskStalled,
+    TrainerEvent,
+)
 from tui.core.options import RunOptions
 from tui.core.supervisor import stall
 from tui.core.supervisor.lifecycle import Supervisor
@@ -152,3 +161,43 @@ async def test_a_sigstopped_worker_is_stalled_then_a_full_disk_stops_the_run(tmp
     assert "its process is stopped (SIGSTOP)" in text
     assert code is ExitCode.TASK_FAILED, text[-3000:]
     assert f"run directory: cannot write {run_dir}/" in text and "No space left on device" in text
+
+
+async def test_a_stall_is_taken_back_when_the_task_shows_life_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stopped = {"worker1"}
+    monkeypatch.setattr(stall, "process_stopped", lambda task: task.name in stopped)
+    supervisor, recorder, clock, processes, _ = await up(tmp_path, SupervisorOptions(stall_timeout=8.0))
+    await seconds_pass(clock, 3, each=processes["worker0"])
+    (stalled,) = recorder.of(TaskStalled)
+    assert stalled.stopped
+    hint = next(h for h in recorder.of(TaskHint) if h.task == "worker1")
+    assert "kill -CONT" in hint.hint
+    stopped.clear()  # kill -CONT: it runs and steps again
+    processes["worker1"].step(50)
+    await seconds_pass(clock, 2, each=processes["worker0"])
+    (cleared,) = recorder.of(TaskHintCleared)
+    assert (cleared.task, cleared.reason) == ("worker1", "progressing again")
+    # Watched again: a second stall is reported again.
+    stopped.add("worker1")
+    await seconds_pass(clock, 3, each=processes["worker0"])
+    assert [s.task for s in recorder.of(TaskStalled)] == ["worker1", "worker1"]
+    await supervisor.stop_all()
+
+
+async def test_workers_waiting_for_a_restarting_task_are_not_stalled(tmp_path: Path) -> None:
+    supervisor, recorder, clock, processes, launcher = await up(
+        tmp_path, SupervisorOptions(stall_timeout=8.0))
+    processes["worker1"].say("waiting for the chief")
+    restart = asyncio.ensure_future(supervisor.restart_task("worker0"))
+    chief = await launcher.started("worker0", 2)
+    await seconds_pass(clock, 20)  # the chief takes long to come back; nobody is stalled
+    assert not recorder.of(TaskStalled)
+    chief.ready()
+    await restart
+    await recorder.state("worker0", TaskState.RUNNING, nth=2)
+    await seconds_pass(clock, 1, each=chief)
+    processes["worker1"].step(10)
+    await seconds_pass(clock, 1, each=chief)
+    assert not recorder.of(TaskStalled)
+    await supervisor.stop_all()

@@ -198,6 +198,9 @@ class RunRecord:
         self._sinks = sinks
         self.progress = ProgressTracker(self.program.progress_target(settings))
         self.started_mono = clock.monotonic()
+        #: The last moment a task of the run was starting, stopping or in backoff: the tasks
+        #: that wait for it are not stalled meanwhile (tui.core.supervisor.stall).
+        self.settled_at = self.started_mono
         self.started_wall = started_wall
         self.phase = RunPhase.STARTING
         # Set on entering the phase (RECOVERING's is cleared on leaving it): what waits
@@ -294,7 +297,7 @@ class RunRecord:
         self.publish(TaskStateChanged(
             task=task.name, old=old, new=new, pid=task.pid,
             exit_code=task.exit_code if new.is_finished else None, reason=reason,
-            t=self.clock.time()))
+            restarts=max(0, task.launches - 1), t=self.clock.time()))
 
     def check_workers_done(self) -> None:
         """Enter WORKERS_DONE once every task that trains has finished (none is restarting)."""

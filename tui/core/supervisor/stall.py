@@ -15,10 +15,13 @@ watchdog looks once a tick at the running tasks of a run that is up:
 - a local task whose process is stopped (state T: SIGSTOP, a debugger) is named as such,
   judged after a quarter of the time, and it alone is reported: the others wait behind it.
 
-A stall is reported once per launch: a :class:`~tui.core.events.TaskStalled` event, a hint naming
-the task and its last line, and a warning. ``on_stall`` then decides: ``warn`` (only that),
-``restart`` (kill it: the restart policy treats it like any failure) or ``fail`` (the
-controller declares it failed, which ends the run).
+A stall is reported once per launch (again only after it was taken back): a
+:class:`~tui.core.events.TaskStalled` event, a hint naming the task and its last line, and a
+warning. ``on_stall`` then decides: ``warn`` (only that), ``restart`` (kill it: the restart
+policy treats it like any failure) or ``fail`` (the controller declares it failed, which
+ends the run). A reported task that shows life again (SIGCONT, progress) gets a
+:class:`~tui.core.events.TaskHintCleared`. While any task is being started, stopped or
+restarted, the others wait for it and idle time counts from its return.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import psutil
 
 from tui.config.cluster import Job
 from tui.config.restart_policy import StallPolicy
-from tui.core.events import Level, TaskHint, TaskStalled
+from tui.core.events import Level, TaskHint, TaskHintCleared, TaskStalled
 from tui.core.supervisor.pause_watch import forgive_pause
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
 from tui.core.task_state import RunPhase, TaskState
@@ -61,30 +64,58 @@ async def watch_stalls(run: RunRecord) -> None:
 
 
 def check_stalls(run: RunRecord) -> None:
-    """Report every running task that is stalled now (see the module docstring)."""
+    """Report every running task that is stalled now, and take back a report whose task
+    shows life again (see the module docstring)."""
     if run.phase is not RunPhase.UP:
         return  # starting, recovering or ending: other deadlines watch those
     timeout = run.options.stall_timeout
     quick = timeout / 4
     now = run.clock.monotonic()
+    if any(t.state in _UNSETTLED for t in run.tasks.values()):
+        # A task is being restarted (by hand or by policy): in sync mode every worker waits
+        # for it, and that wait is not a stall. Idle time counts from when it is back.
+        run.settled_at = now
     running = [t for t in run.tasks.values() if t.state is TaskState.RUNNING]
     stopped = {t.name for t in running if process_stopped(t)}
     workers = [t for t in running if t.job is Job.WORKER]
+
+    def active(task: TaskRecord) -> float:
+        return max(task.last_activity, run.settled_at)
+
     for task in running:
-        if task.stall_reported or (stopped and task.name not in stopped):
-            continue
         if task.job is Job.WORKER:
-            idle = now - task.last_activity
+            idle = now - active(task)
             # A worker that has not stepped yet may be waiting quietly for its session (a
             # non-chief, while the chief initialises on a busy machine): the full timeout.
-            others_progress = task.stepped and any(now - w.last_activity < quick
+            others_progress = task.stepped and any(now - active(w) < quick
                                                    for w in workers if w is not task)
             limit = quick if task.name in stopped or others_progress else timeout
         else:
-            idle = now - max((w.last_activity for w in workers), default=now)
+            idle = now - max((active(w) for w in workers), default=now)
             limit = quick if task.name in stopped else timeout
+        if task.stall_reported:
+            if idle < quick and task.name not in stopped:
+                _clear(run, task, "progressing again" if run.settled_at < now - idle
+                       else "a task it waits for was restarting")
+            continue
+        if stopped and task.name not in stopped:
+            continue
         if idle >= limit:
             _report(run, task, idle, task.name in stopped)
+
+
+#: States of a task being (re)started or stopped.
+_UNSETTLED = frozenset({TaskState.STARTING, TaskState.STOPPING, TaskState.BACKOFF})
+
+
+def _clear(run: RunRecord, task: TaskRecord, why: str) -> None:
+    """A reported task shows life again: take the hint down (only a warning was given; the
+    other policies already killed it), and watch it again."""
+    if run.options.on_stall is not StallPolicy.WARN:
+        return
+    task.stall_reported = False
+    run.publish(TaskHintCleared(task=task.name, reason=why, t=run.clock.time()))
+    run.notify(Level.INFO, f"no longer stalled: {why}", task.name)
 
 
 def _report(run: RunRecord, task: TaskRecord, idle: float, stopped: bool) -> None:
@@ -99,7 +130,9 @@ def _report(run: RunRecord, task: TaskRecord, idle: float, stopped: bool) -> Non
     policy = run.options.on_stall
     run.publish(TaskStalled(task=task.name, seconds=round(idle, 1), stopped=stopped, last_line=last,
                             policy=policy.value, t=run.clock.time()))
-    action = {StallPolicy.WARN: "kill -CONT it if it was stopped, or restart it (on_stall: restart)",
+    warn = ("kill -CONT it, or restart it (r)" if stopped
+            else "restart it (r) if it does not recover; on_stall: restart does so by itself")
+    action = {StallPolicy.WARN: warn,
               StallPolicy.RESTART: "restarting it as the restart policy says",
               StallPolicy.FAIL: "the run fails (on_stall: fail)"}[policy]
     run.publish(TaskHint(task=task.name, hint=f"{text}; {action}", t=run.clock.time()))

@@ -1,0 +1,170 @@
+"""Every operator key through Pilot, against the real core (session, supervisor, its thread)
+with scripted task processes that train by themselves (tests/app/fakecore.py): about the
+app, so no wait here depends on how fast a loaded machine imports TensorFlow."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from tests.app.fakecore import fake_app
+from tests.app.scripted import placement
+from tests.support import async_wait_until, write_hosts
+from trainer.settings import Mode, PlacementStrategy, TrainingSettings
+from tui.app import pending
+from tui.app.app import TfdistApp
+from tui.app.messages import (
+    AllTasksRequested,
+    PendingSettingsChanged,
+    PreviewReady,
+    RelaunchRequested,
+    TaskAction,
+    TaskActionRequested,
+)
+from tui.app.screens import ConfirmScreen, HelpScreen
+from tui.common.exit_codes import ExitCode
+from tui.config.cluster import ClusterConfig
+from tui.config.load import load_config
+from tui.core.options import RunOptions
+from tui.core.task_state import TaskState
+
+#: Scripted tasks answer in milliseconds; this only ends a test that hangs.
+HANG = 60.0
+
+
+async def until(pilot: Pilot, condition, what: str) -> None:
+    await async_wait_until(condition, HANG, what=what, pause=pilot.pause, interval=0.02)
+
+
+def options_for(tmp_path: Path, **hosts) -> RunOptions:
+    config: ClusterConfig = load_config(write_hosts(tmp_path / "hosts.yaml", **hosts))
+    return RunOptions(config=config, runs_root=tmp_path / "runs")
+
+
+def state(app: TfdistApp, name: str) -> TaskState:
+    return app.dashboard.rows[name].state
+
+
+def all_running(app: TfdistApp) -> bool:
+    rows = app.dashboard.rows.values()
+    return bool(rows) and all(r.state is TaskState.RUNNING for r in rows) and \
+        app.dashboard.rows["worker1"].global_step is not None
+
+
+async def test_task_keys(tmp_path: Path) -> None:
+    options = options_for(tmp_path)
+    app = fake_app(options, options.runs_root)
+    messages: list = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await until(pilot, lambda: all_running(app), "the cluster running")
+        first_run = app.dashboard.run_id
+        # Each task's share of this machine (tui.plan.allocation) is a column: cores, threads.
+        shares = {name: app.table.get_cell(name, "share") for name in app.dashboard.rows}
+        assert all(re.fullmatch(r"\d+c(/\d+t)?", share) for share in shares.values()), shares
+        await pilot.press("down", "down")
+        assert app.table.selected == "worker1"
+
+        await pilot.press("x")
+        assert TaskActionRequested(TaskAction.STOP, "worker1") in messages
+        await until(pilot, lambda: state(app, "worker1") is TaskState.STOPPED, "worker1 stopped")
+        assert state(app, "worker0") is TaskState.RUNNING  # the others carry on
+
+        await pilot.press("s")
+        assert TaskActionRequested(TaskAction.START, "worker1") in messages
+        await until(pilot, lambda: state(app, "worker1") is TaskState.RUNNING, "worker1 again")
+        assert app.table.get_cell("worker1", "rst") == "1"
+
+        await pilot.press("r")
+        assert TaskActionRequested(TaskAction.RESTART, "worker1") in messages
+        await until(pilot, lambda: app.dashboard.rows["worker1"].restarts == 2
+                    and state(app, "worker1") is TaskState.RUNNING, "worker1 restarted")
+
+        await pilot.press("X")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        assert AllTasksRequested(start=False) in messages
+        await until(pilot, lambda: app.dashboard.finished is not None, "all stopped")
+        assert all(r.state is TaskState.STOPPED for r in app.dashboard.rows.values())
+
+        await pilot.press("S", "y")  # a new run: asked first (tests/app/test_trust.py)
+        assert AllTasksRequested(start=True) in messages
+        await until(pilot, lambda: app.dashboard.run_id != first_run and all_running(app), "a new run")
+        assert app.table.get_cell("worker1", "rst") == "0"  # nothing restarted in this run
+
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: not app.is_running, "the app to exit")
+    assert app.return_code == ExitCode.INTERRUPTED  # quit while it trained
+
+
+async def test_settings_keys_preview_and_relaunch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def preview(config: ClusterConfig, settings: TrainingSettings):
+        # (`trainer plan` imports TensorFlow: tests/core covers it; here only the app's part.)
+        return placement(num_ps=2, partitions=settings.partitions, strategy=settings.placement.value)
+
+    monkeypatch.setattr(pending, "preview_placement", preview)
+    options = options_for(tmp_path, ps=2)
+    app = fake_app(options, options.runs_root, num_ps=2)
+    messages: list = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await until(pilot, lambda: all_running(app) and app.dashboard.placement is not None,
+                    "the cluster running")
+        first_run = app.dashboard.run_id
+
+        await pilot.press("m")
+        assert app.pending.mode is Mode.SYNC
+        assert PendingSettingsChanged(app.pending) in messages
+        assert "async→sync" in str(app.query_one("#status").render())
+
+        await pilot.press("plus")
+        assert app.pending.partitions == 2
+        await until(pilot, lambda: app.preview is not None, "the placement preview")
+        previews = [m for m in messages if isinstance(m, PreviewReady)]
+        assert previews[-1].placement.partitions == 2 and previews[-1].placement.num_ps == 2
+        await pilot.press("minus")
+        assert app.pending.partitions == 1
+        await pilot.press("plus", "p")
+        assert app.pending.placement is PlacementStrategy.ROUND_ROBIN
+        await until(pilot, lambda: app.preview is not None and app.preview.strategy == "round_robin",
+                    "the round-robin preview")
+        assert app.dashboard.settings.mode is Mode.ASYNC  # nothing applied yet
+
+        await pilot.press("slash")
+        assert app.focused is app.query_one("#filter")
+        await pilot.press(*"ready")
+        assert app.task_log.filter_text == "ready"
+        await pilot.press("escape")
+        assert app.task_log.filter_text == "" and not app.query_one("#filter").display
+
+        panes = app.query_one("#panes")
+        for pane in ("merged", "placement", "throughput", "runs"):
+            await pilot.press("tab")
+            assert panes.active == pane
+        assert app.focused is app.query_one("#runs-table")
+        await pilot.press("tab")
+        assert panes.active == "logs"
+        assert app.focused is app.table
+
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+        await pilot.press("R")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "mode: async → sync" in app.screen.details
+        assert "partitions: 1 → 2" in app.screen.details
+        await pilot.press("y")
+        (relaunch,) = [m for m in messages if isinstance(m, RelaunchRequested)]
+        assert relaunch.settings == app.pending
+        await until(pilot, lambda: app.dashboard.run_id != first_run and app.dashboard.global_step > 0,
+                    "the relaunched run training")
+        assert app.dashboard.settings.mode is Mode.SYNC
+        assert app.dashboard.settings.partitions == 2
+
+        await pilot.press("q", "y")
+        await until(pilot, lambda: not app.is_running, "the app to exit")

@@ -1,0 +1,92 @@
+"""Layout at 120x40 and 80x24: nothing the operator needs is cut."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from tests.app.scripted import T0, ScriptedCore, running_history
+from tests.support.runfixtures import write_run
+from trainer.settings import Mode, PlacementStrategy
+from tui.app.app import TfdistApp
+from tui.core.options import RunOptions
+from tui.experiments.compare import compare, render_text
+from tui.experiments.finished_runs import read_run
+
+
+def scripted(options: RunOptions) -> TfdistApp:
+    core = ScriptedCore(running_history(options.config.training))
+    return TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+
+
+def test_the_comparison_is_readable_at_120_columns(tmp_path: Path) -> None:
+    runs = [read_run(write_run(tmp_path, f"20240101-00000{n}-aaaaaa", mode, (100.0, 300.0), 0.25, 0.9,
+                               (1000.0, 3000.0))) for n, mode in enumerate(("async", "sync", "async"))]
+    out = io.StringIO()
+    render_text(compare(runs), out, width=120)
+    table = out.getvalue().split("loss by step")[0]
+    assert "…" not in table  # not one header or cell cut ("outc…", "w…")
+    assert "ex/s median (min-max)" in table and "20240101-000002-aaaaaa" in table
+    assert max(len(line) for line in table.splitlines()) <= 120
+
+
+async def test_80x24_footer_status_and_scales(options: RunOptions) -> None:
+    app = scripted(options)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        footer = app.query_one("QuietFooter")
+        keys = [(b.key, b.description) for b in footer.query("FooterKey").results()]  # type: ignore[attr-defined]
+        assert ("q", "Quit") in keys
+        right = max(k.region.right for k in footer.query("FooterKey"))
+        assert right <= 80
+        # Three pending settings: the elapsed time and the note stay on screen.
+        app._set_pending(app.pending.replace(mode=Mode.SYNC, partitions=3,
+                                             placement=PlacementStrategy.ROUND_ROBIN), preview=False)
+        await pilot.pause()
+        status = app.query_one("#status")
+        shown = status.render_lines(status.region.reset_offset)
+        text = "".join(strip.text for strip in shown)
+        assert "0:00:40" in text and "3 pending, R applies" in text and "greedy→round_robin" in text
+        # A sparkline says its scale.
+        await pilot.press("tab", "tab", "tab")
+        assert "min 5,040" in str(app.query_one("#rate-title").render())
+
+
+async def test_o_sorts_the_tasks_by_cpu_and_back(options: RunOptions) -> None:
+    from tui.core.usage import Usage, UsageSample
+
+    class Sampled:
+        latest = UsageSample(t=T0, tasks={"ps0": Usage(5.0, 1 << 20), "ps1": Usage(1.0, 9 << 20),
+                                          "worker0": Usage(90.0, 2 << 20), "worker1": Usage(150.0, 3 << 20)},
+                             hosts={"localhost": Usage(246.0, 15 << 20)})
+
+    app = scripted(options)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.usage = Sampled()  # type: ignore[assignment]
+        await pilot.pause()
+        app.refresh_dashboard(force=True)
+        assert [r.value for r in app.table.rows] == ["ps0", "ps1", "worker0", "worker1"]
+        assert app.table.border_title == "localhost: cpu 246% mem 15M"
+        await pilot.press("o")
+        assert [r.value for r in app.table.rows] == ["worker1", "worker0", "ps0", "ps1"]
+        assert "sorted by cpu%" in str(app.table.border_subtitle)
+        await pilot.press("o")  # memory
+        assert next(r.value for r in app.table.rows) == "ps1"
+        await pilot.press("o", "o", "o")  # global step, state, then as declared again
+        assert [r.value for r in app.table.rows] == ["ps0", "ps1", "worker0", "worker1"]
+
+
+def test_log_lines_are_coloured_by_role_and_matches_highlighted() -> None:
+    from rich.text import Text
+
+    from tui.app.logs import LogHighlighter, LogPane
+
+    pane = LogPane(id="x")
+    pane.filter_text = "STEP"
+    text = Text("worker1 | step 40 of 100")
+    LogHighlighter(pane).highlight(text)
+    styles = {(span.start, span.end, str(span.style)) for span in text.spans}
+    assert (0, 9, "cyan") in styles and (10, 14, "reverse bold") in styles
+    ps = Text("ps0     | listening")
+    LogHighlighter(pane).highlight(ps)
+    assert str(ps.spans[0].style) == "magenta"

@@ -1,0 +1,149 @@
+"""CPU and resident memory of each task while a run is on, as ``top`` would show them: the
+whole process group of the task (what it started counts too), read from ``/proc`` on its
+host, this machine or an SSH host over its existing connection (the same one read of
+``/proc/*/stat`` as the busy check of :mod:`tui.core.supervisor.busy`), every
+:data:`SAMPLE_SECONDS`. Front ends read :attr:`UsageMonitor.latest` (like the traffic
+monitor's); nothing is written to the run directory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from tui.config.cluster import ClusterConfig, HostSpec
+from tui.core.events import ControllerEvent, RunFinished, RunStarted, TaskStateChanged
+from tui.core.supervisor.busy import CLOCK_TICKS, STAT_ARGV
+from tui.launch.base import LaunchError
+
+SAMPLE_SECONDS = 2.0
+#: A launcher's ``run_command`` (tui.launch.base.CommandRunner): a short command's stdout.
+RunCommand = Callable[[HostSpec, Sequence[str]], Awaitable[str]]
+#: ``rss`` of /proc/PID/stat is in pages (a remote host's are taken to be this machine's).
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """CPU (percent of one core, as top: 250 = two and a half cores; None until two reads
+    are apart) and resident memory in bytes."""
+
+    cpu_percent: float | None
+    rss_bytes: int
+
+
+@dataclass(frozen=True)
+class UsageSample:
+    """Every task's usage at one moment, and each host's total over its tasks."""
+
+    t: float
+    tasks: dict[str, Usage] = field(default_factory=dict)
+    hosts: dict[str, Usage] = field(default_factory=dict)
+
+
+def group_totals(stat_lines: str, groups: set[int]) -> dict[int, tuple[int, int]]:
+    """(CPU ticks, resident pages) of each process group in ``groups``, summed over its
+    processes among ``/proc/*/stat`` lines."""
+    totals: dict[int, tuple[int, int]] = {}
+    for line in stat_lines.splitlines():
+        # The command name (field 2) is in parentheses and may hold spaces or ")".
+        fields = line[line.rfind(")") + 2:].split()
+        if len(fields) < 22:
+            continue
+        try:
+            group = int(fields[2])
+            if group not in groups:
+                continue
+            ticks, pages = int(fields[11]) + int(fields[12]), int(fields[21])
+        except ValueError:
+            continue
+        before = totals.get(group, (0, 0))
+        totals[group] = (before[0] + ticks, before[1] + pages)
+    return totals
+
+
+class UsageMonitor:
+    """Samples every running task's process group on its host while a run is on. Subscribe
+    :meth:`handle` to the supervisor (on the core's loop); :meth:`close` stops it."""
+
+    def __init__(self, config: ClusterConfig, run_command: RunCommand,
+                 interval: float = SAMPLE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._config = config
+        self._run_command = run_command
+        self._interval = interval
+        self._clock = clock
+        self._hosts: dict[str, str] = {}  # task -> host name
+        self._groups: dict[str, int] = {}  # task -> process group (its pid: a session leader)
+        self._ticks: dict[str, tuple[float, int]] = {}  # task -> (time, ticks) of the last read
+        self._task: asyncio.Task[None] | None = None
+        self.latest: UsageSample | None = None
+
+    def handle(self, event: ControllerEvent) -> None:
+        """The supervisor's sink."""
+        if isinstance(event, RunStarted):
+            self._hosts = {info.name: info.host for info in event.tasks}
+            self._groups.clear()
+            self._ticks.clear()
+            self.latest = None
+            if self._task is None or self._task.done():
+                self._task = asyncio.ensure_future(self._sample_forever())
+        elif isinstance(event, TaskStateChanged):
+            if event.new.is_active and event.pid is not None:
+                if self._groups.get(event.task) != event.pid:
+                    self._ticks.pop(event.task, None)
+                self._groups[event.task] = event.pid
+            elif not event.new.is_active:
+                self._groups.pop(event.task, None)
+        elif isinstance(event, RunFinished):
+            self._stop()
+
+    def _stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _sample_forever(self) -> None:
+        while True:
+            await self.sample_once()
+            await asyncio.sleep(self._interval)
+
+    async def sample_once(self) -> UsageSample:
+        """Read every host that has a running task once, and publish the sample."""
+        by_host: dict[str, dict[str, int]] = {}
+        for task, group in self._groups.items():
+            by_host.setdefault(self._hosts.get(task, "localhost"), {})[task] = group
+        now = self._clock()
+        tasks: dict[str, Usage] = {}
+        hosts: dict[str, Usage] = {}
+        for host_name, groups in by_host.items():
+            host = self._config.hosts.get(host_name) or HostSpec(name=host_name, address=host_name)
+            try:
+                lines = await self._run_command(host, STAT_ARGV)
+            except (OSError, LaunchError):
+                continue  # a host not answering: its tasks show no figures this time
+            totals = group_totals(lines, set(groups.values()))
+            cpu_sum, rss_sum = 0.0, 0
+            for task, group in groups.items():
+                if group not in totals:
+                    continue
+                ticks, pages = totals[group]
+                before = self._ticks.get(task)
+                self._ticks[task] = (now, ticks)
+                cpu = (100.0 * (ticks - before[1]) / CLOCK_TICKS / (now - before[0])
+                       if before is not None and now > before[0] else None)
+                tasks[task] = Usage(cpu, pages * PAGE_BYTES)
+                cpu_sum += cpu or 0.0
+                rss_sum += pages * PAGE_BYTES
+            hosts[host_name] = Usage(cpu_sum, rss_sum)
+        self.latest = UsageSample(now, tasks, hosts)
+        return self.latest
