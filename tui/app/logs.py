@@ -17,10 +17,10 @@ from textual.binding import Binding
 from textual.events import MouseScrollUp, Resize
 from textual.widgets import Log
 
-from tui.app.state import TaskLog
+from tui.app.state import LOG_LINES_PER_TASK, TaskLog
 
 #: Lines a pane keeps (the run directory has every line).
-PANE_LINES = 2_000
+PANE_LINES = LOG_LINES_PER_TASK
 
 
 #: The colour of each role's name where a line starts with it (the merged log's prefix).
