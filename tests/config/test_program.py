@@ -117,8 +117,8 @@ def test_bad_program_values_are_located(tmp_path: Path, text: str, line: int, co
      "a chief job needs a program: section"),
     ("cluster: {ps: [localhost:auto], worker: [localhost:auto], evaluator: [localhost:auto]}\n", 1, 59,
      "an evaluator job needs a program"),
-    ("cluster: {ps: [localhost:auto], worker: [localhost:auto]}\nhosts: {gpu1: {kind: slurm}}\n", 2, 22,
-     "expected one of local, ssh, got 'slurm'"),
+    ("cluster: {ps: [localhost:auto], worker: [localhost:auto]}\nhosts: {gpu1: {kind: k8s}}\n", 2, 22,
+     "expected one of local, ssh, slurm, got 'k8s'"),
 ])
 def test_jobs_and_kinds_without_a_program(tmp_path: Path, cluster: str, line: int, column: int,
                                           message: str) -> None:

@@ -98,7 +98,7 @@ async def test_cold_when_switched_off(tmp_path: Path) -> None:
 
 CONTROLLER = textwrap.dedent("""
     import asyncio, sys
-    from tui.config import HostSpec, Job, TaskSpec
+    from tui.config.cluster import HostSpec, Job, TaskSpec
     from tui.launch.local import LocalLauncher
 
     async def main(script, when):
@@ -149,7 +149,7 @@ def test_a_sigkilled_controller_leaves_nothing_while_the_pool_serves(tmp_path: P
 
 async def test_the_leftover_sweep_finds_and_stops_a_pool_whose_controller_is_gone(tmp_path: Path) -> None:
     from trainer.warm import POOL_RUN_ID
-    from tui.launch import sweep
+    from tui.launch import leftover_search as sweep
     from tui.launch.leftovers import controller_gone
     from tui.launch.owner import CONTROLLER_ENV, RUN_ID_ENV, ControllerId, boot_id
 

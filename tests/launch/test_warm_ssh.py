@@ -57,7 +57,7 @@ async def test_a_remote_warm_task_is_the_real_task(sshd: SshServer, tmp_path: Pa
 
 CONTROLLER = textwrap.dedent("""
     import asyncio, json, sys
-    from tui.config import HostSpec, Job, TaskSpec
+    from tui.config.cluster import HostSpec, Job, TaskSpec
     from tui.launch.ssh import SSHLauncher
 
     async def main(entry, script):
