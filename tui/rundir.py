@@ -39,6 +39,7 @@ from typing import IO, Any
 import yaml
 
 from trainer.settings import TrainingSettings
+from tui import slurm_settings
 from tui.clock import Clock
 from tui.config import ClusterConfig, Job, RestartPolicy
 from tui.events import (
@@ -239,7 +240,8 @@ def resolved_config(config: ClusterConfig, settings: TrainingSettings,
     for name, host in config.hosts.items():
         entry = {f.name: _plain(getattr(host, f.name)) for f in dataclasses.fields(host)
                  if f.name not in ("name", "slurm")}
-        if host.slurm is not None:
+        if host.slurm is not None:  # a Slurm entry has its own keys instead of a machine's
+            entry = {k: v for k, v in entry.items() if k not in slurm_settings.NOT_FOR_SLURM}
             entry.update(host.slurm.as_yaml())
         entry["env"] = dict(host.env)
         hosts[name] = {k: v for k, v in entry.items() if v is not None}

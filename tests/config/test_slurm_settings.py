@@ -60,3 +60,12 @@ def test_slurm_keys_belong_to_slurm_entries(tmp_path: Path) -> None:
                     "cluster: {ps: [gpu1:auto], worker: [gpu1:auto]}\n")
     with pytest.raises(ConfigError, match=r"hosts.gpu1.partition: only a kind: slurm entry has partition:"):
         load_config(path)
+
+
+def test_the_run_directory_records_the_entry_as_hosts_yaml_writes_it(tmp_path: Path) -> None:
+    from tui.rundir import resolved_config
+
+    config = load(tmp_path, ", partition: debug, nodes: 2, extra: [--qos=normal]")
+    recorded = resolved_config(config, config.training, ())  # type: ignore[attr-defined]
+    assert recorded["hosts"]["hpc"] == {"kind": "slurm", "env": {}, "partition": "debug", "nodes": 2,
+                                        "extra": ["--qos=normal"], "pending_timeout": 300.0}

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from tests.core.clirun import start_controller, tagged_env
-from tests.fixtures.slurm import PARTITION, SlurmCluster
+from tests.fixtures.slurm import CPUS, PARTITION, SlurmCluster
 
 
 def slurm_hosts(path: Path, *, workers: int = 2, entry: dict[str, Any] | None = None,
@@ -64,3 +64,9 @@ def fake_env(directory: Path, **extra: str) -> dict[str, str]:
     """The fake trainer's settings (tests/core/fake_trainer.py): its marker folder and more."""
     directory.mkdir(parents=True, exist_ok=True)
     return {"FAKE_DIR": str(directory), **extra, "SLURM_CONF": os.environ["SLURM_CONF"]}
+
+
+def occupy_the_node(slurm: SlurmCluster) -> str:
+    """Submit a job that takes every CPU of the one node (for 5 minutes); its id. Cancel it."""
+    return slurm.run("sbatch", "--parsable", "-p", PARTITION, "-J", "blocker", f"--cpus-per-task={CPUS}",
+                     "--output=/dev/null", "--wrap", "sleep 300").stdout.strip()

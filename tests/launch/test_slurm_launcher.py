@@ -22,8 +22,15 @@ from tests.core.clirun import (
     tagged_env,
     wait_no_survivors,
 )
-from tests.fixtures.slurm import CPUS, PARTITION, SlurmCluster
-from tests.launch.slurm_helpers import fake_env, our_jobs, run_controller, slurm_hosts, wait_no_jobs
+from tests.fixtures.slurm import SlurmCluster
+from tests.launch.slurm_helpers import (
+    fake_env,
+    occupy_the_node,
+    our_jobs,
+    run_controller,
+    slurm_hosts,
+    wait_no_jobs,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(120)]
 
@@ -82,9 +89,7 @@ async def test_a_sigkilled_controller_leaves_no_job_in_squeue(slurm: SlurmCluste
 
 
 async def test_a_pending_allocation_is_reported_and_given_up(slurm: SlurmCluster, tmp_path: Path) -> None:
-    # Every CPU of the one node taken: the controller's job pends with reason Resources.
-    blocker = slurm.run("sbatch", "--parsable", "-p", PARTITION, "-J", "blocker", f"--cpus-per-task={CPUS}",
-                        "--wrap", "sleep 300").stdout.strip()
+    blocker = occupy_the_node(slurm)  # the controller's job pends with reason Resources
     try:
         hosts = slurm_hosts(tmp_path / "hosts.yaml", entry={"pending_timeout": 4})
         code, out = await run_controller(["--no-ui", str(hosts)], tmp_path, fake=True,
@@ -132,8 +137,7 @@ async def test_ctrl_c_stops_the_tasks_and_releases_the_allocation(slurm: SlurmCl
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL])
 async def test_a_pending_request_ends_with_its_controller(slurm: SlurmCluster, tmp_path: Path,
                                                           signum: signal.Signals) -> None:
-    blocker = slurm.run("sbatch", "--parsable", "-p", PARTITION, "-J", "blocker", f"--cpus-per-task={CPUS}",
-                        "--wrap", "sleep 300").stdout.strip()
+    blocker = occupy_the_node(slurm)
     try:
         hosts = slurm_hosts(tmp_path / "hosts.yaml")
         _, env = tagged_env(**fake_env(tmp_path / "fake"))

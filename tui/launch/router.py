@@ -53,17 +53,16 @@ class Router:
     is made when the first host of that kind needs it: importing asyncssh takes half a
     second, which a cluster on this machine alone should not wait for."""
 
-    def __init__(self, local: Launcher | None = None, remote: SSHLauncher | None = None,
-                 **ssh_options: Any) -> None:
+    def __init__(self, local: Launcher | None = None, remote: SSHLauncher | None = None, *,
+                 config: ClusterConfig | None = None, **ssh_options: Any) -> None:
         self._launchers: dict[HostKind, Launcher] = {}
         if local is not None:
             self._launchers[HostKind.LOCAL] = local
         if remote is not None:
             self._launchers[HostKind.SSH] = remote
-        self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: ssh_options}
-        if "config" in ssh_options:  # the Slurm launcher places the config's tasks
-            self._options = {HostKind.SSH: {k: v for k, v in ssh_options.items() if k != "config"},
-                             HostKind.SLURM: {"config": ssh_options["config"]}}
+        # The Slurm launcher places the config's tasks on its allocation's nodes.
+        self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: ssh_options,
+                                                         HostKind.SLURM: {"config": config}}
 
     @classmethod
     def for_config(cls, config: ClusterConfig, *, accept_new_host_keys: bool = False,
