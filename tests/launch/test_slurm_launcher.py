@@ -113,6 +113,18 @@ async def test_a_partition_slurm_does_not_know_is_refused(slurm: SlurmCluster, t
     assert not our_jobs(slurm)
 
 
+async def test_more_nodes_than_the_partition_has_are_refused_at_once(slurm: SlurmCluster,
+                                                                   tmp_path: Path) -> None:
+    # Slurm queues such a job (PENDING/PartitionNodeLimit) instead of refusing it; waiting
+    # would only end at pending_timeout.
+    hosts = slurm_hosts(tmp_path / "hosts.yaml", entry={"nodes": 2})
+    code, out = await run_controller(["--no-ui", str(hosts)], tmp_path, fake=True,
+                                     **fake_env(tmp_path / "fake"))
+    assert code == 2, out
+    assert f"error: host hpc ({hosts}:5:12)" in out and "PENDING/PartitionNodeLimit" in out, out
+    assert not our_jobs(slurm)
+
+
 async def test_ctrl_c_stops_the_tasks_and_releases_the_allocation(slurm: SlurmCluster,
                                                                   tmp_path: Path) -> None:
     hosts = slurm_hosts(tmp_path / "hosts.yaml")

@@ -39,6 +39,9 @@ PENDING_POLL = 2.0
 #: How long salloc may take to relinquish the job after its holder ended.
 RELEASE_TIMEOUT = 15.0
 COMMAND_TIMEOUT = 30.0
+#: Pending reasons that no wait resolves, and the setting that asks too much. (Others, such
+#: as PartitionDown or a QOS limit, can change while the job waits.)
+_HOPELESS = {"PartitionNodeLimit": "nodes", "PartitionTimeLimit": "time"}
 _PENDING = re.compile(r"(?:Pending job allocation|job) (\d+)")
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
 
@@ -204,6 +207,11 @@ class Allocation:
                         notify(text)
                 if job:
                     self.job_id = job
+                hopeless = _HOPELESS.get(reason.partition("/")[2])
+                if hopeless is not None:
+                    raise SlurmError(self.host, f"Slurm job {job} can never start here ({reason}: the "
+                                     f"partition's limit is below what {hopeless}: asks); cancelled",
+                                     hopeless)
                 if self.waited > settings.pending_timeout:
                     raise SlurmError(self.host, f"Slurm job {job or '?'} still pending after "
                                      f"{settings.pending_timeout:g} s ({reported or 'no reason given'}); "
