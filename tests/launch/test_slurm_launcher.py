@@ -29,6 +29,7 @@ from tests.launch.slurm_helpers import (
     our_jobs,
     run_controller,
     slurm_hosts,
+    wait_no_clients,
     wait_no_jobs,
 )
 
@@ -79,12 +80,14 @@ async def test_a_sigkilled_controller_leaves_no_job_in_squeue(slurm: SlurmCluste
         await process.wait()
         took = await asyncio.to_thread(wait_no_jobs, slurm, SIGKILL_BOUND)
         left = await wait_no_survivors(tag, 5)
+        clients = await asyncio.to_thread(wait_no_clients, tag, 5)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
-    kill_all(left)
+    kill_all(left + clients)
     assert not left, f"tasks outlived the job: {left}"
+    assert not clients, f"Slurm clients outlived the controller: {clients}"
     print(f"job gone from squeue {took:.1f} s after the controller's SIGKILL")
 
 
@@ -152,7 +155,7 @@ async def test_a_pending_request_ends_with_its_controller(slurm: SlurmCluster, t
     blocker = occupy_the_node(slurm)
     try:
         hosts = slurm_hosts(tmp_path / "hosts.yaml")
-        _, env = tagged_env(**fake_env(tmp_path / "fake"))
+        tag, env = tagged_env(**fake_env(tmp_path / "fake"))
         process = await start_controller(["--json", str(hosts)], env, tmp_path, fake=True)
         try:
             await read_json_until(process, lambda r: "waiting for its allocation" in r.get("text", ""), 30)
@@ -162,8 +165,11 @@ async def test_a_pending_request_ends_with_its_controller(slurm: SlurmCluster, t
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-        # Ctrl-C: the controller withdraws the request; SIGKILL: the kernel SIGTERMs salloc.
+        # Ctrl-C: the controller withdraws the request; SIGKILL: its watchdog SIGTERMs salloc.
         await asyncio.to_thread(wait_no_jobs, slurm, SIGKILL_BOUND)
+        clients = await asyncio.to_thread(wait_no_clients, tag, 5)
     finally:
         slurm.run("scancel", blocker)
+    kill_all(clients)
     assert process.returncode == (130 if signum is signal.SIGINT else -9)
+    assert not clients, f"Slurm clients outlived the controller: {clients}"
