@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tui.config import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.launch.slurm_alloc import Node, slurm_message
-from tui.launch.slurm_steps import exit_code, parse_step_line, place, srun_argv, tasks_per_node
+from tui.launch.slurm_steps import exit_code, parse_step_line, place, srun_argv, tasks_per_node, unknown_nodes
 
 NODES = tuple(Node(f"n{i}", f"10.0.0.{i}") for i in range(3))
 
@@ -52,3 +52,13 @@ def test_slurms_error_lines_are_kept_in_its_words() -> None:
               "salloc: error: Job submit/allocate failed: Invalid partition name specified\n")
     assert slurm_message(stderr) == ("invalid partition specified: nosuch; "
                                      "Job submit/allocate failed: Invalid partition name specified")
+
+
+def test_a_task_that_names_its_node_goes_there() -> None:
+    tasks = (TaskSpec(Job.PS, 0, "hpc", None), TaskSpec(Job.WORKER, 0, "hpc", None, node="n0"),
+             TaskSpec(Job.WORKER, 1, "hpc", None, node="n9"))
+    named = ClusterConfig(path=Path("hosts.yaml"), hosts={"hpc": HostSpec("hpc", "hpc")}, tasks=tasks,
+                          training=None)  # type: ignore[arg-type]
+    placed = place(named, "hpc", NODES[:2])
+    assert placed["worker0"].name == "n0" and "worker1" not in placed
+    assert unknown_nodes(named, "hpc", NODES[:2]) == ["worker1: n9"]

@@ -48,3 +48,18 @@ async def test_steps_in_one_allocation_kept_until_close(slurm: SlurmCluster, tmp
     finally:
         await launcher.close()
     wait_no_jobs(slurm, 10)
+
+
+async def test_a_node_the_allocation_lacks_is_refused(slurm: SlurmCluster, tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  hpc: {kind: slurm, time: '5'}\n"
+                     "cluster: {ps: [hpc:auto], worker: [{host: hpc, node: elsewhere}]}\n")
+    config = load_config(hosts)
+    launcher = SlurmLauncher(config)
+    try:
+        report = await launcher.connect_all([config.hosts["hpc"]])
+    finally:
+        await launcher.close()
+    (failure,) = report.failures
+    assert "has no such node (worker0: elsewhere); it has localhost" in str(failure)
+    wait_no_jobs(slurm, 10)
