@@ -4,7 +4,7 @@ stepping, for 1 ps + 2 workers in an allocation of a real one-node test Slurm
 run of this script; and, on Slurm, time from the last training step to the allocation's
 release (its job no longer RUNNING in squeue) and to the job leaving squeue.
 
-    python -m bench.slurm_start [--reps 3] [--steps 300]
+    python -m bench.slurm_start [--reps 3] [--steps 3000]
 
 Needs munged, slurmctld, slurmd and Slurm's client commands (.ci/run installs them).
 """
@@ -39,6 +39,9 @@ class Timing:
 
     kind: str
     every_worker: float | None
+    #: Seconds from launch to the run's start (run_started: hosts prepared, ports found): on
+    #: Slurm this holds the allocation, the node probe and the port search.
+    prepared: float | None = None
     released: float | None = None
     gone: float | None = None
 
@@ -97,18 +100,21 @@ def run_once(hosts: Path, kind: str, slurm: SlurmCluster | None) -> Timing:
         raise SystemExit(f"{kind} run failed ({result.returncode}): {result.stderr[-2000:]}")
     first: dict[str, float] = {}
     last_step = 0.0
+    prepared: float | None = None
     for line in result.stdout.splitlines():
         record = json.loads(line)
+        if record.get("type") == "run_started":
+            prepared = record["t"] - launched
         event = record.get("event")
         if record.get("type") == "trainer_event" and isinstance(event, dict) and event.get("event") == "step":
             first.setdefault(record["task"], event["t"])
             last_step = max(last_step, event["t"])
     every = max(first.values()) - launched if len(first) == 2 else None
     if watch is None:
-        return Timing(kind, every)
+        return Timing(kind, every, prepared)
     released = watch.last_running - last_step if watch.last_running else None
     gone = watch.last_seen - last_step if watch.last_seen else None
-    return Timing(kind, every, released, gone)
+    return Timing(kind, every, prepared, released, gone)
 
 
 def median(values: Sequence[float | None]) -> str:
@@ -119,8 +125,8 @@ def median(values: Sequence[float | None]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.slurm_start", description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=3)
-    # Enough that both workers step before the target (with 30, one sometimes does them all).
-    parser.add_argument("--steps", type=int, default=300)
+    # Enough that both workers step before the target: under load one worker can do 300 alone.
+    parser.add_argument("--steps", type=int, default=3000)
     args = parser.parse_args(argv)
     if missing := missing_binaries():
         raise SystemExit(f"needs Slurm and MUNGE: missing {', '.join(missing)}")
@@ -141,6 +147,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"every worker stepping: localhost {median(local)}, "
           f"slurm {median([t.every_worker for t in on_slurm])}, ratio slurm/localhost {ratio} "
           f"(per rep: {', '.join(f'{p:.2f}' for p in pairs)})")
+    print(f"launch -> run started (hosts ready, ports found): localhost "
+          f"{median([t.prepared for t in timings if t.kind == 'localhost'])}, "
+          f"slurm {median([t.prepared for t in on_slurm])}")
     print(f"last step -> job not RUNNING: {median([t.released for t in on_slurm])}; "
           f"-> gone from squeue: {median([t.gone for t in on_slurm])}")
 

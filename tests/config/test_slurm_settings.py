@@ -62,3 +62,22 @@ def test_slurm_keys_belong_to_slurm_entries(tmp_path: Path) -> None:
                     "cluster: {ps: [gpu1:auto], worker: [gpu1:auto]}\n")
     with pytest.raises(ConfigError, match=r"hosts.gpu1.partition: only a kind: slurm entry has partition:"):
         load_config(path)
+
+
+def test_the_run_directory_records_the_entry_as_hosts_yaml_writes_it(tmp_path: Path) -> None:
+    from tui.core.rundir import resolved_config
+
+    config = load(tmp_path, ", partition: debug, nodes: 2, extra: [--qos=normal]")
+    recorded = resolved_config(config, config.training, ())  # type: ignore[attr-defined]
+    assert recorded["hosts"]["hpc"] == {"kind": "slurm", "env": {}, "partition": "debug", "nodes": 2,
+                                        "extra": ["--qos=normal"], "pending_timeout": 300.0}
+
+
+def test_a_task_may_name_a_node_of_a_slurm_host_only(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yaml"
+    path.write_text("hosts:\n  hpc: {kind: slurm}\n"
+                    "cluster: {ps: [hpc:auto], worker: [{host: hpc, node: n3}]}\n")
+    assert load_config(path).tasks[1].node == "n3"
+    path.write_text("cluster: {ps: [localhost:auto], worker: [{host: localhost, node: n3}]}\n")
+    with pytest.raises(ConfigError, match="worker0: node: names a node of a kind: slurm host"):
+        load_config(path)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch.slurm_helpers import slurm_hosts
 from tests.support.clirun import REPO
 from tests.support.slurm import SlurmCluster
+from tests.support.slurm_helpers import slurm_hosts
 from tui.config.load import load_config
 from tui.interop.export import export_ports
 from tui.interop.slurm_script import sbatch_script

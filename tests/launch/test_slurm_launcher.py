@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch.slurm_helpers import fake_env, our_jobs, run_controller, slurm_hosts, wait_no_jobs
 from tests.support.clirun import (
     all_running,
     kill_all,
@@ -23,7 +22,16 @@ from tests.support.clirun import (
     tagged_env,
     wait_no_survivors,
 )
-from tests.support.slurm import CPUS, PARTITION, SlurmCluster
+from tests.support.slurm import SlurmCluster
+from tests.support.slurm_helpers import (
+    fake_env,
+    occupy_the_node,
+    our_jobs,
+    run_controller,
+    slurm_hosts,
+    wait_no_clients,
+    wait_no_jobs,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(120)]
 
@@ -72,19 +80,19 @@ async def test_a_sigkilled_controller_leaves_no_job_in_squeue(slurm: SlurmCluste
         await process.wait()
         took = await asyncio.to_thread(wait_no_jobs, slurm, SIGKILL_BOUND)
         left = await wait_no_survivors(tag, 5)
+        clients = await asyncio.to_thread(wait_no_clients, tag, 5)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
-    kill_all(left)
+    kill_all(left + clients)
     assert not left, f"tasks outlived the job: {left}"
+    assert not clients, f"Slurm clients outlived the controller: {clients}"
     print(f"job gone from squeue {took:.1f} s after the controller's SIGKILL")
 
 
 async def test_a_pending_allocation_is_reported_and_given_up(slurm: SlurmCluster, tmp_path: Path) -> None:
-    # Every CPU of the one node taken: the controller's job pends with reason Resources.
-    blocker = slurm.run("sbatch", "--parsable", "-p", PARTITION, "-J", "blocker", f"--cpus-per-task={CPUS}",
-                        "--wrap", "sleep 300").stdout.strip()
+    blocker = occupy_the_node(slurm)  # the controller's job pends with reason Resources
     try:
         hosts = slurm_hosts(tmp_path / "hosts.yaml", entry={"pending_timeout": 4})
         code, out = await run_controller(["--no-ui", str(hosts)], tmp_path, fake=True,
@@ -105,6 +113,18 @@ async def test_a_partition_slurm_does_not_know_is_refused(slurm: SlurmCluster, t
     assert f"error: host hpc ({hosts}:4:16)" in out, out  # at the partition's name
     assert "Slurm refused the allocation: invalid partition specified: nosuch" in out, out
     assert "Traceback" not in out
+    assert not our_jobs(slurm)
+
+
+async def test_more_nodes_than_the_partition_has_are_refused_at_once(slurm: SlurmCluster,
+                                                                   tmp_path: Path) -> None:
+    # Slurm queues such a job (PENDING/PartitionNodeLimit) instead of refusing it; waiting
+    # would only end at pending_timeout.
+    hosts = slurm_hosts(tmp_path / "hosts.yaml", entry={"nodes": 2})
+    code, out = await run_controller(["--no-ui", str(hosts)], tmp_path, fake=True,
+                                     **fake_env(tmp_path / "fake"))
+    assert code == 2, out
+    assert f"error: host hpc ({hosts}:5:12)" in out and "PENDING/PartitionNodeLimit" in out, out
     assert not our_jobs(slurm)
 
 
@@ -132,11 +152,10 @@ async def test_ctrl_c_stops_the_tasks_and_releases_the_allocation(slurm: SlurmCl
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL])
 async def test_a_pending_request_ends_with_its_controller(slurm: SlurmCluster, tmp_path: Path,
                                                           signum: signal.Signals) -> None:
-    blocker = slurm.run("sbatch", "--parsable", "-p", PARTITION, "-J", "blocker", f"--cpus-per-task={CPUS}",
-                        "--wrap", "sleep 300").stdout.strip()
+    blocker = occupy_the_node(slurm)
     try:
         hosts = slurm_hosts(tmp_path / "hosts.yaml")
-        _, env = tagged_env(**fake_env(tmp_path / "fake"))
+        tag, env = tagged_env(**fake_env(tmp_path / "fake"))
         process = await start_controller(["--json", str(hosts)], env, tmp_path, fake=True)
         try:
             await read_json_until(process, lambda r: "waiting for its allocation" in r.get("text", ""), 30)
@@ -146,8 +165,11 @@ async def test_a_pending_request_ends_with_its_controller(slurm: SlurmCluster, t
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-        # Ctrl-C: the controller withdraws the request; SIGKILL: the kernel SIGTERMs salloc.
+        # Ctrl-C: the controller withdraws the request; SIGKILL: its watchdog SIGTERMs salloc.
         await asyncio.to_thread(wait_no_jobs, slurm, SIGKILL_BOUND)
+        clients = await asyncio.to_thread(wait_no_clients, tag, 5)
     finally:
         slurm.run("scancel", blocker)
+    kill_all(clients)
     assert process.returncode == (130 if signum is signal.SIGINT else -9)
+    assert not clients, f"Slurm clients outlived the controller: {clients}"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.launch.slurm_helpers import our_jobs, run_controller, slurm_hosts
 from tests.support.clirun import REPO
 from tests.support.slurm import PARTITION, SlurmCluster
+from tests.support.slurm_helpers import our_jobs, run_controller, slurm_hosts
 
 pytestmark = [pytest.mark.slurm, pytest.mark.integration, pytest.mark.timeout(240)]
 

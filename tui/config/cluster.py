@@ -101,6 +101,8 @@ class TaskSpec:
     host: str
     port: int | None
     gpus: int | None = None
+    #: For a task of a ``kind: slurm`` host: the node of the allocation it must run on.
+    node: str | None = None
 
     @property
     def name(self) -> str:

@@ -100,7 +100,7 @@ _HOST_TEXT_KEYS = ("address", "user", "identity", "known_hosts", "jump", "python
 _JOB_KEYS = tuple(job.value for job in Job)
 #: Jobs only a user's program can have.
 _PROGRAM_JOBS = frozenset({Job.CHIEF, Job.EVALUATOR})
-_TASK_KEYS = ("host", "port", "gpus")
+_TASK_KEYS = ("host", "port", "gpus", "node")
 _POLICY_KEYS = ("policy", "max_restarts", "backoff")
 _RESTART_KEYS = _POLICY_KEYS + _JOB_KEYS
 _POLICY_EXPECTED = "a mapping of policy:, max_restarts:, backoff:"
@@ -253,6 +253,11 @@ class _Loader(NodeReader):
                 raise self.error(entries[1], "cluster.chief: a cluster has one chief at most")
             placed += [(self.task(job, index, node), node) for index, node in enumerate(entries)]
         self.check_unique_ports(placed, hosts)
+        for task, at in placed:
+            entry = hosts.get(task.host)
+            if task.node is not None and (entry is None or entry.launch_kind is not HostKind.SLURM):
+                raise self.error(at, f"{task.name}: node: names a node of a kind: slurm host's "
+                                     f"allocation; {task.host} is not one")
         return tuple(task for task, _ in placed)
 
     def job_entries(self, job: Job, items: Mapping[str, Item], cluster: Item,
@@ -278,6 +283,7 @@ class _Loader(NodeReader):
             host = self.text(items["host"].value, f"{where}.host")
             port = self.port(items["port"].value, f"{where}.port", True) if "port" in items else None
             gpus = self.integer(items["gpus"].value, f"{where}.gpus", 0) if "gpus" in items else None
+            on_node = self.text(items["node"].value, f"{where}.node") if "node" in items else None
             host_node = items["host"].value
         else:
             text = self.text(node, where)
@@ -286,11 +292,11 @@ class _Loader(NodeReader):
                 port = parse_port(port_text, allow_auto=True)
             except ValueError as exc:
                 raise self.error(node, f"{where}: {exc}") from None
-            gpus, host_node = None, node
+            gpus, host_node, on_node = None, node, None
         if not valid_host(host):
             hint = "; put the user in a hosts: entry" if "@" in host else ""
             raise self.error(host_node, f"{where}: {shown(host)} is not a host name or IP address{hint}")
-        return TaskSpec(job=job, index=index, host=host, port=port, gpus=gpus)
+        return TaskSpec(job=job, index=index, host=host, port=port, gpus=gpus, node=on_node)
 
     def check_unique_ports(self, placed: list[tuple[TaskSpec, Node]], hosts: Mapping[str, HostSpec]) -> None:
         """Two tasks cannot listen on one machine's port. Machines are compared by address, so

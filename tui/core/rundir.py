@@ -39,6 +39,7 @@ import yaml
 
 from trainer.settings import TrainingSettings
 from tui.common.private import make_private_dir, private_opener, replace_file, write_private
+from tui.config import slurm as slurm_settings
 from tui.config.cluster import ClusterConfig, Job, RestartPolicy
 from tui.config.program import DRIVEN_SETTINGS
 from tui.core.clock import Clock
@@ -254,7 +255,8 @@ def resolved_config(config: ClusterConfig, settings: TrainingSettings,
     for name, host in config.hosts.items():
         entry = {f.name: _plain(getattr(host, f.name)) for f in dataclasses.fields(host)
                  if f.name not in ("name", "slurm")}
-        if host.slurm is not None:
+        if host.slurm is not None:  # a Slurm entry has its own keys instead of a machine's
+            entry = {k: v for k, v in entry.items() if k not in slurm_settings.NOT_FOR_SLURM}
             entry.update(host.slurm.as_yaml())
         entry["env"] = dict(host.env)
         hosts[name] = {k: v for k, v in entry.items() if v is not None}

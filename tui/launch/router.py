@@ -53,20 +53,18 @@ class Router:
     is made when the first host of that kind needs it: importing asyncssh takes half a
     second, which a cluster on this machine alone should not wait for."""
 
-    def __init__(self, local: Launcher | None = None, remote: SSHLauncher | None = None,
-                 *, warm: bool = True, **ssh_options: Any) -> None:
+    def __init__(self, local: Launcher | None = None, remote: SSHLauncher | None = None, *,
+                 warm: bool = True, config: ClusterConfig | None = None, **ssh_options: Any) -> None:
         self._launchers: dict[HostKind, Launcher] = {}
         if local is not None:
             self._launchers[HostKind.LOCAL] = local
         if remote is not None:
             self._launchers[HostKind.SSH] = remote
         # warm: False (--cold) starts every task cold (tui.launch.warm). The Slurm launcher
-        # places the config's tasks itself, so it alone gets the config.
-        ssh = {k: v for k, v in ssh_options.items() if k != "config"}
-        self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: {**ssh, "warm": warm},
-                                                         HostKind.LOCAL: {"warm": warm}}
-        if "config" in ssh_options:
-            self._options[HostKind.SLURM] = {"config": ssh_options["config"]}
+        # places the config's tasks on its allocation's nodes.
+        self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: {**ssh_options, "warm": warm},
+                                                         HostKind.LOCAL: {"warm": warm},
+                                                         HostKind.SLURM: {"config": config}}
 
     @classmethod
     def for_config(cls, config: ClusterConfig, *, accept_new_host_keys: bool = False,

@@ -171,6 +171,10 @@ class SlurmLauncher:
         resources = await asyncio.gather(*(self._probe(allocation, node, python)
                                            for node in allocation.nodes))
         placed = slurm_steps.place(self._config, spec.name, allocation.nodes) if self._config else {}
+        if self._config and (unknown := slurm_steps.unknown_nodes(self._config, spec.name, allocation.nodes)):
+            raise SlurmError(spec, f"job {allocation.job_id} has no such node ({', '.join(unknown)}); "
+                                   f"it has {', '.join(n.name for n in allocation.nodes)}. Ask for "
+                                   f"them in extra: (--nodelist=...)")
         assert spec.slurm is not None
         for task, node in placed.items():
             place = replace(spec.slurm, job_id=allocation.job_id, node=node.name)

@@ -5,9 +5,10 @@ salloc runs that *holder* on this machine once the job is granted and relinquish
 the moment the holder exits. The holder's stdin is a pipe from the controller, so it exits
 when the controller closes it (the end of a run, Ctrl-C, ``q``) and also when the controller
 dies, SIGKILL included: the kernel closes the pipe. Then slurmctld ends every step still
-running in the job. salloc also gets SIGTERM from the kernel when the controller dies, which
-withdraws a request still pending. (``salloc --no-shell`` would leave the job to its time
-limit.)
+running in the job. While the request still pends there is no holder yet: a small watchdog
+(``sh``, its stdin another pipe from the controller) SIGTERMs salloc when that pipe closes,
+which withdraws the request; the holder ends the watchdog once the job is granted.
+(``salloc --no-shell`` would leave the job to its time limit.)
 
 While the job pends, its reason comes from ``squeue -h -j J -o %T/%r`` and is reported; past
 the entry's ``pending_timeout`` the job is cancelled and the host refused. When the controller
@@ -18,12 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import os
 import re
-import signal
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -33,34 +31,27 @@ from tui.launch.base import LaunchError
 log = logging.getLogger(__name__)
 
 HOLDER_MARK = "tfdist-allocation"
-_HOLDER = f'echo "{HOLDER_MARK} $SLURM_JOB_ID $SLURM_JOB_NODELIST"; exec cat >/dev/null'
+WATCHDOG_ENV = "TFDIST_SALLOC_WATCHDOG"
+# Granted: end the watchdog's process group (from now on the holder's own stdin ties the job
+# to the controller), say which job and nodes, wait for EOF.
+_HOLDER = (f'kill -TERM "-${WATCHDOG_ENV}" 2>/dev/null; '
+           f'echo "{HOLDER_MARK} $SLURM_JOB_ID $SLURM_JOB_NODELIST"; exec cat >/dev/null')
+# Reads salloc's pid, then waits for EOF: the controller gone (or releasing) while the request
+# still pends, so salloc is told to withdraw it. (SIGTERM to a *granted* salloc whose holder
+# is ending too makes Slurm 22.05's salloc spin forever; hence a watchdog the grant ends,
+# not a parent-death signal.)
+_WATCHDOG = ('read pid; cat >/dev/null; '
+             'grep -qs salloc "/proc/$pid/comm" && kill -TERM "$pid"')
 #: Seconds between questions to squeue while a job pends (its reason can change).
 PENDING_POLL = 2.0
 #: How long salloc may take to relinquish the job after its holder ended.
 RELEASE_TIMEOUT = 15.0
 COMMAND_TIMEOUT = 30.0
+#: Pending reasons that no wait resolves, and the setting that asks too much. (Others, such
+#: as PartitionDown or a QOS limit, can change while the job waits.)
+_HOPELESS = {"PartitionNodeLimit": "nodes", "PartitionTimeLimit": "time"}
 _PENDING = re.compile(r"(?:Pending job allocation|job) (\d+)")
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
-
-
-def _term_with_parent() -> Callable[[], None] | None:
-    """A pre-exec hook: the kernel SIGTERMs salloc when the controller dies. salloc answers
-    SIGTERM by withdrawing a request still pending, or by revoking a granted job at once (the
-    holder's closed stdin would end a granted job too, but not a pending request)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def hook() -> None:
-        prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-
-    return hook
-
-
-_TERM_WITH_PARENT = _term_with_parent()
 
 
 class SlurmError(LaunchError):
@@ -130,11 +121,13 @@ class Allocation:
     """A granted job: :meth:`request` one, :meth:`release` it (idempotent)."""
 
     def __init__(self, host: HostSpec, job_id: str, nodes: tuple[Node, ...],
-                 process: asyncio.subprocess.Process | None) -> None:
+                 process: asyncio.subprocess.Process | None,
+                 watchdog: asyncio.subprocess.Process | None = None) -> None:
         self.host = host
         self.job_id = job_id
         self.nodes = nodes
         self._process = process  # None: the controller's own allocation, not ours to end
+        self._watchdog = watchdog
         self._released = False
         #: Seconds the request waited for its grant.
         self.waited = 0.0
@@ -155,20 +148,26 @@ class Allocation:
         if inherited and os.environ.get("SLURM_JOB_NODELIST"):
             return cls(host, inherited, await nodes_of(host, os.environ["SLURM_JOB_NODELIST"]), None)
         argv = ["salloc", f"--job-name={job_name}", *settings.salloc_options(), "sh", "-c", _HOLDER]
+        watchdog = await asyncio.create_subprocess_exec(
+            "sh", "-c", _WATCHDOG, stdin=asyncio.subprocess.PIPE, start_new_session=True)
         log.info("host %s: %s", host.name, " ".join(argv))
         # Our SLURM_* variables (a controller started in a job step) must not steer salloc.
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+        env[WATCHDOG_ENV] = str(watchdog.pid)
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, env=env,
                 # Its own session: a Ctrl-C in the terminal reaches the controller only, which
                 # then stops the tasks in order before releasing the job.
-                start_new_session=True, preexec_fn=_TERM_WITH_PARENT)
+                start_new_session=True)
         except FileNotFoundError:
+            _end_watchdog(watchdog)
             raise SlurmError(host, "salloc not found: Slurm's client commands are not installed "
                                    "on this machine") from None
-        allocation = cls(host, "", (), process)
+        assert watchdog.stdin is not None
+        watchdog.stdin.write(f"{process.pid}\n".encode())
+        allocation = cls(host, "", (), process, watchdog)
         try:
             await allocation._wait_granted(notify)
         except BaseException:
@@ -204,6 +203,11 @@ class Allocation:
                         notify(text)
                 if job:
                     self.job_id = job
+                hopeless = _HOPELESS.get(reason.partition("/")[2])
+                if hopeless is not None:
+                    raise SlurmError(self.host, f"Slurm job {job} can never start here ({reason}: the "
+                                     f"partition's limit is below what {hopeless}: asks); cancelled",
+                                     hopeless)
                 if self.waited > settings.pending_timeout:
                     raise SlurmError(self.host, f"Slurm job {job or '?'} still pending after "
                                      f"{settings.pending_timeout:g} s ({reported or 'no reason given'}); "
@@ -232,6 +236,8 @@ class Allocation:
         self._released = True
         if process.stdin is not None and not process.stdin.is_closing():
             process.stdin.close()
+        if self._watchdog is not None:
+            _end_watchdog(self._watchdog)  # pending: it tells salloc to withdraw; granted: gone
         if not self.nodes:
             if self.job_id:
                 await run_slurm(["scancel", self.job_id])
@@ -245,6 +251,12 @@ class Allocation:
             await process.wait()
             if self.job_id:
                 await run_slurm(["scancel", self.job_id])
+
+
+def _end_watchdog(watchdog: asyncio.subprocess.Process) -> None:
+    """Close the watchdog's stdin: it ends (signalling salloc only if that still pends)."""
+    if watchdog.stdin is not None and not watchdog.stdin.is_closing():
+        watchdog.stdin.close()
 
 
 def _blamed(message: str) -> str | None:

@@ -66,19 +66,23 @@ def parse_snippet(stdout: str) -> object:
 
 
 def place(config: ClusterConfig, entry: str, nodes: Sequence[Node]) -> dict[str, Node]:
-    """The node of each task of hosts entry ``entry``, by task name: the ps on their own
-    nodes where there are enough (the first ones), the other tasks spread over the rest in
-    turn; with one node, everything on it."""
+    """The node of each task of hosts entry ``entry``, by task name: a task that names its
+    node (``node:``) there; the ps on their own nodes where there are enough (the first
+    ones), the other tasks spread over the rest in turn; with one node, everything on it. A
+    named node that is not in ``nodes`` is left out (see :func:`unknown_nodes`)."""
     tasks = [t for t in config.tasks if t.host == entry]
+    by_name = {n.name: n for n in nodes}
+    named = {t.name: by_name[t.node] for t in tasks if t.node is not None and t.node in by_name}
+    tasks = [t for t in tasks if t.node is None]
     if len(nodes) <= 1:
-        return {t.name: nodes[0] for t in tasks} if nodes else {}
+        return {**{t.name: nodes[0] for t in tasks}, **named} if nodes else {}
     ps = [t for t in tasks if t.job is Job.PS]
     others = [t for t in tasks if t.job is not Job.PS]
     ps_nodes = list(nodes[:max(1, min(len(ps), len(nodes) - 1))]) if ps and others else list(nodes)
     rest = [n for n in nodes if n not in ps_nodes] or list(nodes)
     placed = {t.name: ps_nodes[i % len(ps_nodes)] for i, t in enumerate(ps)}
     placed.update({t.name: rest[i % len(rest)] for i, t in enumerate(others)})
-    return placed
+    return {**placed, **named}
 
 
 def tasks_per_node(config: ClusterConfig, entry: str, nodes: int) -> int:
@@ -91,3 +95,10 @@ def describe(job_id: str, placement: Mapping[str, Node], tasks: Sequence[TaskSpe
     """``Slurm job 12: ps0 on node1, worker0 on node2`` for the run's notices."""
     return f"Slurm job {job_id}: " + ", ".join(f"{t.name} on {placement[t.name].name}"
                                                for t in tasks if t.name in placement)
+
+
+def unknown_nodes(config: ClusterConfig, entry: str, nodes: Sequence[Node]) -> list[str]:
+    """``task: node`` for each task of ``entry`` naming a node the allocation does not have."""
+    names = {n.name for n in nodes}
+    return [f"{t.name}: {t.node}" for t in config.tasks
+            if t.host == entry and t.node is not None and t.node not in names]

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
-from tests.support.clirun import start_controller, tagged_env
-from tests.support.slurm import PARTITION, SlurmCluster
+from tests.support.clirun import TAG_ENV, start_controller, tagged_env
+from tests.support.slurm import CPUS, PARTITION, SlurmCluster
 
 
 def slurm_hosts(path: Path, *, workers: int = 2, entry: dict[str, Any] | None = None,
@@ -64,3 +65,34 @@ def fake_env(directory: Path, **extra: str) -> dict[str, str]:
     """The fake trainer's settings (tests/core/fake_trainer.py): its marker folder and more."""
     directory.mkdir(parents=True, exist_ok=True)
     return {"FAKE_DIR": str(directory), **extra, "SLURM_CONF": os.environ["SLURM_CONF"]}
+
+
+def occupy_the_node(slurm: SlurmCluster) -> str:
+    """Submit a job that takes every CPU of the one node (for 5 minutes); its id. Cancel it."""
+    return slurm.run("sbatch", "--parsable", "-p", PARTITION, "-J", "blocker", f"--cpus-per-task={CPUS}",
+                     "--output=/dev/null", "--wrap", "sleep 300").stdout.strip()
+
+
+def slurm_clients(tag: str) -> list[psutil.Process]:
+    """The controller's Slurm clients (salloc, srun, the allocation's watchdog) still alive,
+    found by the test's tag in their environment."""
+    found = []
+    for process in psutil.process_iter(["name", "cmdline", "status"]):
+        try:
+            if process.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            cmdline = " ".join(process.info["cmdline"] or [])
+            if (process.info["name"] in ("salloc", "srun") or "read pid;" in cmdline) \
+                    and process.environ().get(TAG_ENV) == tag:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_no_clients(tag: str, timeout: float) -> list[psutil.Process]:
+    """Poll until no Slurm client of the test is alive; those left after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while (left := slurm_clients(tag)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
