@@ -17,7 +17,7 @@ from tests.program.test_program_runs import STEP_PATTERN
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
 from tui.config.restart_policy import StallPolicy
-from tui.core.events import ControllerEvent, Notice, RunFinished, TaskResult, TrainerEvent
+from tui.core.events import ControllerEvent, Notice, RunFinished, TaskResult, TaskStateChanged, TrainerEvent
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
 from tui.core.task_state import TaskState
@@ -85,3 +85,38 @@ async def test_a_blocked_chief_is_ended_and_a_computing_one_is_left_to_finish(tm
 
     assert not processes_of_runs(tmp_path / "hang" / "runs")
     assert not processes_of_runs(tmp_path / "work" / "runs")
+
+
+LEFT_BEHIND = """\
+import socket, sys, time
+job, index, address = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+host, port = address.rsplit(":", 1)
+listener = socket.create_server((host, int(port)))  # its server is up: the task is ready
+if job == "worker" and index == 0:
+    time.sleep(1.0)  # the chief trains and finishes
+    print("chief done", flush=True)
+    sys.exit(0)
+while True:  # worker1 waits for a session the chief no longer serves; the ps serves
+    time.sleep(0.5)
+"""
+
+
+async def test_a_worker_left_behind_after_the_chief_finished_does_not_hold_the_run(tmp_path: Path) -> None:
+    """No target known (the command has no {steps}), a non-chief that never steps: once the
+    chief has exited 0 it is judged like a worker past the target, ended and counted as
+    succeeded within 10 s."""
+    folder = tmp_path / "left"
+    folder.mkdir()
+    (folder / "left.py").write_text(LEFT_BEHIND)
+    (folder / "hosts.yaml").write_text(
+        "program: {command: 'python left.py {job} {index} {address}'}\n"
+        "cluster: {ps: [localhost:auto], worker: [localhost:auto, localhost:auto]}\n")
+    run = await run_program(load(folder / "hosts.yaml"), folder / "runs")
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    tasks = {t.name: t for t in summary_tasks(run)}
+    assert all(t.state is TaskState.SUCCEEDED for t in tasks.values()), tasks
+    assert tasks["worker1"].reason.startswith("ended by the controller: no progress for"), tasks["worker1"]
+    assert "after worker0 finished" in tasks["worker1"].reason
+    exits = {e.task: e.t for e in run.events if isinstance(e, TaskStateChanged) and e.new.is_finished}
+    assert exits["worker1"] - exits["worker0"] < 10.0
+    assert not processes_of_runs(folder / "runs")

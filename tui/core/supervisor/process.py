@@ -78,6 +78,7 @@ async def _probe_port(run: RunRecord, task: TaskRecord) -> None:
 def became_ready(run: RunRecord, task: TaskRecord) -> None:
     """The task's server is up (its ``ready`` event, TensorFlow's line, or its port)."""
     if task.state is TaskState.STARTING:
+        task.up_at = run.clock.monotonic()
         run.set_state(task, TaskState.RUNNING)
         task.settled.set()
 
@@ -111,6 +112,16 @@ async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
 
 #: A task in one of these states has no server up (yet).
 _NOT_UP = frozenset({TaskState.PENDING, TaskState.STARTING, TaskState.BACKOFF})
+#: Seconds every task must have been up before "CreateSession still waiting" means a peer is
+#: missing rather than one that has just come up.
+CREATE_SESSION_GRACE = 10.0
+
+
+def _all_up_for(run: RunRecord, seconds: float) -> bool:
+    if any(t.state in _NOT_UP for t in run.tasks.values()):
+        return False
+    last_up = max((t.up_at for t in run.tasks.values() if t.up_at is not None), default=None)
+    return last_up is None or run.clock.monotonic() - last_up >= seconds
 
 
 def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
@@ -137,9 +148,13 @@ def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
     if not task.hint:
         hint = hint_for(line.text)
         # Waiting for a session while a peer is still starting is what a session does on a
-        # busy machine, not a failure: the hint waits until every task is up.
-        if hint != CREATE_SESSION or not any(t.state in _NOT_UP for t in run.tasks.values()):
+        # busy machine, not a failure: the hint waits until every task has been up for a
+        # while (TensorFlow repeats the line every 10 s; one in flight as the last peer came
+        # up says nothing).
+        if hint != CREATE_SESSION or _all_up_for(run, CREATE_SESSION_GRACE):
             offer_hint(run, task, hint)
+        elif not task.withheld_hint:
+            task.withheld_hint = hint  # given after all if the task then fails
     for each in events:
         on_event(run, task, each, now)
 
@@ -181,6 +196,8 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int) -> None:
     else:
         before = " before reporting ready" if task.state is TaskState.STARTING else ""
         state, reason = TaskState.FAILED, describe_exit(code) + before
+        if not task.hint:  # what it said while waiting for its peers, if it then died of it
+            offer_hint(run, task, task.withheld_hint or None)
         if not task.hint:  # it died by itself: the exit code alone may tell why
             offer_hint(run, task, hint_for_exit(code))
     run.set_state(task, state, reason=reason)

@@ -146,6 +146,8 @@ class TaskRecord:
         #: Its TensorFlow server said it started (a ``ready`` event with TensorFlow's version,
         #: from the shim or the trainer): ``end`` makes that server's ``join()`` return.
         self.tf_server = False
+        self.up_at: float | None = None  # when it became ready this launch (the run's clock)
+        self.withheld_hint = ""  # a hint held back while peers were starting; given if it fails
 
     def judge(self, verdict: Verdict) -> None:
         """Record the controller's verdict on this launch: a failure overrides a stop, and
