@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import shlex
+import time
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -51,6 +52,10 @@ log = logging.getLogger(__name__)
 
 #: How long a started task may take to print its pid (the shell's start-up, not the trainer's).
 PID_TIMEOUT = 30.0
+#: A host that could not be connected to this long ago or less is not tried again by
+#: :meth:`SSHLauncher.connect_all` (its error is reported again): the start-up's leftover
+#: search and the run's preparation then wait out one connect timeout, not two.
+FRESH_FAILURE = 30.0
 
 
 class _Entry:
@@ -59,6 +64,7 @@ class _Entry:
     def __init__(self, remote: RemoteHost) -> None:
         self.remote = remote
         self.prepared: asyncio.Task[HostInfo] | None = None
+        self.made = time.monotonic()
 
     @property
     def failed(self) -> bool:
@@ -208,7 +214,9 @@ class SSHLauncher:
         specs = list({spec.name: spec for spec in hosts if not spec.is_local}.values())
         for spec in specs:
             entry = self._hosts.get(spec.name)
-            if entry is not None and (entry.failed or entry.lost):
+            fresh = (entry is not None and entry.remote.connect_failed
+                     and time.monotonic() - entry.made < FRESH_FAILURE)
+            if entry is not None and (entry.failed or entry.lost) and not fresh:
                 await self._forget(spec.name)
         results = await asyncio.gather(*(self.prepare(spec) for spec in specs), return_exceptions=True)
         ready: list[HostInfo] = []
