@@ -121,7 +121,8 @@ class SSHTask:
         if code is None:
             raise self._host.error(HostFailure.CONNECTION_LOST,
                                    f"the connection closed before pid {self._pid} reported its exit; "
-                                   f"the task ends by itself when its stdin closes")
+                                   f"on the host the task ends too (EOF on its stdin, or the connection "
+                                   f"watcher of tui.launch.remote_command)")
         return code
 
     async def send(self, line: str) -> None:
@@ -337,7 +338,7 @@ class SSHLauncher:
         try:
             command = RemoteCommand(argv=tuple(argv), env=dict(env),
                                     cwd=resolve_remote_dir(cwd, info) if cwd is not None else "",
-                                    python_path=info.trainer_path)
+                                    python_path=info.trainer_path, watch_connection=True)
         except ValueError as exc:
             raise LaunchError(f"{task.name}: {exc}") from None
         try:
