@@ -138,6 +138,10 @@ async def deploy(conn: asyncssh.SSHClientConnection, spec: HostSpec, workdir: st
                 await sftp.rmtree(staging, ignore_errors=True)
                 return Deployment(final, uploaded=False)
     except asyncssh.ChannelOpenError as exc:
+        if conn.is_closed():  # the connection dropped during the upload: not a missing SFTP
+            raise HostError(spec.name, where(spec), HostFailure.CONNECTION_LOST,
+                            f"the connection was lost while uploading {package.name} to {final}: "
+                            f"{exc.reason}") from None
         raise HostError(spec.name, where(spec), HostFailure.DEPLOY_FAILED,
                         f"the SSH server offers no SFTP ({exc.reason}); enable its sftp "
                         f"subsystem (Subsystem sftp in sshd_config)") from None

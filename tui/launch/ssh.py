@@ -118,7 +118,10 @@ class SSHTask:
         task itself then ended too, through EOF on its stdin."""
         await self._process.wait()
         code = self._process.returncode
-        if code is None:
+        # asyncssh gives -1 for a channel that closed with no exit status (no process ends
+        # with -1: statuses are 0-255, signals come as exit-signal): the connection went,
+        # not "killed by SIGHUP" as a local -1 would mean.
+        if code is None or (code == -1 and not self._process.exit_signal):
             raise self._host.error(HostFailure.CONNECTION_LOST,
                                    f"the connection closed before pid {self._pid} reported its exit; "
                                    f"on the host the task ends too (EOF on its stdin, or the connection "
