@@ -80,7 +80,8 @@ async def test_env_secrets_stay_out_of_command_lines_and_the_run_directory_is_pr
         finally:
             await supervisor.close()
     assert run.code is ExitCode.OK, run.out[-3000:]
-    assert f"secret arrived {hashlib.sha256(SECRET.encode()).hexdigest()} ' a  b '" in run.out  # it reached the tasks' environment
+    digest = hashlib.sha256(SECRET.encode()).hexdigest()
+    assert f"secret arrived {digest} ' a  b '" in run.out  # it reached the tasks' environment
     assert spy.reads > 100
     assert not spy.seen, spy.seen
 
