@@ -290,8 +290,12 @@ def _policy(policy: RestartPolicy) -> dict[str, Any]:
             "backoff": policy.backoff}
 
 
-def _clock(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+def _clock(t: float, _last: list[object] = [None, ""]) -> str:  # noqa: B006 (a one-entry cache)
+    # One strftime per second, not per line: a flood writes tens of thousands a second.
+    second = int(t)
+    if _last[0] != second:
+        _last[0], _last[1] = second, time.strftime("%H:%M:%S", time.localtime(second))
+    return f"{_last[1]}.{int(t * 1000) % 1000:03d}"
 
 
 def _describe_state(event: TaskStateChanged) -> str:

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Sequence
 
 from tui.events import Stream
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, read_lines
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, read_batches
 
 
 class Prefixed:
@@ -27,12 +27,13 @@ class Prefixed:
 async def merged_lines(sources: Sequence[tuple[ByteSource, Stream]],
                        max_line: int = MAX_LINE_BYTES) -> AsyncGenerator[OutputLine, None]:
     """Every line of every source in arrival order; ends when all reached EOF."""
-    queue: asyncio.Queue[OutputLine | None] = asyncio.Queue()
+    # Batches, not lines, go through the queue: its bookkeeping per item is what a flood pays.
+    queue: asyncio.Queue[list[OutputLine] | None] = asyncio.Queue()
 
     async def pump(source: ByteSource, stream: Stream) -> None:
         try:
-            async for line in read_lines(source, stream, max_line):
-                queue.put_nowait(line)
+            async for batch in read_batches(source, stream, max_line):
+                queue.put_nowait(batch)
         finally:
             queue.put_nowait(None)  # this source is done (EOF, or its reader failed)
 
@@ -44,7 +45,8 @@ async def merged_lines(sources: Sequence[tuple[ByteSource, Stream]],
             if item is None:
                 open_streams -= 1
             else:
-                yield item
+                for line in item:
+                    yield line
     finally:
         for task in pumps:
             task.cancel()
