@@ -45,7 +45,7 @@ from tui.launch.package import upload_package
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand, parse_pid_line
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
-from tui.launch.streams import Prefixed, merged_lines, read_first_line
+from tui.launch.streams import Prefixed, merged_batches, read_first_line
 from tui.resources import HostResources
 
 log = logging.getLogger(__name__)
@@ -106,11 +106,17 @@ class SSHTask:
         return self._host.spec.name
 
     async def output(self) -> AsyncGenerator[OutputLine, None]:
+        async for batch in self.output_batches():
+            for line in batch:
+                yield line
+
+    async def output_batches(self) -> AsyncGenerator[list[OutputLine], None]:
+        """:meth:`output` a read at a time (see :meth:`tui.launch.local.LocalTask.output_batches`)."""
         sources: list[tuple[ByteSource, Stream]] = [
             (Prefixed(self._head, self._process.stdout), Stream.STDOUT),
             (self._process.stderr, Stream.STDERR)]
-        async for line in merged_lines(sources, self._max_line):
-            yield line
+        async for batch in merged_batches(sources, self._max_line):
+            yield batch
 
     async def wait(self) -> int:
         """The exit code (negative: the signal that killed it). Raises :class:`HostError`

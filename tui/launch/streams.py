@@ -27,6 +27,15 @@ class Prefixed:
 async def merged_lines(sources: Sequence[tuple[ByteSource, Stream]],
                        max_line: int = MAX_LINE_BYTES) -> AsyncGenerator[OutputLine, None]:
     """Every line of every source in arrival order; ends when all reached EOF."""
+    async for batch in merged_batches(sources, max_line):
+        for line in batch:
+            yield line
+
+
+async def merged_batches(sources: Sequence[tuple[ByteSource, Stream]],
+                         max_line: int = MAX_LINE_BYTES) -> AsyncGenerator[list[OutputLine], None]:
+    """:func:`merged_lines` as the lists each read completed, in arrival order: a reader of
+    a flood resumes once per read (hundreds of lines), not once per line."""
     # Batches, not lines, go through the queue: its bookkeeping per item is what a flood pays.
     queue: asyncio.Queue[list[OutputLine] | None] = asyncio.Queue()
 
@@ -45,8 +54,7 @@ async def merged_lines(sources: Sequence[tuple[ByteSource, Stream]],
             if item is None:
                 open_streams -= 1
             else:
-                for line in item:
-                    yield line
+                yield item
     finally:
         for task in pumps:
             task.cancel()
