@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.settings import TrainingSettings
-from tui.clock import Clock
+from tui.clock import Clock, SystemClock
 from tui.config import ClusterConfig, Job
 from tui.events import (
     ControllerEvent,
@@ -189,7 +189,7 @@ class RunRecord:
         self.hangs = HangWatch(self.program.target(settings))
         self.hang_check = asyncio.Event()  # a step came in: look at the hang watch again
         #: Notices the controller's own suspensions (tui.supervision.pause).
-        self.pause = PauseGuard()
+        self.pause = PauseGuard(enabled=isinstance(clock, SystemClock))
         self.launcher = launcher
         self.clock = clock
         self._sinks = sinks
