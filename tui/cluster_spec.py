@@ -3,6 +3,7 @@ frozen dataclasses. :mod:`tui.config` reads a file into these (and re-exports th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -79,7 +80,7 @@ class TaskSpec:
     port: int | None
     gpus: int | None = None
 
-    @property
+    @functools.cached_property  # asked for on every line of output a task prints
     def name(self) -> str:
         """``ps0``, ``worker1``: the task's name everywhere in the UI and the run directory."""
         return f"{self.job.value}{self.index}"
