@@ -136,7 +136,7 @@ class TfdistApp(App[int]):
 
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGHUP, signal.SIGTERM):
+        for signum in _HANDLED_SIGNALS:
             loop.add_signal_handler(signum, self._on_signal, signum)
         self.core = self._core_factory(self)
         self.query_one("#filter", Input).display = False
@@ -468,6 +468,11 @@ class TfdistApp(App[int]):
         self.push_screen(ConfirmScreen("Quit?", f"{len(active)} running tasks will be stopped: "
                                                 f"{', '.join(active)}"), confirmed)
 
+    def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in _HANDLED_SIGNALS:
+            loop.remove_signal_handler(signum)
+
     def _on_signal(self, signum: signal.Signals) -> None:
         """SIGHUP (the terminal is gone: a dropped SSH connection, a killed tmux) or
         SIGTERM: stop every task as interrupted, so that the run's summary is written and
@@ -519,6 +524,10 @@ def run(options: RunOptions) -> int:
         if app.core is not None:
             app.core.close(timeout=15.0)
     return int(result if result is not None else ExitCode.OK)
+
+
+#: The app's own handling: SIGHUP (terminal gone), SIGTERM (asked to go). Ctrl-C is a key.
+_HANDLED_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
 
 
 def _said(text: str) -> str:
