@@ -4,16 +4,11 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import signal
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from rich.markup import escape
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -22,6 +17,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from trainer import protocol
 from trainer.settings import Mode, PlacementStrategy, TrainingSettings
+from tui.app import signals
 from tui.app.bridge import Core, CoreBridge
 from tui.app.messages import (
     AllTasksRequested,
@@ -35,6 +31,7 @@ from tui.app.messages import (
 )
 from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
+from tui.app.signals import said
 from tui.app.state import Dashboard
 from tui.app.widgets import (
     HintBar,
@@ -46,7 +43,6 @@ from tui.app.widgets import (
     ThroughputView,
 )
 from tui.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.common.terminal import inert
 from tui.controls import CONTROLS
 from tui.describe import describe_exit
 from tui.events import Level, Notice, RunFinished, RunOutcome, TaskHint, TaskState, TaskStateChanged
@@ -71,7 +67,7 @@ def changed_settings(applied: TrainingSettings, pending: TrainingSettings) -> li
     return lines
 
 
-class TfdistApp(App[int]):
+class TfdistApp(signals.SignalHandling, App[int]):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -135,9 +131,7 @@ class TfdistApp(App[int]):
         yield QuietFooter()
 
     def on_mount(self) -> None:
-        loop = asyncio.get_running_loop()
-        for signum in _HANDLED_SIGNALS:
-            loop.add_signal_handler(signum, self._on_signal, signum)
+        signals.install(self._on_signal)
         self.core = self._core_factory(self)
         self.query_one("#filter", Input).display = False
         self.query_one(TaskTable).focus()
@@ -232,11 +226,11 @@ class TfdistApp(App[int]):
             if event.reason and event.reason not in text:
                 text += f": {event.reason}"
             # Long enough to outlast the rest of the run stopping after a fail-fast.
-            self.notify(_said(text), title="task failed", severity="error", timeout=30)
+            self.notify(said(text), title="task failed", severity="error", timeout=30)
         elif isinstance(event, TaskHint):
-            self.notify(_said(event.hint), title=_said(f"{event.task}: hint"), severity="warning", timeout=10)
+            self.notify(said(event.hint), title=said(f"{event.task}: hint"), severity="warning", timeout=10)
         elif isinstance(event, Notice) and event.level is not Level.INFO:
-            self.notify(_said(event.text), severity="error" if event.level is Level.ERROR else "warning")
+            self.notify(said(event.text), severity="error" if event.level is Level.ERROR else "warning")
         elif isinstance(event, RunFinished):
             summary = event.summary
             self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
@@ -379,7 +373,7 @@ class TfdistApp(App[int]):
         if message.settings == self.pending:
             self.preview, self.preview_note = None, f"no preview: {message.reason}"
             self._show_placement()
-        self.notify(_said(f"placement preview failed: {message.reason}"), severity="warning")
+        self.notify(said(f"placement preview failed: {message.reason}"), severity="warning")
 
     def action_relaunch(self) -> None:
         pending = self.pending
@@ -406,7 +400,7 @@ class TfdistApp(App[int]):
     def _core_action_failed(self, message: CoreActionFailed) -> None:
         if isinstance(message.command, (StartRun, Relaunch)) and not self.dashboard.run_id:
             self.start_failed = True
-        self.notify(_said(f"{message.what}: {message.reason}"), title="cannot do that",
+        self.notify(said(f"{message.what}: {message.reason}"), title="cannot do that",
                     severity="error", timeout=15)
 
     # -- views ----------------------------------------------------------------------------
@@ -468,37 +462,11 @@ class TfdistApp(App[int]):
         self.push_screen(ConfirmScreen("Quit?", f"{len(active)} running tasks will be stopped: "
                                                 f"{', '.join(active)}"), confirmed)
 
-    def on_unmount(self) -> None:
-        loop = asyncio.get_running_loop()
-        for signum in _HANDLED_SIGNALS:
-            loop.remove_signal_handler(signum)
-
-    def _on_signal(self, signum: signal.Signals) -> None:
-        """SIGHUP (the terminal is gone: a dropped SSH connection, a killed tmux) or
-        SIGTERM: stop every task as interrupted, so that the run's summary is written and
-        no task is left behind, then exit; nobody is asked (nobody may be there)."""
-        self.interrupted = True
-        stop = StopAll(RunOutcome.INTERRUPTED, f"interrupted by {signum.name}")
-        if signum == signal.SIGHUP:
-            self._hang_up(stop)
-            return
-        if self.core is not None:
-            self.core.send(stop)
-        self._stop_all_and_exit()
-
     @work(thread=True, exclusive=True, group="shutdown")
-    def _hang_up(self, stop: StopAll) -> None:
-        # Nothing here waits on the UI thread: with its terminal gone, Textual's writes
-        # fail and its shutdown (restoring a terminal that is no more) never returns.
-        if self.core is not None:
-            with contextlib.suppress(Exception):  # the core's own close still stops them
-                self.core.send(stop).result(timeout=60.0)
-            self.core.close(timeout=15.0)
-        os._exit(int(ExitCode.INTERRUPTED))
-
-    @work(thread=True, exclusive=True, group="shutdown")
-    def _stop_all_and_exit(self) -> None:
+    def _stop_all_and_exit(self, stop: StopAll | None = None) -> None:
         self.call_from_thread(self.notify, "stopping every task…")
+        if self.core is not None and stop is not None:
+            self.core.send(stop).result(timeout=60.0)  # as interrupted (a signal), before close
         if self.core is not None:
             self.core.close(timeout=15.0)
         code = int(self.exit_code_now())
@@ -524,13 +492,3 @@ def run(options: RunOptions) -> int:
         if app.core is not None:
             app.core.close(timeout=15.0)
     return int(result if result is not None else ExitCode.OK)
-
-
-#: The app's own handling: SIGHUP (terminal gone), SIGTERM (asked to go). Ctrl-C is a key.
-_HANDLED_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
-
-
-def _said(text: str) -> str:
-    """Foreign text for a notification: inert for the terminal, and its ``[...]`` shown as
-    written rather than read as Rich markup (a ``[/]`` in a reason would crash the app)."""
-    return escape(inert(text))
