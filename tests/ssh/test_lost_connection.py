@@ -35,11 +35,13 @@ def steady_processes() -> list[psutil.Process]:
     return found
 
 
-async def test_a_shim_false_task_dies_with_its_connection(sshd: SshServer, tmp_path: Path) -> None:
+async def test_a_shim_false_task_dies_with_its_connection(sshd: SshServer, tmp_path: Path,
+                                                          stub_tf: Path) -> None:
     folder = tmp_path / "program"
     folder.mkdir()
     shutil.copy(STEADY, folder / "steady.py")
-    host = sshd.host("far", sshd.addresses[0], workdir=tmp_path / "work")
+    # (a TensorFlow that imports at once: the host's probe needs one, the task does not)
+    host = sshd.host("far", sshd.addresses[0], workdir=tmp_path / "work", env={"PYTHONPATH": str(stub_tf)})
     hosts = folder / "hosts.yaml"
     hosts.write_text(yaml.safe_dump({
         "hosts": {"far": {**sshd.yaml_entry(host), "kind": "ssh"}},
