@@ -1,6 +1,6 @@
 """A ``shim: false`` task never reads its stdin, so EOF does not end it: when the controller
 dies (SIGKILL: no chance to stop anything), the remote task must still go with its
-connection, not run on as an orphan."""
+connection, not run on as an orphan, even while it prints nothing (no EPIPE to end it)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ async def test_a_shim_false_task_dies_with_its_connection(sshd: SshServer, tmp_p
     hosts = folder / "hosts.yaml"
     hosts.write_text(yaml.safe_dump({
         "hosts": {"far": {**sshd.yaml_entry(host), "kind": "ssh"}},
-        "program": {"command": "python steady.py {job}", "shim": False, "upload": "."},
+        "program": {"command": "python steady.py {job} --quiet-after 3", "shim": False, "upload": "."},
         "cluster": {"ps": ["localhost:auto"], "worker": ["far:auto"]},
         "run_dir": str(tmp_path / "runs")}))
     out = tmp_path / "out"
@@ -66,7 +66,9 @@ async def test_a_shim_false_task_dies_with_its_connection(sshd: SshServer, tmp_p
         return [p for p in steady_processes() if p.ppid() == 1]
 
     # The watcher gives TERM, then KILL 5 s later: both within the wait.
-    await async_wait_until(lambda: not orphaned(), 15.0, what=lambda: describe(orphaned()))
-    orphans = orphaned()
-    kill(left + orphans)
+    try:
+        await async_wait_until(lambda: not orphaned(), 15.0, what=lambda: describe(orphaned()))
+    finally:
+        orphans = orphaned()
+        kill(left + orphans)
     assert not left and not orphans, describe(left + orphans)

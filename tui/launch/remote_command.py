@@ -45,12 +45,13 @@ EXIT_NO_ENVIRONMENT = 124
 # $4 = 1: watch the connection. A task that never reads its stdin does not notice EOF when
 # the connection is lost, and would run on (ppid 1). A background watcher, in the task's
 # process group, polls the sshd session process that started us; once it is gone it ends
-# the group (TERM, KILL 5 s later). It ignores TERM itself and ends with the group's KILL;
-# started before the environment is read, it carries none of it (no secret, no run id).
+# the group (TERM, KILL 5 s later; no "--": dash's kill refuses it). It ignores TERM itself
+# and ends with the group's KILL; started before the environment is read, it carries none
+# of it (no secret, no run id).
 _WATCHER = (
     'if [ "$4" = 1 ]; then tfdist_p=$PPID; tfdist_g=$$; '
     '( trap "" TERM; while kill -0 "$tfdist_p" 2>/dev/null; do sleep 1; done; '
-    'kill -TERM -- "-$tfdist_g"; sleep 5; kill -KILL -- "-$tfdist_g" ) </dev/null >/dev/null 2>&1 & '
+    'kill -TERM "-$tfdist_g"; sleep 5; kill -KILL "-$tfdist_g" ) </dev/null >/dev/null 2>&1 & '
     'fi; '
 )
 _TASK_SCRIPT = (
