@@ -66,6 +66,25 @@ class Printer:
         self._progress: ProgressSnapshot | None = None
         self._placement_shown = False
         self._last_progress: tuple[int, float] | None = None
+        self._flush_pending = False
+        self._prefixes: dict[str, str] = {}  # made once per name and run (every line has one)
+
+    def _flush_soon(self) -> None:
+        """Flush once the event loop has handled what it has at hand (every line read in
+        one go), or now without a loop."""
+        if self._flush_pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._out.flush()
+            return
+        self._flush_pending = True
+        loop.call_soon(self._flush_now)
+
+    def _flush_now(self) -> None:
+        self._flush_pending = False
+        self._out.flush()
 
     def handle(self, event: ControllerEvent) -> None:
         """The supervisor's sink."""
@@ -73,7 +92,9 @@ class Printer:
             self._run_started(event)
         elif isinstance(event, TaskOutput):
             if not event.is_event and not event.noise:
-                self._line(event.task, _display(event.text, event.task))
+                self._out.write(f"{self._prefix(event.task)} {_display(event.text, event.task)}\n")
+            self._flush_soon()  # a flood: one flush per batch of lines, not a write(2) each
+            return
         elif isinstance(event, TaskStateChanged):
             self._state(event)
         elif isinstance(event, TrainerEvent):
@@ -150,6 +171,7 @@ class Printer:
         self._placement_shown = False
         self._last_progress = None
         self._width = max([len(CONTROLLER), *(len(t.name) for t in event.tasks)])
+        self._prefixes.clear()
         for number, task in enumerate(event.tasks):
             self._colours[task.name] = _COLOURS[number % len(_COLOURS)]
         ps = [t.address for t in event.tasks if t.job is Job.PS]
@@ -198,6 +220,13 @@ class Printer:
         self._line(CONTROLLER, f"  max/mean bytes per ps: {placement.max_mean_ratio:.2f}")
 
     def _prefix(self, name: str) -> str:
+        known = self._prefixes.get(name)
+        if known is not None:
+            return known
+        known = self._prefixes[name] = self._make_prefix(name)
+        return known
+
+    def _make_prefix(self, name: str) -> str:
         text = f"{name:<{self._width}} |"
         colour = self._colours.get(name)
         if self._colour and colour is not None:

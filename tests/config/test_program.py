@@ -25,6 +25,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_a_full_program_section_loads(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("print('hello')\n")  # remote tasks run the copy's
     config = load_config(write(tmp_path, """\
         program:
           command: python -u train.py --job_name={job} --task_index={index} --lr={learning_rate}

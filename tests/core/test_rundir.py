@@ -174,3 +174,18 @@ def test_summary_json_is_written_atomically(tmp_path: Path) -> None:
     directory.write_summary(dataclasses.replace(summary, reason="again"))
     assert json.loads((directory.path / "summary.json").read_text())["reason"] == "again"
     assert directory.failure is None
+
+
+def test_a_flooding_tasks_log_is_capped_with_a_marker(tmp_path: Path) -> None:
+    directory = RunDirectory.create(tmp_path, "r", max_log_chars=1000)
+    for n in range(50):
+        directory.record(TaskOutput(task="worker0", stream=Stream.STDOUT, text=f"{n:03d} " + "x" * 80, t=0.0))
+    directory.record(TaskStateChanged(task="worker0", old=TaskState.RUNNING, new=TaskState.SUCCEEDED,
+                                      exit_code=0, t=1.0))
+    directory.close()
+    lines = (tmp_path / "r" / "logs" / "worker0.log").read_text().splitlines()
+    kept = [line for line in lines if " out | " in line]
+    assert 0 < len(kept) < 50 and sum(len(line) + 1 for line in kept) <= 1000
+    assert "log capped: 1,000 characters of output kept" in lines[len(kept)]
+    assert " ctl | running -> succeeded" in lines[-1]  # the controller's marks still come
+    assert len(lines) == len(kept) + 2

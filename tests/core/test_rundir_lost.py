@@ -19,9 +19,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 def test_a_deleted_run_directory_fails_the_run(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with out.open("w") as sink:
-        argv = [sys.executable, "-m", "tui.cli", str(hosts(tmp_path, ticks=40)), "--no-ui"]
-        process = subprocess.Popen(argv,
-                                   cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
+        command = [sys.executable, "-m", "tui.cli", str(hosts(tmp_path, ticks=40)), "--no-ui"]
+        process = subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
         try:
             run = the_run(tmp_path)
             wait_until(lambda: "tick 3" in log_text(run, "worker0"), 60)

@@ -3,6 +3,7 @@ leftover findings delivered as notices through the event stream."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ class SweepingRouter(FakeLauncher):
 
 def make(tmp_path: Path) -> tuple[Session, FakeLauncher, Recorder]:
     launcher, recorder = SweepingRouter(), Recorder()
-    supervisor = Supervisor(make_config(tmp_path), runs_root=tmp_path / "runs", launcher=launcher,
+    (tmp_path / "runs" / "old-run").mkdir(parents=True)  # a run of this folder: its tasks are ours
+    config = dataclasses.replace(make_config(tmp_path), run_dir=tmp_path / "runs")
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher,
                             clock=FakeClock())
     supervisor.subscribe(recorder)
     router: Any = launcher

@@ -76,13 +76,14 @@ async def test_only_tasks_of_dead_controllers_are_leftovers(tmp_path: Path, proc
     reused = ControllerId(live.boot, live.pid, live.started - 100)  # same pid, another process
     runs = tmp_path / "runs"
     tag = uuid.uuid4().hex[:8]
-    ids = {name: f"{name}-{tag}" for name in ("live", "dead", "elsewhere-locked", "elsewhere-free", "reused")}
+    ids = {name: f"{name}-{tag}" for name in ("live", "dead", "elsewhere-locked", "elsewhere-free", "reused",
+                                              "other-folder", "other-folder-live")}
     owners = {"live": live, "dead": dead, "elsewhere-locked": elsewhere, "elsewhere-free": elsewhere,
-              "reused": reused}
+              "reused": reused, "other-folder": dead, "other-folder-live": live}
     for name, owner in owners.items():
         await processes.start(**{RUN_ID_ENV: ids[name], CONTROLLER_ENV: str(owner)})
-    for name in ("elsewhere-locked", "elsewhere-free"):
-        (runs / ids[name]).mkdir(parents=True)
+    for name in ("live", "dead", "elsewhere-locked", "elsewhere-free", "reused"):
+        (runs / ids[name]).mkdir(parents=True)  # this folder's runs; "other-folder*" are another's
     lock = lock_run(runs / ids["elsewhere-locked"])  # as the other machine's controller would
     (runs / ids["elsewhere-free"] / "controller.lock").touch()  # its controller died: unlocked
     router = Router()
@@ -90,17 +91,40 @@ async def test_only_tasks_of_dead_controllers_are_leftovers(tmp_path: Path, proc
         report = await router.sweep_hosts([HostSpec(name="localhost", address="localhost")])
         mine = {t.run_id: t for t in report.tasks if t.run_id in ids.values()}
         gone = {name for name, run_id in ids.items() if leftovers.controller_gone(mine[run_id], runs)}
-        assert gone == {"dead", "elsewhere-free", "reused"}
+        assert gone == {"dead", "elsewhere-free", "reused", "other-folder"}
         lines = await leftovers.sweep(router, local_config(tmp_path), stop=False, runs_root=runs)
         assert f"host localhost: run {ids['live']} is still controlled by controller pid {live.pid}; " \
                "left alone" in lines
         assert not [line for line in lines if ids["live"] in line and "earlier run" in line]
         assert any(f"of earlier run {ids['dead']} is still running" in line for line in lines)
+        # Another folder's runs (dead controller or live) are not this run's business.
+        assert not [line for line in lines if "other-folder" in line], lines
         stopped = await router.stop_leftovers(HostSpec(name="localhost", address="localhost"),
                                               [mine[ids["dead"]]], grace=2)
         assert [s.result for s in stopped] == [StopResult.STOPPED]
     finally:
         lock.close()
+        await router.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts a process as another user")
+async def test_another_users_tasks_are_never_listed(tmp_path: Path, processes: Processes) -> None:
+    dead = await processes.controller(alive=False)
+    runs = tmp_path / "runs"
+    run_id = f"theirs-{uuid.uuid4().hex[:8]}"
+    (runs / run_id).mkdir(parents=True)  # even with a run directory of that name here
+    theirs = await asyncio.create_subprocess_exec(  # (nobody may not run this python)
+        "sleep", "120", env={**os.environ, RUN_ID_ENV: run_id, CONTROLLER_ENV: str(dead)}, user="nobody",
+        start_new_session=True)
+    processes.started.append(theirs)
+    router = Router()
+    try:
+        report = await router.sweep_hosts([HostSpec(name="localhost", address="localhost")])
+        assert not [t for t in report.tasks if t.run_id == run_id]
+        lines = await leftovers.sweep(router, local_config(tmp_path), stop=False, runs_root=runs)
+        assert not [line for line in lines if run_id in line]
+    finally:
         await router.close()
 
 

@@ -57,9 +57,10 @@ class CommandLineSpy:
 
 
 async def test_env_secrets_stay_out_of_command_lines_and_the_run_directory_is_private(
-        sshd: SshServer, tmp_path: Path) -> None:
+        sshd: SshServer, tmp_path: Path, stub_tf: Path) -> None:
     host = sshd.host("far", sshd.addresses[0], workdir=tmp_path / "work",
-                     env={"AWS_SECRET_ACCESS_KEY": SECRET, "T_SPACES": " a  b "})
+                     env={"AWS_SECRET_ACCESS_KEY": SECRET, "T_SPACES": " a  b ",
+                          "PYTHONPATH": str(stub_tf)})  # a TensorFlow that imports at once, for the probe
     hosts_yaml = program_folder(tmp_path, "plain.py", yaml.safe_dump({
         "hosts": {"far": {**sshd.yaml_entry(host), "kind": "ssh"}},
         # (the program prints a digest: the secret itself must not be in its command line)
@@ -79,8 +80,8 @@ async def test_env_secrets_stay_out_of_command_lines_and_the_run_directory_is_pr
         finally:
             await supervisor.close()
     assert run.code is ExitCode.OK, run.out[-3000:]
-    # It reached the tasks' environment.
-    assert f"secret arrived {hashlib.sha256(SECRET.encode()).hexdigest()} ' a  b '" in run.out
+    digest = hashlib.sha256(SECRET.encode()).hexdigest()
+    assert f"secret arrived {digest} ' a  b '" in run.out  # it reached the tasks' environment
     assert spy.reads > 100
     assert not spy.seen, spy.seen
 

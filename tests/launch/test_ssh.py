@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.ssh import (
+from tests.launch.helpers import (
     SshServer,
     describe,
     kill,
@@ -28,11 +28,13 @@ from tests.support.ssh import (
 )
 from tui.config.cluster import HostSpec
 from tui.core.supervisor.busy import BUSY_CORES, cores_used
+from tui.launch import ssh as ssh_launcher
 from tui.launch.deploy import MARKER, TrainerPackage, local_package
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.leftover_search import StopResult
 from tui.launch.lines import OutputLine, Stream
 from tui.launch.owner import RUN_ID_ENV
+from tui.launch.remote_command import RemoteCommand
 from tui.launch.router import Router
 from tui.launch.ssh import SSHLauncher
 
@@ -262,10 +264,14 @@ def test_the_package_digest_follows_its_content(tmp_path: Path) -> None:
 
 
 async def test_the_sweep_finds_and_stops_a_task_of_an_earlier_run(sshd: SshServer, tmp_path: Path,
-                                                                  stub_env: dict[str, str]) -> None:
+                                                                  stub_env: dict[str, str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     host = sshd.host("a", workdir=tmp_path, env=stub_env)
     old_run = f"old-{uuid.uuid4().hex[:8]}"
-    # A task that ignores its stdin outlives the controller that started it.
+    # A task that ignores its stdin outlived the controller that started it, before tasks had a
+    # connection watcher (tui.launch.remote_command): started here without one.
+    monkeypatch.setattr(ssh_launcher, "RemoteCommand",
+                        lambda **kw: RemoteCommand(**{**kw, "watch_connection": False}))
     code = "import time; time.sleep(120)"
     earlier = SSHLauncher()
     process = await earlier.start(task(), host, [*python(code), "-m", "trainer"], {RUN_ID_ENV: old_run}, None)

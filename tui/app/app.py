@@ -4,10 +4,6 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import signal
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -21,6 +17,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui.app import signals
 from tui.app.bridge import Core, CoreBridge
 from tui.app.controls import CONTROLS
 from tui.app.logs import LogPane
@@ -30,7 +27,14 @@ from tui.app.pending import SettingsActions
 from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.state import Dashboard
-from tui.app.widgets import HintBar, PlacementView, QuietFooter, StatusBar, TaskTable, ThroughputView
+from tui.app.widgets import (
+    HintBar,
+    PlacementView,
+    QuietFooter,
+    StatusBar,
+    TaskTable,
+    ThroughputView,
+)
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
@@ -53,7 +57,7 @@ TABLE_REFRESH_SECONDS = 0.4
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-class TfdistApp(SettingsActions):
+class TfdistApp(signals.SignalHandling, SettingsActions):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -119,9 +123,7 @@ class TfdistApp(SettingsActions):
         yield QuietFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGHUP, signal.SIGTERM):
-            loop.add_signal_handler(signum, self._on_signal, signum)
+        signals.install(self._on_signal)
         self.core = self._core_factory(self)
         self.query_one("#filter", Input).display = False
         self.query_one(TaskTable).focus()
@@ -433,32 +435,11 @@ class TfdistApp(SettingsActions):
         self.push_screen(ConfirmScreen("Quit?", f"{len(active)} running tasks will be stopped: "
                                                 f"{', '.join(active)}"), confirmed)
 
-    def _on_signal(self, signum: signal.Signals) -> None:
-        """SIGHUP (the terminal is gone: a dropped SSH connection, a killed tmux) or
-        SIGTERM: stop every task as interrupted, so that the run's summary is written and
-        no task is left behind, then exit; nobody is asked (nobody may be there)."""
-        self.interrupted = True
-        stop = StopAll(RunOutcome.INTERRUPTED, f"interrupted by {signum.name}")
-        if signum == signal.SIGHUP:
-            self._hang_up(stop)
-            return
-        if self.core is not None:
-            self.core.send(stop)
-        self._stop_all_and_exit()
-
     @work(thread=True, exclusive=True, group="shutdown")
-    def _hang_up(self, stop: StopAll) -> None:
-        # Nothing here waits on the UI thread: with its terminal gone, Textual's writes
-        # fail and its shutdown (restoring a terminal that is no more) never returns.
-        if self.core is not None:
-            with contextlib.suppress(Exception):  # the core's own close still stops them
-                self.core.send(stop).result(timeout=60.0)
-            self.core.close(timeout=15.0)
-        os._exit(int(ExitCode.INTERRUPTED))
-
-    @work(thread=True, exclusive=True, group="shutdown")
-    def _stop_all_and_exit(self) -> None:
+    def _stop_all_and_exit(self, stop: StopAll | None = None) -> None:
         self.call_from_thread(self.notify, "stopping every task…")
+        if self.core is not None and stop is not None:
+            self.core.send(stop).result(timeout=60.0)  # as interrupted (a signal), before close
         if self.core is not None:
             self.core.close(timeout=15.0)
         code = int(self.exit_code_now())

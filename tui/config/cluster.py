@@ -3,6 +3,7 @@ frozen dataclasses. :mod:`tui.config.load` reads a file into these (and re-expor
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -104,7 +105,7 @@ class TaskSpec:
     #: For a task of a ``kind: slurm`` host: the node of the allocation it must run on.
     node: str | None = None
 
-    @property
+    @functools.cached_property  # asked for on every line of output a task prints
     def name(self) -> str:
         """``ps0``, ``worker1``: the task's name everywhere in the UI and the run directory."""
         return f"{self.job.value}{self.index}"

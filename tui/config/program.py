@@ -78,6 +78,7 @@ def load(loader: NodeReader, item: Item, training: Item | None) -> tuple[Trainin
     fields: dict[str, Any] = {"command": command, "base_dir": loader.base_dir, "values": values}
     if "upload" in items:
         fields["upload"] = _folder(loader, items["upload"].value, "program.upload")
+        _check_in_upload(loader, command, fields["upload"], items["upload"].value)
     if "batch_size" in items:
         fields["batch_size"] = loader.integer(items["batch_size"].value, "program.batch_size", 1)
     elif values.get("batch_size", "").isdigit() and int(values["batch_size"]) > 0:
@@ -220,6 +221,22 @@ def _check_module(loader: NodeReader, module: str, node: ScalarNode) -> None:
     hint = f"; did you mean {'.'.join([*names[:-1], close[0]])!r}?" if close else ""
     raise _at(loader, node, module, f"program.command: module {module!r} does not exist in "
                                     f"{loader.base_dir}{hint}")
+
+
+def _check_in_upload(loader: NodeReader, argv: tuple[str, ...], upload: Path, node: Node) -> None:
+    """Remote tasks run in the uploaded copy of ``upload``: a relative script must be found
+    there too, or every remote task fails only once it starts (``upload: ../..`` with the
+    script beside hosts.yaml). Checked here, before anything runs."""
+    index = script_index(argv) if is_python(argv[0]) else (0 if "/" in argv[0] else None)
+    if index is None:
+        return
+    path = argv[index]
+    if list(placeholder_names(path)) or PurePosixPath(path).is_absolute():
+        return
+    if not (upload / path).is_file():
+        raise loader.error(node, f"program.upload: remote tasks run {path!r} in the copy of {upload}, "
+                                 f"which has no {path}; upload the folder that holds it (or write its path "
+                                 f"from {upload})")
 
 
 def _at(loader: NodeReader, node: ScalarNode, text: str, message: str) -> ConfigError:

@@ -56,6 +56,10 @@ from tui.launch.owner import lock_run
 from tui.plan.tasks import TaskPlan
 
 FLUSH_INTERVAL = 1.0
+#: Each task's log keeps at most this many characters of output (a task printing a flood
+#: for days must not fill the disk); then one marker line says so, and only the
+#: controller's state marks follow. The summary still has the task's last lines.
+MAX_LOG_CHARS = 256 * 1024 * 1024
 
 
 def new_run_id(now: float) -> str:
@@ -85,8 +89,11 @@ class RunDirectory:
     raise OSError; every later write reports a failure through :attr:`failure` and
     ``on_failure`` instead."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_log_chars: int = MAX_LOG_CHARS) -> None:
         self.path = path
+        self.max_log_chars = max_log_chars
+        self._log_chars: dict[str, int] = {}  # written so far, per task
+        self._capped: set[str] = set()
         #: Each task's open log and its path (made once: a flood writes thousands of lines a second).
         self._logs: dict[str, tuple[Path, IO[str]]] = {}
         self._events: IO[str] | None = None
@@ -101,7 +108,7 @@ class RunDirectory:
         self._lock: IO[bytes] | None = None
 
     @classmethod
-    def create(cls, root: Path, run_id: str) -> RunDirectory:
+    def create(cls, root: Path, run_id: str, max_log_chars: int = MAX_LOG_CHARS) -> RunDirectory:
         """Make ``root/run_id`` (and ``root`` if needed). Raises OSError."""
         path = root / run_id
         # Private: tasks/*.json and config.yaml hold the tasks' environments (secrets).
@@ -110,7 +117,7 @@ class RunDirectory:
         make_private_dir(path)
         make_private_dir(path / "logs")
         make_private_dir(path / "tasks")
-        directory = cls(path)
+        directory = cls(path, max_log_chars)
         made = path.stat()
         directory._identity = (made.st_dev, made.st_ino)
         # Held until close() (the kernel drops it if we die): the sweep of another
@@ -157,7 +164,8 @@ class RunDirectory:
             return
         if isinstance(event, TaskOutput):
             mark = ("out" if event.stream is Stream.STDOUT else "err") + ("+" if event.continued else "")
-            self._write_log(event.task, f"{_clock(event.t)} {mark} | {event.text}\n")
+            if event.task not in self._capped:
+                self._output_line(event.task, f"{_clock(event.t)} {mark} | {event.text}\n", event.t)
             return
         if isinstance(event, TaskStateChanged):
             self._write_log(event.task, f"{_clock(event.t)} ctl | {_describe_state(event)}\n")
@@ -219,6 +227,17 @@ class RunDirectory:
     def _handles(self) -> list[tuple[Path, IO[str]]]:
         handles = list(self._logs.values())
         return handles + ([(self._events_path, self._events)] if self._events else [])
+
+    def _output_line(self, task: str, text: str, t: float) -> None:
+        written = self._log_chars.get(task, 0) + len(text)
+        self._log_chars[task] = written
+        if written <= self.max_log_chars:
+            self._write_log(task, text)
+            return
+        self._capped.add(task)
+        self._write_log(task, f"{_clock(t)} ctl | log capped: {self.max_log_chars:,} characters of output "
+                              f"kept, the rest of this task's output is not (its last lines are in "
+                              f"summary.json)\n")
 
     def _write_log(self, task: str, text: str) -> None:
         log = self._logs.get(task)
@@ -295,8 +314,12 @@ def _policy(policy: RestartPolicy) -> dict[str, Any]:
             "backoff": policy.backoff}
 
 
-def _clock(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+def _clock(t: float, _last: list[object] = [None, ""]) -> str:  # noqa: B006 (a one-entry cache)
+    # One strftime per second, not per line: a flood writes tens of thousands a second.
+    second = int(t)
+    if _last[0] != second:
+        _last[0], _last[1] = second, time.strftime("%H:%M:%S", time.localtime(second))
+    return f"{_last[1]}.{int(t * 1000) % 1000:03d}"
 
 
 def _describe_state(event: TaskStateChanged) -> str:

@@ -11,9 +11,12 @@ another controller) that finds its marker skips the upload.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import posixpath
 import secrets
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,8 +128,16 @@ async def deploy(conn: asyncssh.SSHClientConnection, spec: HostSpec, workdir: st
             if await sftp.exists(posixpath.join(final, MARKER)):
                 return Deployment(final, uploaded=False)
             await sftp.makedirs(workdir, exist_ok=True)
+            await _remove_stale_partials(sftp, workdir, package.name)
             staging = f"{final}.partial-{secrets.token_hex(4)}"
-            await _upload(sftp, staging, package)
+            try:
+                await _upload(sftp, staging, package)
+            except BaseException:
+                # Not left behind (a 155 MB .partial-* after a failed upload); if the
+                # connection is gone, the next deploy of this package removes it.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(sftp.rmtree(staging, ignore_errors=True), 10.0)
+                raise
             try:
                 await sftp.rename(staging, final)
             except asyncssh.SFTPError:
@@ -136,6 +147,10 @@ async def deploy(conn: asyncssh.SSHClientConnection, spec: HostSpec, workdir: st
                 await sftp.rmtree(staging, ignore_errors=True)
                 return Deployment(final, uploaded=False)
     except asyncssh.ChannelOpenError as exc:
+        if conn.is_closed():  # the connection dropped during the upload: not a missing SFTP
+            raise HostError(spec.name, where(spec), HostFailure.CONNECTION_LOST,
+                            f"the connection was lost while uploading {package.name} to {final}: "
+                            f"{exc.reason}") from None
         raise HostError(spec.name, where(spec), HostFailure.DEPLOY_FAILED,
                         f"the SSH server offers no SFTP ({exc.reason}); enable its sftp "
                         f"subsystem (Subsystem sftp in sshd_config)") from None
@@ -157,10 +172,31 @@ async def _upload(sftp: asyncssh.SFTPClient, staging: str, package: FolderPackag
             made.add(parent)
         async with sftp.open(path, "wb") as remote:
             await remote.write(file.data)
+        await sftp.chmod(path, file.mode)  # its own permissions, not the remote umask's
     # Last: its presence means every file above is complete.
     listing = "".join(f"{f.path}\n" for f in package.files)
     async with sftp.open(posixpath.join(staging, MARKER), "w") as marker:
         await marker.write(f"{package.digest}\n{listing}")
+
+
+#: A ``.partial-*`` upload older than this is an abandoned one (a dropped connection).
+STALE_PARTIAL = 3600.0
+
+
+async def _remove_stale_partials(sftp: asyncssh.SFTPClient, workdir: str, name: str) -> None:
+    """Remove the abandoned partial uploads of package ``name`` in ``workdir``."""
+    prefix = f"{name}-"
+    try:
+        entries = await sftp.readdir(workdir)
+    except asyncssh.SFTPError:
+        return
+    now = time.time()
+    for entry in entries:
+        filename = str(entry.filename)
+        mtime = entry.attrs.mtime or now
+        if filename.startswith(prefix) and ".partial-" in filename and now - mtime > STALE_PARTIAL:
+            with contextlib.suppress(asyncssh.SFTPError):
+                await sftp.rmtree(posixpath.join(workdir, filename), ignore_errors=True)
 
 
 def describe_status(result: asyncssh.SSHCompletedProcess) -> str:

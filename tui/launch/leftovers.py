@@ -25,6 +25,13 @@ def controller_gone(task: LeftoverTask, runs_root: Path) -> bool:
     return locked is False
 
 
+def _of_this_folder(task: LeftoverTask, runs_root: Path) -> bool:
+    run_id = task.run_id
+    if not run_id or "/" in run_id or run_id in (".", ".."):
+        return False
+    return (runs_root / run_id).is_dir()
+
+
 async def sweep(router: Router, config: ClusterConfig, stop: bool,
                 runs_root: Path | None = None) -> list[str]:
     """One line per finding, for a front end to show. ``runs_root`` is where run
@@ -33,9 +40,12 @@ async def sweep(router: Router, config: ClusterConfig, stop: bool,
     hosts = {t.host: config.host_of(t) for t in config.tasks}
     report = await router.sweep_hosts(hosts.values())
     lines = [f"cannot look for leftover tasks: {failure}" for failure in report.failures]
-    leftovers = [t for t in report.tasks if controller_gone(t, root)]
+    # Only this folder's runs (their directories are in its run_dir): the tasks of another
+    # folder's or another user's runs on the same machine are none of this run's business.
+    ours = [t for t in report.tasks if _of_this_folder(t, root)]
+    leftovers = [t for t in ours if controller_gone(t, root)]
     live_runs = sorted({(t.host, t.run_id, t.controller.pid if t.controller else None)
-                        for t in report.tasks if t not in leftovers}, key=str)
+                        for t in ours if t not in leftovers}, key=str)
     for host_name, run_id, pid in live_runs:
         owner = f"controller pid {pid}" if pid is not None else "a controller"
         lines.append(f"host {host_name}: run {run_id} is still controlled by {owner}; left alone")

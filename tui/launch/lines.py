@@ -112,12 +112,21 @@ def _utf8_boundary(buffer: bytearray, limit: int) -> int:
 async def read_lines(source: ByteSource, stream: Stream, max_line: int = MAX_LINE_BYTES,
                      chunk: int = CHUNK_BYTES) -> AsyncIterator[OutputLine]:
     """Yield every line of ``source`` until EOF."""
+    async for batch in read_batches(source, stream, max_line, chunk):
+        for line in batch:
+            yield line
+
+
+async def read_batches(source: ByteSource, stream: Stream, max_line: int = MAX_LINE_BYTES,
+                       chunk: int = CHUNK_BYTES) -> AsyncIterator[list[OutputLine]]:
+    """Every line of ``source`` until EOF, as the lists each read completed (a flooding task
+    fills a 64 KiB read with hundreds of lines: one hand-over each, not one per line)."""
     splitter = LineSplitter(stream, max_line)
     while True:
         data = await source.read(chunk)
         if not data:
             break
-        for line in splitter.feed(data):
-            yield line
-    for line in splitter.finish():
-        yield line
+        if lines := splitter.feed(data):
+            yield lines
+    if lines := splitter.finish():
+        yield lines

@@ -13,7 +13,7 @@ from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
 from tui.launch.deathsig import DIE_WITH_PARENT
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
-from tui.launch.streams import merged_lines
+from tui.launch.streams import merged_batches
 from tui.launch.warm import WarmPools, WarmTask
 
 
@@ -33,13 +33,20 @@ class LocalTask:
 
     async def output(self) -> AsyncGenerator[OutputLine, None]:
         """Both streams merged in arrival order; ends when both reached EOF."""
+        async for batch in self.output_batches():
+            for line in batch:
+                yield line
+
+    async def output_batches(self) -> AsyncGenerator[list[OutputLine], None]:
+        """:meth:`output` a read at a time (what the supervisor uses: a flood's lines cost
+        one resumption per read, not per line)."""
         sources: list[tuple[ByteSource, Stream]] = []
         if self._process.stdout is not None:
             sources.append((self._process.stdout, Stream.STDOUT))
         if self._process.stderr is not None:
             sources.append((self._process.stderr, Stream.STDERR))
-        async for line in merged_lines(sources, self._max_line):
-            yield line
+        async for batch in merged_batches(sources, self._max_line):
+            yield batch
 
     async def wait(self) -> int:
         return await self._process.wait()

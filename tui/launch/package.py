@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainer import protocol
+
+log = logging.getLogger(__name__)
 
 #: Never uploaded: caches, version control, and compiled files.
 SKIPPED_PARTS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache",
@@ -22,6 +25,8 @@ SKIPPED_SUFFIXES = frozenset({".pyc", ".pyo"})
 class PackageFile:
     path: str  # relative, with "/" separators, e.g. "trainer/loop.py"
     data: bytes
+    #: Permission bits, kept on the host (a 0600 key stays 0600, a script stays executable).
+    mode: int = 0o644
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,7 @@ class FolderPackage:
         digest = hashlib.sha256()
         for file in files:
             # Length-prefixed, so no two different packages can hash alike by shifting bytes.
-            for part in (file.path.encode(), file.data):
+            for part in (file.path.encode(), file.data, f"{file.mode:o}".encode()):
                 digest.update(len(part).to_bytes(8, "big"))
                 digest.update(part)
         return cls(name, files, digest.hexdigest()[:12])
@@ -52,16 +57,24 @@ class FolderPackage:
     def from_directory(cls, folder: Path, *, name: str | None = None, under: str = "",
                        exclude: Iterable[Path] = ()) -> FolderPackage:
         """The files below ``folder`` (``under`` prefixes their paths), without caches and
-        without the folders in ``exclude`` (such as a run directory inside it)."""
+        without the folders in ``exclude`` (such as a run directory inside it). A symbolic
+        link is followed only to a file inside ``folder``: one to ``/etc/passwd`` or to a
+        secret elsewhere is left out (and logged), never uploaded."""
+        root = folder.resolve()
         excluded = tuple(p.resolve() for p in exclude)
         found = []
         for path in sorted(folder.rglob("*")):
             relative = path.relative_to(folder)
             if not path.is_file() or SKIPPED_PARTS & set(relative.parts) or path.suffix in SKIPPED_SUFFIXES:
                 continue
-            if any(path.resolve().is_relative_to(e) for e in excluded):
+            target = path.resolve()
+            if not target.is_relative_to(root):
+                log.warning("upload: %s links outside %s (to %s): left out", path, root, target)
                 continue
-            found.append(PackageFile(f"{under}{relative.as_posix()}", path.read_bytes()))
+            if any(target.is_relative_to(e) for e in excluded):
+                continue
+            found.append(PackageFile(f"{under}{relative.as_posix()}", target.read_bytes(),
+                                     target.stat().st_mode & 0o777))
         return cls.of(name or folder.resolve().name or "upload", found)
 
 
@@ -88,7 +101,7 @@ def _signature(folder: Path, exclude: tuple[Path, ...]) -> int:
             stat = path.stat()
         except OSError:
             continue
-        entries.append((str(path), stat.st_size, stat.st_mtime_ns))
+        entries.append((str(path), stat.st_size, stat.st_mtime_ns, stat.st_mode))
     return hash(tuple(sorted(entries)))
 
 

@@ -32,7 +32,8 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 EXIT_NO_ENVIRONMENT = 124
 
 # $1: directory to cd to ("" = stay in the home directory); $2: a directory to put first on
-# PYTHONPATH ("" = none); $3: how many variables to read from stdin; then the command.
+# PYTHONPATH ("" = none); $3: how many variables to read from stdin; $4: see _WATCHER;
+# then the command.
 # The environment comes over the channel, never in this command line: any user of the
 # remote host can read a command line in /proc/*/cmdline, and a hosts.yaml's env: holds
 # secrets (AWS keys). Each variable is three or more lines on stdin: its name, how many
@@ -41,10 +42,23 @@ EXIT_NO_ENVIRONMENT = 124
 # `exec` keeps one process: sshd made the login shell a session and process group leader,
 # so the pid we print is the process group the controller signals to stop the task, and it
 # stays the trainer's own pid.
+# $4 = 1: watch the connection. A task that never reads its stdin does not notice EOF when
+# the connection is lost, and would run on (ppid 1). A background watcher, in the task's
+# process group, polls the sshd session process that started us; once it is gone it ends
+# the group (TERM, KILL 5 s later; no "--": dash's kill refuses it). It ignores TERM itself
+# and ends with the group's KILL; started before the environment is read, it carries none
+# of it (no secret, no run id).
+_WATCHER = (
+    'if [ "$4" = 1 ]; then tfdist_p=$PPID; tfdist_g=$$; '
+    '( trap "" TERM; while kill -0 "$tfdist_p" 2>/dev/null; do sleep 1; done; '
+    'kill -TERM "-$tfdist_g"; sleep 5; kill -KILL "-$tfdist_g" ) </dev/null >/dev/null 2>&1 & '
+    'fi; '
+)
 _TASK_SCRIPT = (
     'if [ -n "$1" ]; then cd -- "$1" || exit ' + str(EXIT_NO_WORKDIR) + '; fi; '
+    + _WATCHER +
     'if [ -n "$2" ]; then PYTHONPATH="$2${PYTHONPATH:+:$PYTHONPATH}"; export PYTHONPATH; fi; '
-    'n=$3; shift 3; '
+    'n=$3; shift 4; '
     'while [ "$n" -gt 0 ]; do '
     'IFS= read -r tfdist_name && IFS= read -r tfdist_k && IFS= read -r tfdist_v '
     '|| exit ' + str(EXIT_NO_ENVIRONMENT) + '; '
@@ -71,6 +85,9 @@ class RemoteCommand:
     python_path: str = ""
     #: Print :data:`PID_PREFIX` and the pid first (False: the command prints its own).
     prints_pid: bool = True
+    #: End the task when its connection is lost, even if it never reads stdin (tasks; not
+    #: the controller's own short commands).
+    watch_connection: bool = False
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -99,7 +116,7 @@ class RemoteCommand:
         stdout (unless the command prints its own: ``prints_pid``), then becomes ``argv``
         (same pid) in ``cwd`` with ``env`` added. No value of ``env`` is in it."""
         env, python_path = self._environment()
-        words = [self.cwd, python_path, str(len(env)), *self.argv]
+        words = [self.cwd, python_path, str(len(env)), "1" if self.watch_connection else "0", *self.argv]
         script = _TASK_SCRIPT if self.prints_pid else _QUIET_TASK_SCRIPT
         return shlex.join(["exec", "sh", "-c", script, "tfdist", *words])
 

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import shlex
+import time
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -46,12 +47,16 @@ from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
 from tui.launch.ssh_warm import RemotePools, parse_pid
-from tui.launch.streams import Prefixed, merged_lines, read_first_line
+from tui.launch.streams import Prefixed, merged_batches, read_first_line
 
 log = logging.getLogger(__name__)
 
 #: How long a started task may take to print its pid (the shell's start-up, not the trainer's).
 PID_TIMEOUT = 30.0
+#: A host that could not be connected to this long ago or less is not tried again by
+#: :meth:`SSHLauncher.connect_all` (its error is reported again): the start-up's leftover
+#: search and the run's preparation then wait out one connect timeout, not two.
+FRESH_FAILURE = 30.0
 
 
 class _Entry:
@@ -60,6 +65,7 @@ class _Entry:
     def __init__(self, remote: RemoteHost) -> None:
         self.remote = remote
         self.prepared: asyncio.Task[HostInfo] | None = None
+        self.made = time.monotonic()
 
     @property
     def failed(self) -> bool:
@@ -104,11 +110,17 @@ class SSHTask:
         return self._host.spec.name
 
     async def output(self) -> AsyncGenerator[OutputLine, None]:
+        async for batch in self.output_batches():
+            for line in batch:
+                yield line
+
+    async def output_batches(self) -> AsyncGenerator[list[OutputLine], None]:
+        """:meth:`output` a read at a time (see :meth:`tui.launch.local.LocalTask.output_batches`)."""
         sources: list[tuple[ByteSource, Stream]] = [
             (Prefixed(self._head, self._process.stdout), Stream.STDOUT),
             (self._process.stderr, Stream.STDERR)]
-        async for line in merged_lines(sources, self._max_line):
-            yield line
+        async for batch in merged_batches(sources, self._max_line):
+            yield batch
 
     async def wait(self) -> int:
         """The exit code (negative: the signal that killed it). Raises :class:`HostError`
@@ -116,10 +128,14 @@ class SSHTask:
         task itself then ended too, through EOF on its stdin."""
         await self._process.wait()
         code = self._process.returncode
-        if code is None:
+        # asyncssh gives -1 for a channel that closed with no exit status (no process ends
+        # with -1: statuses are 0-255, signals come as exit-signal): the connection went,
+        # not "killed by SIGHUP" as a local -1 would mean.
+        if code is None or (code == -1 and not self._process.exit_signal):
             raise self._host.error(HostFailure.CONNECTION_LOST,
                                    f"the connection closed before pid {self._pid} reported its exit; "
-                                   f"the task ends by itself when its stdin closes")
+                                   f"on the host the task ends too (EOF on its stdin, or the connection "
+                                   f"watcher of tui.launch.remote_command)")
         return code
 
     async def send(self, line: str) -> None:
@@ -215,7 +231,9 @@ class SSHLauncher:
         specs = list({spec.name: spec for spec in hosts if not spec.is_local}.values())
         for spec in specs:
             entry = self._hosts.get(spec.name)
-            if entry is not None and (entry.failed or entry.lost):
+            fresh = (entry is not None and entry.remote.connect_failed
+                     and time.monotonic() - entry.made < FRESH_FAILURE)
+            if entry is not None and (entry.failed or entry.lost) and not fresh:
                 await self._forget(spec.name)
         results = await asyncio.gather(*(self.prepare(spec) for spec in specs), return_exceptions=True)
         ready: list[HostInfo] = []
@@ -336,7 +354,7 @@ class SSHLauncher:
         try:
             command = RemoteCommand(argv=tuple(argv), env=dict(env),
                                     cwd=resolve_remote_dir(cwd, info) if cwd is not None else "",
-                                    python_path=info.trainer_path)
+                                    python_path=info.trainer_path, watch_connection=True)
         except ValueError as exc:
             raise LaunchError(f"{task.name}: {exc}") from None
         if self._warm is None and self._warm_on:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
 
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream, read_lines
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream, read_batches
 
 
 class Prefixed:
@@ -26,12 +26,22 @@ class Prefixed:
 async def merged_lines(sources: Sequence[tuple[ByteSource, Stream]],
                        max_line: int = MAX_LINE_BYTES) -> AsyncGenerator[OutputLine, None]:
     """Every line of every source in arrival order; ends when all reached EOF."""
-    queue: asyncio.Queue[OutputLine | None] = asyncio.Queue()
+    async for batch in merged_batches(sources, max_line):
+        for line in batch:
+            yield line
+
+
+async def merged_batches(sources: Sequence[tuple[ByteSource, Stream]],
+                         max_line: int = MAX_LINE_BYTES) -> AsyncGenerator[list[OutputLine], None]:
+    """:func:`merged_lines` as the lists each read completed, in arrival order: a reader of
+    a flood resumes once per read (hundreds of lines), not once per line."""
+    # Batches, not lines, go through the queue: its bookkeeping per item is what a flood pays.
+    queue: asyncio.Queue[list[OutputLine] | None] = asyncio.Queue()
 
     async def pump(source: ByteSource, stream: Stream) -> None:
         try:
-            async for line in read_lines(source, stream, max_line):
-                queue.put_nowait(line)
+            async for batch in read_batches(source, stream, max_line):
+                queue.put_nowait(batch)
         finally:
             queue.put_nowait(None)  # this source is done (EOF, or its reader failed)
 

@@ -1,5 +1,6 @@
 """A task that prints a line every 0.1 s: ``--ticks N`` of them then exits 0 (0: until
-SIGTERM, when it says its last words and exits 0). A ps exits at once."""
+SIGTERM, when it says its last words and exits 0); with ``--quiet-after N`` it goes silent
+after N lines. A ps exits at once."""
 
 import argparse
 import signal
@@ -9,6 +10,8 @@ import time
 parser = argparse.ArgumentParser()
 parser.add_argument("job")
 parser.add_argument("--ticks", type=int, default=0)
+parser.add_argument("--quiet-after", type=int, default=0, help="then print nothing (a pipe's EOF "
+                    "never reaches a task that neither reads nor writes)")
 args = parser.parse_args()
 
 
@@ -23,5 +26,6 @@ if args.job == "ps":
 tick = 0
 while not args.ticks or tick < args.ticks:
     tick += 1
-    print(f"tick {tick}", flush=True)
+    if not args.quiet_after or tick <= args.quiet_after:
+        print(f"tick {tick}", flush=True)
     time.sleep(0.1)

@@ -103,8 +103,14 @@ async def _watch(run: RunRecord, task: TaskRecord, process: RunningTask) -> None
 
 async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
     try:
-        async for line in process.output():
-            on_line(run, task, line)
+        batches = getattr(process, "output_batches", None)  # the launchers' faster form
+        if batches is not None:
+            async for batch in batches():
+                for line in batch:
+                    on_line(run, task, line)
+        else:
+            async for line in process.output():
+                on_line(run, task, line)
     except Exception as exc:
         log.exception("%s: reading output failed", task.name)
         run.notify(Level.WARNING, f"stopped reading output: {exc}", task.name)

@@ -18,7 +18,7 @@ from typing import Any
 from trainer.settings import TrainingSettings
 from tui.config.cluster import ClusterConfig, Job
 from tui.config.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
-from tui.core.clock import Clock
+from tui.core.clock import Clock, SystemClock
 from tui.core.events import (
     ControllerEvent,
     Incident,
@@ -194,7 +194,7 @@ class RunRecord:
         self.hangs = HangWatch(self.program.target(settings))
         self.hang_check = asyncio.Event()  # a step came in: look at the hang watch again
         #: Notices the controller's own suspensions (tui.core.supervisor.pause).
-        self.pause = PauseGuard()
+        self.pause = PauseGuard(enabled=isinstance(clock, SystemClock))
         self.launcher = launcher
         self.clock = clock
         self._sinks = sinks

@@ -55,11 +55,17 @@ def alive(pid: int) -> bool:
 
 def find(var: str, owner_var: str) -> list[dict[str, object]]:
     me = os.getpid()
+    uid = os.getuid()
     found: list[dict[str, object]] = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
         pid = int(name)
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue  # another user's (root may read them all): not ours to report or stop
+        except OSError:
+            continue
         tag = run_id(pid, var)
         state = stat(pid)
         if tag is None or state is None or state[0] in ("Z", "X"):
