@@ -3,6 +3,7 @@ real core with scripted processes: tests/app/test_keys.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -18,16 +19,17 @@ from tui.config import load_config
 from tui.events import TaskState
 from tui.options import ExitCode, RunOptions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 #: How long the app may show nothing new before a test gives up. A loaded machine makes
 #: TensorFlow's import slow, so the tests wait while events keep coming (a task starting,
 #: a line of output), not for a fixed total: only silence this long fails.
 QUIET = 240.0
-#: The last resort, under pytest's own timeout, so that a condition that never comes true
+#: The last resort (pytest's own timeout is raised to match for these tests), so that a condition that never comes true
 #: while the cluster trains says what it was and what the app showed.
-NEVER = 270.0
+NEVER = 840.0
+PATIENT_READY = 600.0
 
 
 def showing(app: TfdistApp) -> str:
@@ -47,6 +49,9 @@ async def until(pilot: Pilot, condition, what: str = "") -> None:
         if condition():
             return True
         now = time.monotonic()
+        if app.dashboard.finished is not None and what != "the failed run":
+            raise AssertionError(f"waiting for {what}: the run ended ({app.dashboard.finished.reason}); "
+                                 f"the app shows {showing(app)}")
         if app.dashboard.applied != seen:
             seen, last_change = app.dashboard.applied, now
         if now - last_change > QUIET or now - start > NEVER:
@@ -60,7 +65,11 @@ async def until(pilot: Pilot, condition, what: str = "") -> None:
 def make_app(tmp_path: Path, **training) -> tuple[TfdistApp, Path]:
     hosts = write_hosts(tmp_path / "hosts.yaml", nice=True, **training)
     config = load_config(hosts)
-    return TfdistApp(RunOptions(config=config, runs_root=config.run_dir)), config.run_dir
+    options = RunOptions(config=config, runs_root=config.run_dir)
+    # TensorFlow's import alone took over the default 120 s on a loaded machine: the tests
+    # wait for readiness as long as it takes (these are about the app, not the deadline).
+    patient = dataclasses.replace(options.supervisor_options(), ready_timeout=PATIENT_READY)
+    return TfdistApp(options, supervisor_options=patient), config.run_dir
 
 
 def state(app: TfdistApp, name: str) -> TaskState:

@@ -46,6 +46,7 @@ from tui.options import ExitCode, RunOptions, exit_code_for
 from tui.plan import program_for
 from tui.program.base import TaskProgram
 from tui.session import Session
+from tui.supervisor import SupervisorOptions
 from tui.traffic import TrafficMonitor
 from tui.usage import UsageMonitor
 
@@ -70,9 +71,12 @@ class TfdistApp(SettingsActions):
 
     def __init__(self, options: RunOptions, *,
                  core_factory: Callable[[TfdistApp], Core] | None = None,
-                 autostart: bool = True, clock: Callable[[], float] = time.time) -> None:
+                 autostart: bool = True, clock: Callable[[], float] = time.time,
+                 supervisor_options: SupervisorOptions | None = None) -> None:
         super().__init__()
         self.options = options
+        #: How the default core's supervisor runs tasks (None: as the command line says).
+        self._supervisor_options = supervisor_options
         self.dashboard = Dashboard(options.config.training, clock=clock)
         self.pending: TrainingSettings = options.config.training
         self.preview: protocol.Placement | None = None
@@ -99,7 +103,7 @@ class TfdistApp(SettingsActions):
 
     def _default_core(self, app: TfdistApp) -> Core:
         options = self.options
-        bridge = CoreBridge(lambda: Session.from_options(options))
+        bridge = CoreBridge(lambda: Session.from_options(options, self._supervisor_options))
         # Sampled on the core's thread; the refresh timer only reads their latest samples.
         self.traffic = bridge.session.traffic if bridge.session is not None else None
         self.usage = bridge.session.usage if bridge.session is not None else None
