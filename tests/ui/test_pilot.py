@@ -26,8 +26,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 #: TensorFlow's import slow, so the tests wait while events keep coming (a task starting,
 #: a line of output), not for a fixed total: only silence this long fails.
 QUIET = 240.0
-#: The last resort (pytest's own timeout is raised to match for these tests), so that a condition that never comes true
-#: while the cluster trains says what it was and what the app showed.
+#: The last resort (pytest's own timeout is raised to match for these tests), so that a
+#: condition that never comes true while the cluster trains says what it was and what the
+#: app showed.
 NEVER = 840.0
 PATIENT_READY = 600.0
 
