@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.bridge import Core, CoreBridge
+from tui.app.logactions import LogActions
 from tui.app.logs import LogPane
 from tui.app.messages import (
     AllTasksRequested,
@@ -60,7 +61,7 @@ TABLE_REFRESH_SECONDS = 0.4
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-class TfdistApp(SettingsActions):
+class TfdistApp(SettingsActions, LogActions):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -137,18 +138,6 @@ class TfdistApp(SettingsActions):
         self.refresh_dashboard()
         if self.autostart:
             self._request(StartRun())
-
-    @property
-    def table(self) -> TaskTable:
-        return self.query_one(TaskTable)
-
-    @property
-    def task_log(self) -> LogPane:
-        return self.query_one("#task-log", LogPane)
-
-    @property
-    def merged_log(self) -> LogPane:
-        return self.query_one("#merged-log", LogPane)
 
     def _request(self, command: Command) -> None:
         """Send the core a command; a failure comes back as a :class:`CoreActionFailed`."""
@@ -253,12 +242,6 @@ class TfdistApp(SettingsActions):
 
     # -- task actions ---------------------------------------------------------------------
 
-    def _selected_or_warn(self) -> str | None:
-        name = self.table.selected
-        if name is None:
-            self.notify("no task selected", severity="warning")
-        return name
-
     def action_start_task(self) -> None:
         if name := self._selected_or_warn():
             self.post_message(TaskActionRequested(TaskAction.START, name))
@@ -360,20 +343,6 @@ class TfdistApp(SettingsActions):
     def action_previous_pane(self) -> None:
         self._cycle_pane(-1)
 
-    def action_filter(self) -> None:
-        field = self.query_one("#filter", Input)
-        field.display = True
-        field.focus()
-
-    @on(Input.Changed, "#filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        self.task_log.show_log(self.task_log.source, event.value)
-        self.merged_log.show_log(self.merged_log.source, event.value)
-
-    @on(Input.Submitted, "#filter")
-    def _filter_kept(self) -> None:
-        self.table.focus()
-
     def on_key(self, event: Any) -> None:
         field = self.query_one("#filter", Input)
         if event.key == "escape" and field.has_focus:
@@ -384,35 +353,6 @@ class TfdistApp(SettingsActions):
     def action_sort_tasks(self) -> None:
         self.notify(f"tasks sorted by {self.table.cycle_sort()}", timeout=2)
         self.refresh_dashboard(force=True)
-
-    # -- the log panes ----------------------------------------------------------------------
-
-    @property
-    def shown_log(self) -> LogPane:
-        """The log pane on screen (the merged one on the All logs tab)."""
-        return self.merged_log if self.query_one(TabbedContent).active == "merged" else self.task_log
-
-    def _to_log_tab(self) -> None:
-        tabs = self.query_one(TabbedContent)
-        if tabs.active not in ("logs", "merged"):
-            tabs.active = "logs"
-
-    def action_follow_log(self) -> None:
-        self._to_log_tab()
-        self.shown_log.set_follow(True)
-
-    def action_toggle_follow(self) -> None:
-        self._to_log_tab()
-        self.shown_log.action_toggle_follow()
-
-    def action_focus_log(self) -> None:
-        """Into the log (its keys scroll it) and back to the task table."""
-        self._to_log_tab()
-        log = self.shown_log
-        if log.has_focus:
-            self.table.focus()
-        else:
-            log.focus()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
