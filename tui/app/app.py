@@ -30,12 +30,12 @@ from tui.app.pending import SettingsActions
 from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.state import Dashboard
+from tui.app.tasktable import TaskTable
 from tui.app.widgets import (
     HintBar,
     PlacementView,
     QuietFooter,
     StatusBar,
-    TaskTable,
     ThroughputView,
 )
 from tui.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
@@ -238,7 +238,13 @@ class TfdistApp(SettingsActions, LogActions):
 
     @on(DataTable.RowHighlighted, "#tasks")
     def _task_selected(self, event: DataTable.RowHighlighted) -> None:
-        self._show_task_log(event.row_key.value)
+        if self.table.selected is not None:  # (a group's header keeps the log shown)
+            self._show_task_log(event.row_key.value)
+
+    @on(DataTable.RowSelected, "#tasks")
+    def _row_entered(self) -> None:
+        if self.table.toggle_group():  # enter on a role's header folds or unfolds it
+            self.refresh_dashboard(force=True)
 
     # -- task actions ---------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from textual.widgets import Input, TabbedContent
 
 from tui.app.logs import LogPane
 from tui.app.state import Dashboard
-from tui.app.widgets import TaskTable
+from tui.app.tasktable import TaskTable
 
 
 class LogActions(App[int]):
