@@ -141,6 +141,7 @@ class TaskRecord:
         self.hint = ""  # the first known-failure hint of this launch (tui.hints)
         self.reader = self._new_reader()  # what this launch's output means (tui.program)
         self.stall_reported = False  # the stall watchdog reports a launch once
+        self.stall_taken_back = False  # ... again only after it was taken back (on the full timeout)
 
     def judge(self, verdict: Verdict) -> None:
         """Record the controller's verdict on this launch: a failure overrides a stop, and
