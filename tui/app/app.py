@@ -12,6 +12,7 @@ from typing import Any
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
@@ -54,6 +55,8 @@ from tui.usage import UsageMonitor
 REFRESH_SECONDS = 0.1
 #: How long a notification stays (Textual's default is 5 s; failures used to stay 30 s).
 TOAST_SECONDS = 6.0
+#: At most this many notifications on screen at once (they cover the panes' right side).
+MAX_TOASTS = 3
 #: The task table (and hints) are redrawn at most this often while tasks change, and once a
 #: second regardless (ages, rates). A burst (64 tasks starting) is coalesced: redrawing the
 #: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
@@ -85,6 +88,7 @@ class TfdistApp(SettingsActions, LogActions):
         self._previews: dict[TrainingSettings, protocol.Placement] = {}
         #: The operator quit while tasks ran: the run did not end by itself.
         self.quit_mid_run = False
+        self._toasts_held = 0  # notices not toasted because MAX_TOASTS were up
         self.autostart = autostart
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
@@ -217,16 +221,27 @@ class TfdistApp(SettingsActions, LogActions):
                 text += f": {event.reason}"
             # The table says "failed" and the log says why for as long as it matters: a toast
             # only draws the eye, briefly (long ones stacked up over the table).
-            self.notify(text, title="task failed", severity="error", timeout=TOAST_SECONDS)
+            self._toast(text, title="task failed", severity="error")
         elif isinstance(event, Notice) and event.level is not Level.INFO:
-            self.notify(event.text, severity="error" if event.level is Level.ERROR else "warning",
-                        timeout=TOAST_SECONDS)
+            self._toast(event.text, severity="error" if event.level is Level.ERROR else "warning")
         # (A hint has its own line under the table until the core takes it back: no toast.)
         elif isinstance(event, RunFinished):
             summary = event.summary
             self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
                         f" in {summary.wall_time:.0f} s",
                         severity="information" if summary.outcome is RunOutcome.SUCCEEDED else "warning")
+
+    def _toast(self, text: str, *, severity: SeverityLevel, title: str = "") -> None:
+        """A notification, unless :data:`MAX_TOASTS` are already up: 48 workers reported
+        stalled at once made 48 toasts over the table, and redrawing them starved the keys.
+        The rest are counted in one toast; every notice is in the All logs pane."""
+        if len(self._notifications) < MAX_TOASTS:
+            self.notify(text, title=title, severity=severity, timeout=TOAST_SECONDS)
+            return
+        self._toasts_held += 1
+        if self._toasts_held == 1 or self._toasts_held % 10 == 0:
+            self.notify(f"{self._toasts_held} more notices: the All logs pane has them",
+                        severity="warning", timeout=TOAST_SECONDS)
 
     def _show_task_log(self, name: str | None) -> None:
         source = self.dashboard.logs.get(name) if name else None
