@@ -5,6 +5,7 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
@@ -89,6 +90,8 @@ class TfdistApp(SettingsActions, LogActions):
         #: The operator quit while tasks ran: the run did not end by itself.
         self.quit_mid_run = False
         self._toasts_held = 0  # notices not toasted because MAX_TOASTS were up
+        self._toasts_up: deque[float] = deque()  # when each toast on screen goes
+        self._summary_until = 0.0  # when the "more notices" toast goes
         self.autostart = autostart
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
@@ -235,12 +238,18 @@ class TfdistApp(SettingsActions, LogActions):
         """A notification, unless :data:`MAX_TOASTS` are already up: 48 workers reported
         stalled at once made 48 toasts over the table, and redrawing them starved the keys.
         The rest are counted in one toast; every notice is in the All logs pane."""
-        if len(self._notifications) < MAX_TOASTS:
+        now = time.monotonic()
+        while self._toasts_up and self._toasts_up[0] <= now:
+            self._toasts_up.popleft()
+        if len(self._toasts_up) < MAX_TOASTS:
+            # (Counted here: notify() only posts a message, the toast appears later.)
+            self._toasts_up.append(now + TOAST_SECONDS)
             self.notify(text, title=title, severity=severity, timeout=TOAST_SECONDS)
             return
         self._toasts_held += 1
-        if self._toasts_held == 1 or self._toasts_held % 10 == 0:
-            self.notify(f"{self._toasts_held} more notices: the All logs pane has them",
+        if now >= self._summary_until:  # one such toast at a time
+            self._summary_until = now + TOAST_SECONDS
+            self.notify("more notices than fit here: the All logs pane has every one",
                         severity="warning", timeout=TOAST_SECONDS)
 
     def _show_task_log(self, name: str | None) -> None:
