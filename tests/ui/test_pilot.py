@@ -46,8 +46,9 @@ def showing(app: TfdistApp) -> str:
                      for name, row in app.dashboard.rows.items())
 
 
-async def until(pilot: Pilot, condition, what: str = "") -> None:
-    """Let the app run until ``condition()`` holds, as long as events keep arriving."""
+async def until(pilot: Pilot, condition, what: str = "", *, run_ends: bool = False) -> None:
+    """Let the app run until ``condition()`` holds, as long as events keep arriving; the
+    run ending first fails at once, unless ``run_ends`` (waiting for or after its end)."""
     app = pilot.app
     assert isinstance(app, TfdistApp)
     seen, last_change, start = -1, time.monotonic(), time.monotonic()
@@ -57,7 +58,7 @@ async def until(pilot: Pilot, condition, what: str = "") -> None:
         if condition():
             return True
         now = time.monotonic()
-        if app.dashboard.finished is not None and what != "the failed run":
+        if app.dashboard.finished is not None and not run_ends:
             raise AssertionError(f"waiting for {what}: the run ended ({app.dashboard.finished.reason}); "
                                  f"the app shows {showing(app)}")
         if app.dashboard.applied != seen or working(app):
@@ -113,7 +114,7 @@ async def test_keys_against_a_real_cluster(tmp_path: Path) -> None:
         await pilot.press("q")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await until(pilot, lambda: not app.is_running, what="the app to exit")
+        await until(pilot, lambda: not app.is_running, what="the app to exit", run_ends=True)
     assert app.return_code == ExitCode.INTERRUPTED
     assert_no_trainers_left(runs)
 
@@ -122,7 +123,7 @@ async def test_user_errors_are_notifications_not_crashes(tmp_path: Path) -> None
     app, runs = make_app(tmp_path, dataset="mnist", data_path=str(tmp_path / "missing.npz"))
     messages: list = []
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
-        await until(pilot, lambda: app.dashboard.finished is not None, what="the failed run")
+        await until(pilot, lambda: app.dashboard.finished is not None, what="the failed run", run_ends=True)
         failed = [r for r in app.dashboard.rows.values() if r.state is TaskState.FAILED]
         assert failed and failed[0].exit_code == 2
         assert any("dataset mnist not found" in line for line in app.dashboard.logs[failed[0].name].lines)
@@ -131,11 +132,11 @@ async def test_user_errors_are_notifications_not_crashes(tmp_path: Path) -> None
         bad = app.pending.replace(batch_size=0)
         app.post_message(RelaunchRequested(bad))
         await until(pilot, lambda: any(isinstance(m, CoreActionFailed) for m in messages),
-                    what="the relaunch refusal")
+                    what="the relaunch refusal", run_ends=True)
         (refusal,) = [m for m in messages if isinstance(m, CoreActionFailed)]
         assert "batch_size" in refusal.reason
         assert app.is_running
         await pilot.press("q")
-        await until(pilot, lambda: not app.is_running, what="the app to exit")
+        await until(pilot, lambda: not app.is_running, what="the app to exit", run_ends=True)
     assert app.return_code == 1
     assert_no_trainers_left(runs)
