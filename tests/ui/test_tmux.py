@@ -47,7 +47,9 @@ def test_a_person_drives_the_app_in_tmux(tmp_path: Path) -> None:
     # This checkout's code (an installed tfdist-tui may be another checkout's).
     repo = Path(__file__).resolve().parents[2]
     executable = f"env PYTHONPATH={shlex.quote(str(repo))} {shlex.quote(sys.executable)} -m tui.cli"
-    hosts = write_hosts(tmp_path / "hosts.yaml", ps=2, nice=True)
+    # Not niced: under other sessions' load (17 on 2 cores) a niced task got 1-3 % of a
+    # core and missed the 120 s ready deadline (tests/ui/test_pilot.py says the same).
+    hosts = write_hosts(tmp_path / "hosts.yaml", ps=2)
     status = tmp_path / "exit-status"
     paged = tmp_path / "paged.txt"
     pager = f"sh -c 'cp \"$0\" {paged}'"
