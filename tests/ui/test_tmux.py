@@ -74,7 +74,7 @@ def test_a_person_drives_the_app_in_tmux(tmp_path: Path) -> None:
         tmux.send("m")
         tmux.wait_for(r"1 pending, R applies │ async→sync")
         tmux.send("+")
-        tmux.wait_for(r"2 pending, R applies │ async→sync │ partitions 1→2")
+        tmux.wait_for(r"2 pending, R applies │ async→sync │\s+partitions 1→2")  # (wraps at 80)
         tmux.send("Tab", "Tab")  # the Placement pane
         tmux.wait_for(r"preview \(pending, not applied until R\): greedy, partitions 2, 2 ps, "
                       r"max/mean\s+1\.0\d")
