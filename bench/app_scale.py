@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from textual import events
 from textual.widgets import TabbedContent
 
-from bench.flood import _hosts, percentile
+from bench.flood import _hosts, _press_latencies, percentile
 from tui.app import TfdistApp
 from tui.app.bridge import CoreBridge
 from tui.app.runs import RunsView
@@ -35,10 +34,6 @@ from tui.config import ClusterConfig, load_config
 from tui.options import RunOptions
 from tui.session import Session
 from tui.supervisor import Supervisor, SupervisorOptions
-
-#: A press the app has not answered in this long counts as this long (and the benchmark
-#: goes on: a stuck press must not hang it).
-PRESS_LIMIT = 5.0
 
 #: The tasks print a line a second for this long: "running" long enough to press keys.
 TASK_SECONDS = 600.0
@@ -50,22 +45,6 @@ class Launch:
 
     to_running: float
     start_gap: float
-
-
-async def _press_latencies(app: TfdistApp, until: float) -> list[float]:
-    """Press tab repeatedly; each latency (ms) from the key event's arrival in the app's queue
-    until the pane has changed (as bench.flood measures it, with a limit per press)."""
-    panes = app.query_one("#panes", TabbedContent)
-    latencies = []
-    while time.monotonic() < until:
-        before = panes.active
-        start = time.perf_counter()
-        app.post_message(events.Key("tab", None))
-        while panes.active == before and time.perf_counter() - start < PRESS_LIMIT:
-            await asyncio.sleep(0.001)
-        latencies.append((time.perf_counter() - start) * 1000)
-        await asyncio.sleep(0.2)
-    return latencies
 
 
 def launch_times(run_dir: Path) -> Launch:
