@@ -113,7 +113,9 @@ async def app_launch(config: ClusterConfig, runs: Path) -> tuple[Launch, list[fl
             await pilot.pause(0.02)
         loaded = await _press_latencies(app, time.monotonic() + 10)
         run_dir = Path(app.dashboard.run_dir)
-        app.core.send(StopAll()).result(60)
+        app.core.send(StopAll())
+        while app.dashboard.finished is None:  # (q would ask while tasks still show as running)
+            await pilot.pause(0.05)
         await pilot.press("q")
         while app.is_running:
             await pilot.pause(0.05)

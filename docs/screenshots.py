@@ -12,17 +12,18 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.ui.scripted import T0, ScriptedCore, failed_history, running_history  # noqa: E402
-from tui.app import TfdistApp  # noqa: E402
-from tui.config import load_config  # noqa: E402
 from tui.options import RunOptions  # noqa: E402
-from tui.usage import Usage, UsageSample  # noqa: E402
+from tui.core.usage import Usage, UsageSample  # noqa: E402
+
+from tui.app.app import TfdistApp  # noqa: E402
+from tui.config import load_config  # noqa: E402
 
 OUT = REPO / "docs" / "screenshots"
 SIZE = (120, 36)
 
 
 class Sampled:
-    """Stands for the usage monitor (tui.usage): CPU and memory as a real run shows them."""
+    """Stands for the usage monitor (tui.core.usage): CPU and memory as a real run shows them."""
 
     latest = UsageSample(t=T0 + 40, tasks={
         "ps0": Usage(12.0, 310 << 20), "ps1": Usage(9.0, 305 << 20),

@@ -36,7 +36,12 @@ HANG = 60.0
 
 
 async def until(pilot: Pilot, condition, what: str) -> None:
+    """Until the core's events say ``condition``; then the table is drawn from them at once
+    (it is redrawn at most every 0.4 s while tasks change)."""
     await async_wait_until(condition, HANG, what=what, pause=pilot.pause, interval=0.02)
+    app = pilot.app
+    assert isinstance(app, TfdistApp)
+    app.refresh_dashboard(force=True)
 
 
 def options_for(tmp_path: Path, **hosts) -> RunOptions:

@@ -90,3 +90,33 @@ def test_log_lines_are_coloured_by_role_and_matches_highlighted() -> None:
     ps = Text("ps0     | listening")
     LogHighlighter(pane).highlight(ps)
     assert str(ps.spans[0].style) == "magenta"
+
+
+async def test_a_big_cluster_is_grouped_by_role_with_totals_and_folds(options: RunOptions) -> None:
+    from tui.config.cluster import Job
+    from tui.core.events import RunStarted, TaskStateChanged
+    from tui.core.task_state import TaskState
+    from tui.plan.tasks import TaskInfo
+
+    tasks = tuple(TaskInfo(f"ps{i}", Job.PS, i, "localhost", 41000 + i) for i in range(4)) + tuple(
+        TaskInfo(f"worker{i}", Job.WORKER, i, "localhost", 42000 + i) for i in range(16))
+    events = [RunStarted(run_id="big", run_dir=Path("runs/big"), tasks=tasks,
+                         settings=options.config.training, t=T0)]
+    events += [TaskStateChanged(task=t.name, old=TaskState.PENDING, new=TaskState.RUNNING, pid=100 + n,
+                                t=T0 + 1) for n, t in enumerate(tasks)]
+    core = ScriptedCore(events)
+    app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.refresh_dashboard(force=True)
+        keys = [r.value for r in app.table.rows]
+        assert keys[0] == "group:ps" and keys[5] == "group:worker" and len(keys) == 22
+        assert str(app.table.get_cell("group:worker", "address")) == "16 tasks"
+        assert str(app.table.get_cell("group:worker", "state")) == "16 running"
+        assert app.table.selected is None  # a header is no task: s/x/r say so
+        await pilot.press("enter")  # fold the ps
+        keys = [r.value for r in app.table.rows]
+        assert keys[:2] == ["group:ps", "group:worker"] and len(keys) == 18
+        assert str(app.table.get_cell("group:ps", "task")).startswith("▸")
+        await pilot.press("down", "down")
+        assert app.table.selected == "worker0"

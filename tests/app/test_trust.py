@@ -201,3 +201,18 @@ async def test_the_exit_code_is_the_last_runs_outcome(options) -> None:
             await app.workers.wait_for_complete()
             await pilot.pause()
         assert app.return_code == code, outcome
+
+
+async def test_a_burst_of_warnings_makes_few_toasts_and_all_are_in_the_merged_log(options) -> None:
+    from tui.app.app import MAX_TOASTS
+    from tui.core.events import Level, Notice
+
+    app, core = scripted(options, running_history(options.config.training))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        burst = [Notice(level=Level.WARNING, text=f"stalled: worker{n}", task=f"worker{n}", t=T0 + 41)
+                 for n in range(48)]
+        await feed(app, core, pilot, burst)
+        assert len(app._notifications) <= MAX_TOASTS + 1  # + the one that counts the rest
+        merged = list(app.dashboard.merged.lines)
+        assert sum("warning: stalled: worker" in line for line in merged) == 48

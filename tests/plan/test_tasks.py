@@ -106,7 +106,8 @@ def test_records_are_json_with_a_type_and_plain_values() -> None:
         to_record(Notice(level=Level.WARNING, text="careful", t=3.0)),
     ]
     assert records[0] == {"type": "task_state", "task": "ps0", "old": "starting", "new": "failed",
-                          "pid": 7, "exit_code": 2, "reason": "exited with code 2", "t": 1.0}
+                          "pid": 7, "exit_code": 2, "reason": "exited with code 2", "restarts": 0,
+                          "t": 1.0}
     assert records[1]["stream"] == "stderr" and records[1]["text"] == "\x1b[1mhi\x00"
     assert records[2]["event"] == json.loads(step.to_json())
     assert records[2]["event"]["loss"] is None

@@ -5,6 +5,7 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
@@ -20,6 +22,7 @@ from trainer.settings import TrainingSettings
 from tui.app import signals
 from tui.app.bridge import Core, CoreBridge
 from tui.app.controls import CONTROLS
+from tui.app.logactions import LogActions
 from tui.app.logs import LogPane
 from tui.app.markup import said
 from tui.app.messages import AllTasksRequested, CoreActionFailed, TaskAction, TaskActionRequested
@@ -27,14 +30,8 @@ from tui.app.pending import SettingsActions
 from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.state import Dashboard
-from tui.app.widgets import (
-    HintBar,
-    PlacementView,
-    QuietFooter,
-    StatusBar,
-    TaskTable,
-    ThroughputView,
-)
+from tui.app.tasktable import TaskTable
+from tui.app.widgets import HintBar, PlacementView, QuietFooter, StatusBar, ThroughputView
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
@@ -42,6 +39,7 @@ from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskStateCha
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.options import RunOptions
 from tui.core.session import Session
+from tui.core.supervisor.records import SupervisorOptions
 from tui.core.task_state import TaskState
 from tui.core.traffic import TrafficUpdate
 from tui.core.usage import UsageMonitor
@@ -50,6 +48,8 @@ from tui.program.base import TaskProgram
 REFRESH_SECONDS = 0.1
 #: How long a notification stays (Textual's default is 5 s; failures used to stay 30 s).
 TOAST_SECONDS = 6.0
+#: At most this many notifications on screen at once (they cover the panes' right side).
+MAX_TOASTS = 3
 #: The task table (and hints) are redrawn at most this often while tasks change, and once a
 #: second regardless (ages, rates). A burst (64 tasks starting) is coalesced: redrawing the
 #: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
@@ -57,7 +57,7 @@ TABLE_REFRESH_SECONDS = 0.4
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-class TfdistApp(signals.SignalHandling, SettingsActions):
+class TfdistApp(signals.SignalHandling, SettingsActions, LogActions):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -68,9 +68,12 @@ class TfdistApp(signals.SignalHandling, SettingsActions):
 
     def __init__(self, options: RunOptions, *,
                  core_factory: Callable[[TfdistApp], Core] | None = None,
-                 autostart: bool = True, clock: Callable[[], float] = time.time) -> None:
+                 autostart: bool = True, clock: Callable[[], float] = time.time,
+                 supervisor_options: SupervisorOptions | None = None) -> None:
         super().__init__()
         self.options = options
+        #: How the default core's supervisor runs tasks (None: as the command line says).
+        self._supervisor_options = supervisor_options
         self.dashboard = Dashboard(options.config.training, clock=clock)
         self.pending: TrainingSettings = options.config.training
         self.preview: protocol.Placement | None = None
@@ -78,6 +81,9 @@ class TfdistApp(signals.SignalHandling, SettingsActions):
         self._previews: dict[TrainingSettings, protocol.Placement] = {}
         #: The operator quit while tasks ran: the run did not end by itself.
         self.quit_mid_run = False
+        self._toasts_held = 0  # notices not toasted because MAX_TOASTS were up
+        self._toasts_up: deque[float] = deque()  # when each toast on screen goes
+        self._summary_until = 0.0  # when the "more notices" toast goes
         self.autostart = autostart
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
@@ -98,7 +104,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions):
 
     def _default_core(self, app: TfdistApp) -> Core:
         options = self.options
-        bridge = CoreBridge(lambda: Session.from_options(options))
+        bridge = CoreBridge(lambda: Session.from_options(options, self._supervisor_options))
         # Sampled on the core's thread; the refresh timer only reads its latest sample.
         self.usage = bridge.session.usage if bridge.session is not None else None
         return bridge
@@ -132,18 +138,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions):
         self.refresh_dashboard()
         if self.autostart:
             self._request(StartRun())
-
-    @property
-    def table(self) -> TaskTable:
-        return self.query_one(TaskTable)
-
-    @property
-    def task_log(self) -> LogPane:
-        return self.query_one("#task-log", LogPane)
-
-    @property
-    def merged_log(self) -> LogPane:
-        return self.query_one("#merged-log", LogPane)
 
     def _request(self, command: Command) -> None:
         """Send the core a command; a failure comes back as a :class:`CoreActionFailed`."""
@@ -223,16 +217,33 @@ class TfdistApp(signals.SignalHandling, SettingsActions):
             text = f"{event.task} {ExitInfo(event.exit_code, event.reason).detail('failed')}"
             # The table says "failed" and the log says why for as long as it matters: a toast
             # only draws the eye, briefly (long ones stacked up over the table).
-            self.notify(said(text), title="task failed", severity="error", timeout=TOAST_SECONDS)
+            self._toast(text, title="task failed", severity="error")
         elif isinstance(event, Notice) and event.level is not Level.INFO:
-            self.notify(said(event.text), severity="error" if event.level is Level.ERROR else "warning",
-                        timeout=TOAST_SECONDS)
+            self._toast(event.text, severity="error" if event.level is Level.ERROR else "warning")
         # (A hint has its own line under the table until the core takes it back: no toast.)
         elif isinstance(event, RunFinished):
             summary = event.summary
             self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
                         f" in {summary.wall_time:.0f} s",
                         severity="information" if summary.outcome is RunOutcome.SUCCEEDED else "warning")
+
+    def _toast(self, text: str, *, severity: SeverityLevel, title: str = "") -> None:
+        """A notification, unless :data:`MAX_TOASTS` are already up: 48 workers reported
+        stalled at once made 48 toasts over the table, and redrawing them starved the keys.
+        The rest are counted in one toast; every notice is in the All logs pane."""
+        now = time.monotonic()
+        while self._toasts_up and self._toasts_up[0] <= now:
+            self._toasts_up.popleft()
+        if len(self._toasts_up) < MAX_TOASTS:
+            # (Counted here: notify() only posts a message, the toast appears later.)
+            self._toasts_up.append(now + TOAST_SECONDS)
+            self.notify(said(text), title=said(title), severity=severity, timeout=TOAST_SECONDS)
+            return
+        self._toasts_held += 1
+        if now >= self._summary_until:  # one such toast at a time
+            self._summary_until = now + TOAST_SECONDS
+            self.notify("more notices than fit here: the All logs pane has every one",
+                        severity="warning", timeout=TOAST_SECONDS)
 
     def _show_task_log(self, name: str | None) -> None:
         source = self.dashboard.logs.get(name) if name else None
@@ -244,15 +255,15 @@ class TfdistApp(signals.SignalHandling, SettingsActions):
 
     @on(DataTable.RowHighlighted, "#tasks")
     def _task_selected(self, event: DataTable.RowHighlighted) -> None:
-        self._show_task_log(event.row_key.value)
+        if self.table.selected is not None:  # (a group's header keeps the log shown)
+            self._show_task_log(event.row_key.value)
+
+    @on(DataTable.RowSelected, "#tasks")
+    def _row_entered(self) -> None:
+        if self.table.toggle_group():  # enter on a role's header folds or unfolds it
+            self.refresh_dashboard(force=True)
 
     # -- task actions ---------------------------------------------------------------------
-
-    def _selected_or_warn(self) -> str | None:
-        name = self.table.selected
-        if name is None:
-            self.notify("no task selected", severity="warning")
-        return name
 
     def action_start_task(self) -> None:
         if name := self._selected_or_warn():
@@ -355,20 +366,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions):
     def action_previous_pane(self) -> None:
         self._cycle_pane(-1)
 
-    def action_filter(self) -> None:
-        field = self.query_one("#filter", Input)
-        field.display = True
-        field.focus()
-
-    @on(Input.Changed, "#filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        self.task_log.show_log(self.task_log.source, event.value)
-        self.merged_log.show_log(self.merged_log.source, event.value)
-
-    @on(Input.Submitted, "#filter")
-    def _filter_kept(self) -> None:
-        self.table.focus()
-
     def on_key(self, event: Any) -> None:
         field = self.query_one("#filter", Input)
         if event.key == "escape" and field.has_focus:
@@ -379,35 +376,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions):
     def action_sort_tasks(self) -> None:
         self.notify(f"tasks sorted by {self.table.cycle_sort()}", timeout=2)
         self.refresh_dashboard(force=True)
-
-    # -- the log panes ----------------------------------------------------------------------
-
-    @property
-    def shown_log(self) -> LogPane:
-        """The log pane on screen (the merged one on the All logs tab)."""
-        return self.merged_log if self.query_one(TabbedContent).active == "merged" else self.task_log
-
-    def _to_log_tab(self) -> None:
-        tabs = self.query_one(TabbedContent)
-        if tabs.active not in ("logs", "merged"):
-            tabs.active = "logs"
-
-    def action_follow_log(self) -> None:
-        self._to_log_tab()
-        self.shown_log.set_follow(True)
-
-    def action_toggle_follow(self) -> None:
-        self._to_log_tab()
-        self.shown_log.action_toggle_follow()
-
-    def action_focus_log(self) -> None:
-        """Into the log (its keys scroll it) and back to the task table."""
-        self._to_log_tab()
-        log = self.shown_log
-        if log.has_focus:
-            self.table.focus()
-        else:
-            log.focus()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

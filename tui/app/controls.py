@@ -94,6 +94,8 @@ CONTROLS: tuple[Control, ...] = (
     Control("l", "l", "focus_log", "Log", "into the log to scroll it (up/down, pgup/pgdn); l again: back",
             _V),
     Control("up,down", "up/down", None, "Select", "select a task", _V),
+    Control("v", "v", "open_pager", "Pager", "the selected task's whole log in $PAGER (the app waits)", _V,
+            footer=False),
     Control("o", "o", "sort_tasks", "Sort", "sort the tasks: declared, CPU, memory, global step, state", _V,
             footer=False),
     Control("ctrl+p", "ctrl+p", None, "Palette", "command palette", _V),

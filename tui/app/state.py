@@ -147,6 +147,8 @@ class Dashboard:
             self.tasks_changed = True
         elif isinstance(event, Notice):
             self.notices.append(event)
+            # In the merged log too: the toasts for them are brief and capped.
+            self.merged.add(f"{event.task or 'tfdist':<8}| {event.level.value}: {event.text}")
         elif isinstance(event, TaskHint):
             self._hint(event)
         elif isinstance(event, TaskHintCleared):

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich.text import Text
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, ProgressBar, Sparkline, Static
 
@@ -16,7 +14,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.controls import TOGGLES, Toggle
 from tui.app.state import Dashboard
-from tui.common.units import format_bytes, short_bytes
+from tui.common.units import format_bytes
 from tui.core.task_state import TaskState
 
 STATE_STYLES: dict[TaskState, str] = {
@@ -68,105 +66,6 @@ class StatusBar(Static):
         if self._shown is None or text.plain != self._shown.plain or text.spans != self._shown.spans:
             self._shown = text
             self.update(text)
-
-
-class TaskTable(DataTable[Text | str]):
-    """One row per task; the cursor row is the selected task."""
-
-    # End follows the log below (as everywhere else in the app); ctrl+end still goes to the
-    # last row.
-    BINDINGS = [Binding("end", "app.follow_log", "Follow", show=False)]
-
-    # Up to "out" fits 80 columns with the cell padding; the share comes last, seen from
-    # about 92 columns (or by scrolling right). The reason of a failure is in the log pane.
-    # "rst": times started again in this run (the core's count); "gstep": the global step
-    # of the worker's latest report (one meaning: never its local step).
-    # "cpu%" and "rss": the task's whole process group on its host (tui.core.usage).
-    COLUMNS = (("task", 8), ("address", 15), ("state", 12), ("pid", 7), ("rst", 3),
-               ("gstep", 7), ("ex/s", 7), ("out", 4), ("cpu%", 5), ("rss", 6), ("share", 10))
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.zebra_stripes = True
-        for column, width in self.COLUMNS:
-            self.add_column(column, key=column, width=width)
-
-    #: The orders ``o`` cycles through: (name shown, key of a row; larger first).
-    SORTS: tuple[str, ...] = ("declared", "cpu%", "rss", "gstep", "state")
-    order = "declared"
-
-    def cycle_sort(self) -> str:
-        """The next order (``o``); the table is redrawn in it at the next refresh."""
-        self.order = self.SORTS[(self.SORTS.index(self.order) + 1) % len(self.SORTS)]
-        self.border_subtitle = "" if self.order == "declared" else f"sorted by {self.order} (o)"
-        return self.order
-
-    def ordered(self, dashboard: Dashboard) -> list[str]:
-        """The task names in the chosen order (ties keep the declared order)."""
-        names = list(dashboard.rows)
-        if self.order == "declared":
-            return names
-        usage = dashboard.usage.tasks if dashboard.usage else {}
-        rows = dashboard.rows
-
-        def key(name: str) -> float:
-            if self.order == "cpu%":
-                return (usage[name].cpu_percent or 0.0) if name in usage else -1.0
-            if self.order == "rss":
-                return usage[name].rss_bytes if name in usage else -1
-            if self.order == "gstep":
-                step = rows[name].global_step
-                return -1 if step is None else step
-            return -list(STATE_STYLES).index(rows[name].state)
-
-        return sorted(names, key=key, reverse=True)
-
-    @property
-    def selected(self) -> str | None:
-        if self.row_count == 0:
-            return None
-        row_key, _ = self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0))
-        return row_key.value
-
-    def show(self, dashboard: Dashboard) -> None:
-        now = dashboard.clock()
-        names = self.ordered(dashboard)
-        if [r.value for r in self.rows] != names:
-            selected = self.selected
-            self.clear()
-            for name in names:
-                self.add_row(*self._cells(dashboard, name, now), key=name)
-            if selected in names:
-                self.move_cursor(row=names.index(selected))
-            return
-        for name in names:
-            for (column, _), value in zip(self.COLUMNS, self._cells(dashboard, name, now), strict=True):
-                if self.get_cell(name, column) != value:
-                    self.update_cell(name, column, value)
-
-    @staticmethod
-    def _cells(dashboard: Dashboard, name: str, now: float) -> list[Text | str]:
-        row = dashboard.rows[name]
-        state = Text(row.state_text, style=STATE_STYLES[row.state])
-        usage = dashboard.usage.tasks.get(name) if dashboard.usage and row.state.is_active else None
-        return [
-            # "w" after the pid: forked from the host's warm pool.
-            name, row.address, state, f"{row.pid}{'w' if row.warm else ''}" if row.pid else "-",
-            str(row.restarts),
-            "-" if row.global_step is None else str(row.global_step),
-            "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
-            row.output_age(now),
-            "-" if usage is None or usage.cpu_percent is None else f"{usage.cpu_percent:.0f}",
-            "-" if usage is None else short_bytes(usage.rss_bytes),
-            row.share or "-",
-        ]
-
-    def show_totals(self, dashboard: Dashboard) -> None:
-        """Each host's total CPU and memory over its tasks, on the table's border."""
-        hosts = dashboard.usage.hosts if dashboard.usage else {}
-        self.border_title = "  ".join(
-            f"{host}: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
-            for host, usage in sorted(hosts.items()))
 
 
 class QuietFooter(Footer):

@@ -149,6 +149,8 @@ class TaskRecord:
         self.up_at: float | None = None  # when it became ready this launch (the run's clock)
         self.withheld_hint = ""  # a hint held back while peers were starting; given if it fails
 
+        self.stall_taken_back = False  # ... again only after it was taken back (on the full timeout)
+
     def judge(self, verdict: Verdict) -> None:
         """Record the controller's verdict on this launch: a failure overrides a stop, and
         otherwise the first verdict stands."""

@@ -89,7 +89,10 @@ def check_stalls(run: RunRecord) -> None:
             # non-chief, while the chief initialises on a busy machine): the full timeout.
             others_progress = task.stepped and any(now - active(w) < quick
                                                    for w in workers if w is not task)
-            limit = quick if task.name in stopped or others_progress else timeout
+            # Once taken back, only the full timeout: a worker that prints in bursts must
+            # not be reported and taken back again every quarter of it.
+            limit = quick if task.name in stopped or (others_progress and not task.stall_taken_back) \
+                else timeout
         else:
             idle = now - max((active(w) for w in workers), default=now)
             limit = quick if task.name in stopped else timeout
@@ -114,6 +117,7 @@ def _clear(run: RunRecord, task: TaskRecord, why: str) -> None:
     if run.options.on_stall is not StallPolicy.WARN:
         return
     task.stall_reported = False
+    task.stall_taken_back = True
     run.publish(TaskHintCleared(task=task.name, reason=why, t=run.clock.time()))
     run.notify(Level.INFO, f"no longer stalled: {why}", task.name)
 

@@ -1,0 +1,17 @@
+"""bench.app_scale at a tiny size: both sides launch real stand-in tasks, the app answers keys,
+the past runs are listed; timings are the benchmark's to report."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.app_scale import measure
+
+pytestmark = pytest.mark.integration
+
+
+async def test_app_scale_benchmark_smoke() -> None:
+    table = await measure(tasks=4, past_runs=2, past_mb=0.05)
+    assert "4 tasks: launch to every task running, app / headless" in table
+    assert "first frame, 2 past runs of 0.05 MB / empty runs folder" in table
+    assert "x |" in table

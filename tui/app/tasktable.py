@@ -1,0 +1,172 @@
+"""The task table: a row per task (and, for a big cluster, a header row per role with the
+group's totals, folded and unfolded with enter), in the declared order or sorted (``o``)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable
+
+from tui.app.state import Dashboard
+from tui.app.widgets import STATE_STYLES
+from tui.common.units import short_bytes
+from tui.config.cluster import Job
+from tui.core.task_state import TaskState
+
+#: From this many tasks on (the table shows about ten rows), tasks are grouped by role.
+GROUP_FROM = 12
+#: Row keys of group headers start with this (never a task name: names are job + index).
+GROUP = "group:"
+
+
+class TaskTable(DataTable[Text | str]):
+    """One row per task; the cursor row is the selected task."""
+
+    # End follows the log below (as everywhere else in the app); ctrl+end still goes to the
+    # last row.
+    BINDINGS = [Binding("end", "app.follow_log", "Follow", show=False)]
+
+    # Up to "out" fits 80 columns with the cell padding; the share comes last, seen from
+    # about 92 columns (or by scrolling right). The reason of a failure is in the log pane.
+    # "rst": times started again in this run (the core's count); "gstep": the global step
+    # of the worker's latest report (one meaning: never its local step).
+    # "cpu%" and "rss": the task's whole process group on its host (tui.core.usage).
+    COLUMNS = (("task", 8), ("address", 15), ("state", 12), ("pid", 7), ("rst", 3),
+               ("gstep", 7), ("ex/s", 7), ("out", 4), ("cpu%", 5), ("rss", 6), ("share", 10))
+
+    def __init__(self, *, id: str) -> None:
+        super().__init__(id=id)
+        #: Roles folded to their header row (enter on the header).
+        self.collapsed: set[Job] = set()
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.zebra_stripes = True
+        for column, width in self.COLUMNS:
+            self.add_column(column, key=column, width=width)
+
+    #: The orders ``o`` cycles through: (name shown, key of a row; larger first).
+    SORTS: tuple[str, ...] = ("declared", "cpu%", "rss", "gstep", "state")
+    order = "declared"
+
+    def cycle_sort(self) -> str:
+        """The next order (``o``); the table is redrawn in it at the next refresh."""
+        self.order = self.SORTS[(self.SORTS.index(self.order) + 1) % len(self.SORTS)]
+        self.border_subtitle = "" if self.order == "declared" else f"sorted by {self.order} (o)"
+        return self.order
+
+    def ordered(self, dashboard: Dashboard) -> list[str]:
+        """The task names in the chosen order (ties keep the declared order)."""
+        names = list(dashboard.rows)
+        if self.order == "declared":
+            return names
+        usage = dashboard.usage.tasks if dashboard.usage else {}
+        rows = dashboard.rows
+
+        def key(name: str) -> float:
+            if self.order == "cpu%":
+                return (usage[name].cpu_percent or 0.0) if name in usage else -1.0
+            if self.order == "rss":
+                return usage[name].rss_bytes if name in usage else -1
+            if self.order == "gstep":
+                step = rows[name].global_step
+                return -1 if step is None else step
+            return -list(STATE_STYLES).index(rows[name].state)
+
+        return sorted(names, key=key, reverse=True)
+
+    @property
+    def selected(self) -> str | None:
+        """The task under the cursor (None on a group's header)."""
+        key = self._cursor_key()
+        return None if key is None or key.startswith(GROUP) else key
+
+    def show(self, dashboard: Dashboard) -> None:
+        now = dashboard.clock()
+        keys = self._layout(dashboard)
+        if [r.value for r in self.rows] != keys:
+            selected = self._cursor_key()
+            self.clear()
+            for key in keys:
+                self.add_row(*self._row(dashboard, key, now), key=key)
+            if selected in keys:
+                self.move_cursor(row=keys.index(selected))
+            return
+        for key in keys:
+            for (column, _), value in zip(self.COLUMNS, self._row(dashboard, key, now), strict=True):
+                if self.get_cell(key, column) != value:
+                    self.update_cell(key, column, value)
+
+    # -- groups by role ---------------------------------------------------------------------
+
+    def _layout(self, dashboard: Dashboard) -> list[str]:
+        """Row keys: the tasks in order, under a header row per role once the cluster is too
+        big to see at once (a collapsed role shows its header only)."""
+        names = self.ordered(dashboard)
+        if len(names) < GROUP_FROM:
+            return names
+        keys: list[str] = []
+        for job in Job:
+            members = [n for n in names if dashboard.rows[n].job is job]
+            if members:
+                keys.append(GROUP + job.value)
+                if job not in self.collapsed:
+                    keys += members
+        return keys
+
+    def toggle_group(self) -> bool:
+        """Fold or unfold the group under the cursor (enter on its header); whether the
+        cursor was on one."""
+        key = self._cursor_key()
+        if key is None or not key.startswith(GROUP):
+            return False
+        job = Job(key[len(GROUP):])
+        self.collapsed ^= {job}
+        return True
+
+    def _row(self, dashboard: Dashboard, key: str, now: float) -> list[Text | str]:
+        if not key.startswith(GROUP):
+            return self._cells(dashboard, key, now)
+        job = Job(key[len(GROUP):])
+        rows = [r for r in dashboard.rows.values() if r.job is job]
+        usage = dashboard.usage.tasks if dashboard.usage else {}
+        running = sum(r.state is TaskState.RUNNING for r in rows)
+        cpu = sum(usage[r.name].cpu_percent or 0.0 for r in rows if r.name in usage)
+        rss = sum(usage[r.name].rss_bytes for r in rows if r.name in usage)
+        rate = sum(r.examples_per_sec or 0.0 for r in rows if r.state.is_active)
+        mark = "▸" if job in self.collapsed else "▾"
+        return [Text(f"{mark} {job.value}", style="bold"), Text(f"{len(rows)} tasks", style="bold"),
+                Text(f"{running} running", style="bold"), "", str(sum(r.restarts for r in rows)), "",
+                f"{rate:,.0f}" if rate else "", "", f"{cpu:.0f}" if usage else "",
+                short_bytes(rss) if usage else "", ""]
+
+    def _cursor_key(self) -> str | None:
+        if self.row_count == 0:
+            return None
+        row_key, _ = self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0))
+        return row_key.value
+
+    @staticmethod
+    def _cells(dashboard: Dashboard, name: str, now: float) -> list[Text | str]:
+        row = dashboard.rows[name]
+        state = Text(row.state_text, style=STATE_STYLES[row.state])
+        usage = dashboard.usage.tasks.get(name) if dashboard.usage and row.state.is_active else None
+        return [
+            # "w" after the pid: forked from the host's warm pool.
+            name, row.address, state, f"{row.pid}{'w' if row.warm else ''}" if row.pid else "-",
+            str(row.restarts),
+            "-" if row.global_step is None else str(row.global_step),
+            "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
+            row.output_age(now),
+            "-" if usage is None or usage.cpu_percent is None else f"{usage.cpu_percent:.0f}",
+            "-" if usage is None else short_bytes(usage.rss_bytes),
+            row.share or "-",
+        ]
+
+    def show_totals(self, dashboard: Dashboard) -> None:
+        """Each host's total CPU and memory over its tasks, on the table's border."""
+        hosts = dashboard.usage.hosts if dashboard.usage else {}
+        self.border_title = "  ".join(
+            f"{host}: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
+            for host, usage in sorted(hosts.items()))
