@@ -44,9 +44,10 @@ from trainer import protocol
 from trainer.settings import Mode
 from tui.config.load import load_config
 from tui.core.commands import Relaunch, StartRun
-from tui.core.events import ControllerEvent, RunStarted, TrainerEvent
+from tui.core.events import ControllerEvent, RunStarted, TaskStateChanged, TrainerEvent
 from tui.core.options import RunOptions
 from tui.core.session import Session
+from tui.core.task_state import TaskState
 
 COMMAND = "python -m bench.warm"
 TITLE = "8. Warm start"
@@ -62,11 +63,15 @@ class _Steps:
     def __init__(self) -> None:
         self.events: list[tuple[float, str, protocol.Step]] = []
         self.run_id = ""
+        #: When each task was last launched: a step counts for a phase only after it.
+        self.launched: dict[str, float] = {}
         self._changed = asyncio.Event()
 
     def __call__(self, event: ControllerEvent) -> None:
         if isinstance(event, RunStarted):
             self.run_id = event.run_id
+        if isinstance(event, TaskStateChanged) and event.new is TaskState.STARTING:
+            self.launched[event.task] = time.time()
         if isinstance(event, TrainerEvent) and isinstance(event.event, protocol.Step):
             self.events.append((time.time(), event.task, event.event))
             self._changed.set()
@@ -80,7 +85,12 @@ class _Steps:
         return time.time()
 
     def stepped_since(self, t: float, tasks: Sequence[str]) -> bool:
-        seen = {task for when, task, _ in self.events if when >= t}
+        """Every one of ``tasks`` was launched after ``t`` and has stepped since: a step the
+        old process logged while it was being stopped does not count."""
+        started = {task: self.launched.get(task, 0.0) for task in tasks}
+        if any(when < t for when in started.values()):
+            return False
+        seen = {task for when, task, _ in self.events if task in started and when >= started[task]}
         return set(tasks) <= seen
 
 
@@ -157,11 +167,11 @@ async def _one_side(side: str, folder: Path) -> Sample:
 
         t1 = time.time()
         _kill(session, "worker1")
-        sample.worker_restart = await steps.until(lambda: steps.stepped_since(t1 + 0.5, ["worker1"])) - t1
+        sample.worker_restart = await steps.until(lambda: steps.stepped_since(t1, ["worker1"])) - t1
 
         t2 = time.time()
         _kill(session, "ps0")
-        sample.ps_restart = await steps.until(lambda: steps.stepped_since(t2 + 1.0, workers)) - t2
+        sample.ps_restart = await steps.until(lambda: steps.stepped_since(t2, workers)) - t2
 
         settings = session.supervisor.settings
         toggled = dataclasses.replace(settings, mode=Mode.SYNC if settings.mode is Mode.ASYNC else Mode.ASYNC)

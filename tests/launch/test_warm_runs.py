@@ -50,14 +50,17 @@ async def test_example_program_warm_and_cold_reach_the_same_end(tmp_path: Path) 
     example = tmp_path / "example"
     shutil.copytree(REPO / "examples" / "tf_config_monitored", example)
     hosts = example / "hosts.yaml"
-    hosts.write_text(hosts.read_text().replace("steps: 1000", "steps: 40"))
+    # One ps and one worker: the cold run's imports are the slow part of this test.
+    hosts.write_text(hosts.read_text().replace("steps: 1000", "steps: 40")
+                     .replace("ps: [localhost:auto, localhost:auto]", "ps: [localhost:auto]")
+                     .replace("worker: [localhost:auto, localhost:auto]", "worker: [localhost:auto]"))
     ends = {}
     for flags in ([], ["--cold"]):
         result = await run_to_end([str(hosts), "--no-ui", "--run-dir", str(tmp_path / "runs"), *flags],
                                   example, fake=False)
         assert result.code == 0, result.out[-3000:] + result.err[-3000:]
         starts = _starts(result.out)
-        assert set(starts) == {"ps0", "ps1", "worker0", "worker1"}
+        assert set(starts) == {"ps0", "worker0"}
         assert set(starts.values()) == {not flags}
         ends[bool(flags)] = _summary(result.out)
     assert ends[False] and ends[False] == ends[True]
