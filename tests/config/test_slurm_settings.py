@@ -69,7 +69,7 @@ def test_the_run_directory_records_the_entry_as_hosts_yaml_writes_it(tmp_path: P
 
     config = load(tmp_path, ", partition: debug, nodes: 2, extra: [--qos=normal]")
     recorded = resolved_config(config, config.training, ())  # type: ignore[attr-defined]
-    assert recorded["hosts"]["hpc"] == {"kind": "slurm", "env": {}, "partition": "debug", "nodes": 2,
+    assert recorded["hosts"]["hpc"] == {"kind": "slurm", "env": {}, "warm": True, "partition": "debug", "nodes": 2,
                                         "extra": ["--qos=normal"], "pending_timeout": 300.0}
 
 

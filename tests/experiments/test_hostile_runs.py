@@ -58,8 +58,14 @@ async def test_c_in_the_runs_pane_compares_hostile_runs_without_crashing(tmp_pat
     app = RunsApp(root, config)
     async with app.run_test(size=(200, 50)) as pilot:
         view = app.query_one(RunsView)
+        # The pane lists (when opened) and compares on workers: wait for each, not for a time.
+        view.action_reload_runs()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         view.query_one("#runs-table", DataTable).focus()
         await pilot.press("c")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         shown = str(view.query_one("#runs-comparison", Static).render())
         assert "mode=[/] [bold]x" in shown and "\x1b" not in shown
     assert victim.read_text() == "precious\n"
