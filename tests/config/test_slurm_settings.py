@@ -69,8 +69,8 @@ def test_the_run_directory_records_the_entry_as_hosts_yaml_writes_it(tmp_path: P
 
     config = load(tmp_path, ", partition: debug, nodes: 2, extra: [--qos=normal]")
     recorded = resolved_config(config, config.training, ())  # type: ignore[attr-defined]
-    assert recorded["hosts"]["hpc"] == {"kind": "slurm", "env": {}, "warm": True, "partition": "debug", "nodes": 2,
-                                        "extra": ["--qos=normal"], "pending_timeout": 300.0}
+    assert recorded["hosts"]["hpc"] == {"kind": "slurm", "env": {}, "warm": True, "partition": "debug",
+                                        "nodes": 2, "extra": ["--qos=normal"], "pending_timeout": 300.0}
 
 
 def test_a_task_may_name_a_node_of_a_slurm_host_only(tmp_path: Path) -> None:
