@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from tests.launch.helpers import SshServer
+from tests.support.ssh import SshServer
 from tui.launch import deploy
 from tui.launch.connect import ConnectOptions, open_connection
 from tui.launch.errors import HostError, HostFailure

@@ -14,8 +14,8 @@ import psutil
 import pytest
 import yaml
 
-from tests.launch.helpers import SshServer, describe, kill, remote_processes, wait_nothing_left
 from tests.support import async_wait_until, wait_until
+from tests.support.ssh import SshServer, describe, kill, remote_processes, wait_nothing_left
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.launch.helpers import SshServer
+from tests.support.ssh import SshServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.launch.helpers import (
+from tests.support.ssh import (
     SshServer,
     describe,
     kill,

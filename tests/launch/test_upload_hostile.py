@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch.helpers import SshServer
+from tests.support.ssh import SshServer
 from tui.launch import deploy
 from tui.launch.connect import ConnectOptions, open_connection
 from tui.launch.errors import HostError

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from trainer.shim import BOOTSTRAP
 from tui.config.cluster import HostSpec, Job, TaskSpec
 from tui.launch.local import LocalLauncher, LocalTask
 from tui.launch.warm import WarmTask, servable
@@ -49,8 +50,12 @@ def wait_gone(pids: list[int], timeout: float) -> list[int]:
 
 def test_what_is_served() -> None:
     python = sys.executable
-    assert servable([python, "-m", "trainer", "--hold"]) == "trainer"
-    assert servable([python, "-m", "trainer.shim", "train.py"]) == "shim"
+    assert servable([python, "-m", "trainer", "--hold"]) == ("trainer", ("--hold",))
+    assert servable([python, "-m", "trainer.shim", "train.py"]) == ("shim", ("train.py",))
+    # The shim as the controller starts it (a user's own package called trainer must win).
+    assert servable([python, "-c", BOOTSTRAP, "train.py", "--x"]) == ("shim", ("train.py", "--x"))
+    assert servable([python, "-u", "-c", BOOTSTRAP, "-m", "pkg.task"]) == ("shim", ("-m", "pkg.task"))
+    assert servable([python, "-c", "print(1)"]) is None
     assert servable([python, "train.py"]) is None              # shim: false
     assert servable(["/bin/echo", "-m", "trainer"]) is None    # another interpreter
     assert servable([python, "-m", "other"]) is None
@@ -156,9 +161,12 @@ async def test_the_leftover_sweep_finds_and_stops_a_pool_whose_controller_is_gon
     gone = ControllerId(boot_id(), 2**22 + 1, 1.0)  # no such process
     env = {**os.environ, **ENV, RUN_ID_ENV: POOL_RUN_ID, CONTROLLER_ENV: str(gone)}
     pool = subprocess.Popen([sys.executable, "-m", "trainer.warm", "shim"], env=env, cwd=REPO,
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
+        # Swept once it serves: before that it re-execs itself (a new command line under the
+        # same pid, which the stop rightly takes for another process).
+        assert pool.stdout is not None and b"ready" in pool.stdout.readline()
         found = [t for t in await sweep.find_local_leftovers() if t.pid == pool.pid]
         assert found and found[0].run_id == POOL_RUN_ID and controller_gone(found[0], tmp_path)
         (stopped,) = await sweep.stop_local_leftovers(found, grace=1.0)

@@ -69,10 +69,10 @@ class RemotePools:
     async def command(self, remote: RemoteHost, info: HostInfo, host: HostSpec,
                       cold: RemoteCommand) -> RemoteCommand | None:
         """The client's command for a task ``cold`` would start, or None (start it cold)."""
-        mode = servable_mode(cold.argv, info.python)
-        if mode is None:
+        served = servable_mode(cold.argv, info.python)
+        if served is None:
             return None
-        args = cold.argv[3:]
+        mode, args = served
         key = (host.name, cold.argv[0], mode, pool_key(mode, args, {**host.env, **cold.env}))
         pool = self._pools.get(key)
         if pool is None:

@@ -21,6 +21,7 @@ import socket
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
+from trainer.shim import BOOTSTRAP
 from trainer.warm import MODES, pool_key, wire
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
 from tui.launch.streams import merged_lines
@@ -32,24 +33,35 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT = 30.0
 
 
-def servable(argv: Sequence[str]) -> str | None:
-    """The pool mode for ``argv`` on this machine (see :func:`servable_mode`): its
-    interpreter must be the controller's own, the one a local task gets by default."""
+def servable(argv: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """The pool mode and the task's own arguments for ``argv`` on this machine (see
+    :func:`servable_mode`): its interpreter must be the controller's own, the one a local
+    task gets by default."""
     try:
         python = os.path.realpath(argv[0]) if argv else ""
     except OSError:
         return None
-    mode = servable_mode(argv, None)
-    return mode if mode is not None and python == os.path.realpath(sys.executable) else None
+    served = servable_mode(argv, None)
+    return served if served is not None and python == os.path.realpath(sys.executable) else None
 
 
-def servable_mode(argv: Sequence[str], python: str | None) -> str | None:
-    """The pool mode for ``python -m trainer ...`` / ``python -m trainer.shim ...`` (with
-    ``python`` as argv[0] when given: the host's interpreter), or None: another
-    interpreter, a plain script (``shim: false``), any other command."""
-    if len(argv) < 3 or argv[1] != "-m" or (python is not None and argv[0] != python):
+def servable_mode(argv: Sequence[str], python: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """The pool mode and the arguments after the module for ``python -m trainer ...``, and
+    for the shim as the controller starts it (``python [-u] -c BOOTSTRAP ...``; ``python -m
+    trainer.shim ...`` by hand), with ``python`` as argv[0] when given (the host's
+    interpreter); or None: another interpreter, a plain script (``shim: false``), any other
+    command. ``-u`` is dropped: every task runs with PYTHONUNBUFFERED already."""
+    if len(argv) < 3 or (python is not None and argv[0] != python):
         return None
-    return next((m for m, module in MODES.items() if module == argv[2]), None)
+    words = [argv[0], *argv[2:]] if argv[1] == "-u" else list(argv)
+    if len(words) < 3:
+        return None
+    if words[1] == "-c" and words[2] == BOOTSTRAP:
+        return "shim", tuple(words[3:])
+    if words[1] != "-m":
+        return None
+    mode = next((m for m, module in MODES.items() if module == words[2]), None)
+    return (mode, tuple(words[3:])) if mode is not None else None
 
 
 class WarmTask:
@@ -147,10 +159,10 @@ class WarmPools:
     async def start(self, name: str, argv: Sequence[str], env: Mapping[str, str],
                     cwd: str | None) -> WarmTask | None:
         """Fork ``argv`` from a pool; None when it must start cold (a notice is logged)."""
-        mode = servable(argv)
-        if mode is None:
+        served = servable(argv)
+        if served is None:
             return None
-        args = tuple(argv[3:])
+        mode, args = served
         key = PoolKey(os.path.realpath(argv[0]), mode, pool_key(mode, args, env), env.get("PYTHONPATH", ""))
         pool = await self._pool(key, env)
         if not pool.check():
