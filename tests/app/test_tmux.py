@@ -40,7 +40,7 @@ class Tmux:
 
 
 def worker_steps(screen: str) -> list[int]:
-    return [int(m) for m in re.findall(r"worker\d\s+\S+\s+running\s+\d+\s+\d+\s+(\d+)", screen)]
+    return [int(m) for m in re.findall(r"worker\d\s+\S+\s+running\s+\d+w?\s+\d+\s+(\d+)", screen)]
 
 
 def test_a_person_drives_the_app_in_tmux(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_a_person_drives_the_app_in_tmux(tmp_path: Path) -> None:
     try:
         first_run = tmux.wait_for(r"run (\d{8}-\d{6}-\w+)").group(1)
         # watch the steps rise
-        tmux.wait_for(r"worker0\s+\S+\s+running\s+\d+\s+\d+\s+\d+")
+        tmux.wait_for(r"worker0\s+\S+\s+running\s+\d+w?\s+\d+\s+\d+")
         before = max(worker_steps(tmux.screen()))
         wait_until(lambda: max(worker_steps(tmux.screen()) or [0]) > before, 60, interval=0.3,
                    what=tmux.screen)

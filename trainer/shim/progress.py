@@ -16,6 +16,9 @@ from trainer.shim.state import STATE, seconds_since_start, soft
 
 #: Seconds between two reads of the global step.
 STEP_INTERVAL = 1.0
+#: How often the reader looks (a short run may be over within the first interval: its first
+#: step is reported at once, later ones at most every STEP_INTERVAL).
+POLL_INTERVAL = 0.25
 #: A read that takes longer (a ps gone) is abandoned and tried again later.
 READ_TIMEOUT_MS = 5000
 #: Ops that hold state on a ps but are not variables, so their bytes are unknown.
@@ -88,7 +91,7 @@ def _read_at_close(session: Any, global_step: Any) -> None:
     original = session.close
 
     def close() -> None:
-        soft("the final step read", lambda: _Reader.read_now(session, global_step))
+        soft("the final step read", lambda: _Reader.read_now(session, global_step, final=True))
         _Reader.forget(session)
         original()
 
@@ -105,6 +108,7 @@ class _Reader:
     _first = 0
     _last_step = -1
     _last_time = 0.0
+    _emitted = False
 
     @classmethod
     def follow(cls, session: Any, global_step: Any, first: int) -> None:
@@ -112,6 +116,7 @@ class _Reader:
             cls._target = (session, global_step, first)
             with cls._emit_lock:
                 cls._first, cls._last_step, cls._last_time = first, first, time.monotonic()
+                cls._emitted = False
             if cls._thread is None:
                 cls._thread = threading.Thread(target=cls._run, name="tfdist-shim-steps",
                                                daemon=True)
@@ -127,7 +132,7 @@ class _Reader:
     @classmethod
     def _run(cls) -> None:
         while True:
-            time.sleep(STEP_INTERVAL)
+            time.sleep(POLL_INTERVAL)
             with cls._lock:
                 target = cls._target
             if target is None:
@@ -143,8 +148,9 @@ class _Reader:
                 continue
 
     @classmethod
-    def read_now(cls, session: Any, global_step: Any) -> None:
-        """Read the global step from ``session``; emit ``step`` when it moved."""
+    def read_now(cls, session: Any, global_step: Any, final: bool = False) -> None:
+        """Read the global step from ``session``; emit ``step`` when it moved (the first move
+        at once, then at most every :data:`STEP_INTERVAL` unless ``final``)."""
         options = _tf1().RunOptions(timeout_in_ms=READ_TIMEOUT_MS)
         step = int(session.run(global_step, options=options))
         with cls._emit_lock:
@@ -152,12 +158,14 @@ class _Reader:
             STATE.global_step = step
             if step == cls._last_step or _reported_recently():
                 return
+            if cls._emitted and not final and now - cls._last_time < STEP_INTERVAL:
+                return
             moved = max(step - cls._last_step, 1)
             lifecycle.emit(protocol.Step(
                 role=STATE.role, index=STATE.index, global_step=step,
                 local_step=step - cls._first, loss=None, examples_per_sec=0.0,
                 step_time=round((now - cls._last_time) / moved, 6)))
-            cls._last_step, cls._last_time = step, now
+            cls._last_step, cls._last_time, cls._emitted = step, now, True
 
 
 def read_final() -> None:
@@ -166,7 +174,7 @@ def read_final() -> None:
         target = _Reader._target
     if target is not None:
         try:
-            _Reader.read_now(target[0], target[1])
+            _Reader.read_now(target[0], target[1], final=True)
         except RuntimeError:  # closed since: the last read stands
             pass
 
