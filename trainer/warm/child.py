@@ -15,6 +15,7 @@ import sys
 import traceback
 from collections.abc import Iterable
 
+from trainer.shim import BOOTSTRAP
 from trainer.warm import COLD_NOTICE, MODES, POOL_ENV, ROOM_ENV, wire
 
 _PR_SET_PDEATHSIG = 1
@@ -136,7 +137,10 @@ def _exec_cold(module: str, argv: tuple[str, ...], shadowed: list[str]) -> None:
     """Become a cold task in place (same pid, session, streams and parent-death signal)."""
     os.write(2, (f"{COLD_NOTICE}the program's folder has {', '.join(shadowed)}, which the warm "
                  "pool had imported already\n").encode())
-    os.execv(sys.executable, [sys.executable, "-m", module, *argv])
+    # The shim as the controller starts it (trainer.shim.BOOTSTRAP): ``-m trainer.shim`` would
+    # put the working folder first, where the program's own ``trainer`` would take the name.
+    start = ["-c", BOOTSTRAP] if module == MODES["shim"] else ["-m", module]
+    os.execv(sys.executable, [sys.executable, *start, *argv])
 
 
 def _show_environment() -> None:
