@@ -10,6 +10,7 @@ from tests.support.runfixtures import write_run
 from trainer.settings import Mode, PlacementStrategy
 from tui.app.app import TfdistApp
 from tui.core.options import RunOptions
+from tui.core.task_state import TaskState
 from tui.experiments.compare import compare, render_text
 from tui.experiments.finished_runs import read_run
 
@@ -67,6 +68,15 @@ async def test_o_sorts_the_tasks_by_cpu_and_back(options: RunOptions) -> None:
         app.refresh_dashboard(force=True)
         assert [r.value for r in app.table.rows] == ["ps0", "ps1", "worker0", "worker1"]
         assert app.table.border_title == "localhost: cpu 246% mem 15M"
+        # Once no task runs, the last sample is no longer true: no totals are shown.
+        states = {name: row.state for name, row in app.dashboard.rows.items()}
+        for row in app.dashboard.rows.values():
+            row.state = TaskState.SUCCEEDED
+        app.refresh_dashboard(force=True)
+        assert app.table.border_title == ""
+        for name, row in app.dashboard.rows.items():
+            row.state = states[name]
+        app.refresh_dashboard(force=True)
         await pilot.press("o")
         assert [r.value for r in app.table.rows] == ["worker1", "worker0", "ps0", "ps1"]
         assert "sorted by cpu%" in str(app.table.border_subtitle)

@@ -165,8 +165,9 @@ class TaskTable(DataTable[Text | str]):
         ]
 
     def show_totals(self, dashboard: Dashboard) -> None:
-        """Each host's total CPU and memory over its tasks, on the table's border."""
-        hosts = dashboard.usage.hosts if dashboard.usage else {}
+        """Each host's total CPU and memory over its running tasks, on the table's border;
+        nothing once none runs (the last sample is no longer true)."""
+        hosts = dashboard.usage.hosts if dashboard.usage and dashboard.active_tasks else {}
         self.border_title = "  ".join(
             f"{host}: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
             for host, usage in sorted(hosts.items()))
