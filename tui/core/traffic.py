@@ -22,7 +22,6 @@ The monitor is a supervisor subscriber like any front end; it writes ``traffic.j
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -34,6 +33,7 @@ from trainer.settings import PlacementStrategy
 from tui.common.private import private_opener
 from tui.common.units import format_bytes, format_rate
 from tui.config.cluster import ClusterConfig, HostSpec, Job
+from tui.core.background import Background
 from tui.core.events import (
     ControllerEvent,
     ProgressUpdate,
@@ -283,7 +283,7 @@ class TrafficMonitor:
         self._run_command = run_command
         self._interval = interval
         self._listeners: list[Callable[[TrafficUpdate], None]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._sampler = Background()
         self._run_dir: Path | None = None
         self._global_step = 0
         self.placement: protocol.Placement | None = None
@@ -324,7 +324,7 @@ class TrafficMonitor:
         return [size * 2 * steps_per_sec for size in self.placement.ps_bytes]
 
     def _start(self, event: RunStarted) -> None:
-        self._finish_sampler()
+        self._sampler.cancel()
         self._run_dir = event.run_dir
         self._global_step = 0
         self.placement = None
@@ -344,10 +344,10 @@ class TrafficMonitor:
         self._ps_names = set(ports.values())
         self._meter = TrafficMeter(ports)
         if self._hosts:
-            self._task = asyncio.ensure_future(self._sample_forever())
+            self._sampler.start(self._sample_forever)
 
     def _finish(self) -> None:
-        self._finish_sampler()
+        self._sampler.cancel()
         self.summary = summarise(self.samples, self.placement)
         if self._run_dir is not None and self._run_dir.is_dir():
             record = {"summary": asdict(self.summary) if self.summary else None,
@@ -355,18 +355,9 @@ class TrafficMonitor:
             (self._run_dir / TRAFFIC_SUMMARY).write_text(json.dumps(record, indent=2) + "\n",
                                                          encoding="utf-8")
 
-    def _finish_sampler(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-
     async def close(self) -> None:
         """Stop sampling (idempotent)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._sampler.close()
 
     async def _sample_forever(self) -> None:
         loop = asyncio.get_running_loop()

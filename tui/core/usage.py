@@ -8,13 +8,13 @@ monitor's); nothing is written to the run directory."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from tui.config.cluster import ClusterConfig, HostSpec
+from tui.core.background import Background
 from tui.core.events import ControllerEvent, RunFinished, RunStarted, TaskStateChanged
 from tui.core.supervisor.busy import CLOCK_TICKS, STAT_ARGV
 from tui.launch.base import LaunchError
@@ -78,7 +78,7 @@ class UsageMonitor:
         self._hosts: dict[str, str] = {}  # task -> host name
         self._groups: dict[str, int] = {}  # task -> process group (its pid: a session leader)
         self._ticks: dict[str, tuple[float, int]] = {}  # task -> (time, ticks) of the last read
-        self._task: asyncio.Task[None] | None = None
+        self._sampler = Background()
         self.latest: UsageSample | None = None
 
     def handle(self, event: ControllerEvent) -> None:
@@ -88,8 +88,8 @@ class UsageMonitor:
             self._groups.clear()
             self._ticks.clear()
             self.latest = None
-            if self._task is None or self._task.done():
-                self._task = asyncio.ensure_future(self._sample_forever())
+            if not self._sampler.running:
+                self._sampler.start(self._sample_forever)
         elif isinstance(event, TaskStateChanged):
             if event.new.is_active and event.pid is not None:
                 if self._groups.get(event.task) != event.pid:
@@ -98,19 +98,11 @@ class UsageMonitor:
             elif not event.new.is_active:
                 self._groups.pop(event.task, None)
         elif isinstance(event, RunFinished):
-            self._stop()
-
-    def _stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+            self._sampler.cancel()
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """Stop sampling (idempotent)."""
+        await self._sampler.close()
 
     async def _sample_forever(self) -> None:
         while True:
