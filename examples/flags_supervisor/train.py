@@ -113,14 +113,22 @@ def main() -> None:
     start = time.time()
     local_step = 0
     step = 0
-    while not sv.should_stop() and step < args.train_steps:
-        chosen = rng.integers(0, len(labels), args.batch_size)
-        _, step, loss_value = sess.run([train_op, global_step, loss],
-                                       feed_dict={x: images[chosen], y: labels[chosen]})
-        local_step += 1
-        if local_step % 100 == 0:
-            print(f"Worker {args.task_index}: step {local_step} done "
-                  f"(global step: {step}), loss {loss_value:.4f}")
+    try:
+        while not sv.should_stop() and step < args.train_steps:
+            chosen = rng.integers(0, len(labels), args.batch_size)
+            _, step, loss_value = sess.run([train_op, global_step, loss],
+                                           feed_dict={x: images[chosen], y: labels[chosen]})
+            local_step += 1
+            if local_step % 100 == 0:
+                print(f"Worker {args.task_index}: step {local_step} done "
+                      f"(global step: {step}), loss {loss_value:.4f}")
+    except tf.errors.OutOfRangeError:
+        # Sync mode: the step read with the last update can be the one before it, so a
+        # non-chief may start one more step and wait for a token; the chief's sv.stop()
+        # closes the token queue under it. Training is over, not failed.
+        if not (sync and not is_chief):
+            raise
+        print(f"Worker {args.task_index}: the chief closed the sync token queue")
     elapsed = time.time() - start
     print(f"Worker {args.task_index}: training finished in {elapsed:.1f} s")
     final = sess.run(accuracy, feed_dict={x: images, y: labels})

@@ -46,8 +46,13 @@ def assert_placement(task: Task, partitions: int) -> protocol.Placement:
 
 def test_tf_config_example_async_under_the_shim() -> None:
     """TF_CONFIG + MonitoredTrainingSession, async, 2 partitions: every event, a non-chief
-    stepping long before SessionManager's 30 s poll, and a ps that exits 0 on ``end``."""
-    steps = 150
+    stepping long before SessionManager's 30 s poll, and a ps that exits 0 on ``end``.
+
+    Enough steps that the chief cannot finish before the other worker has its session: a
+    non-chief still creating its session when the chief exits waits for it forever (no
+    device filters in this program; the controller ends such a worker, see
+    tests/program/test_after_the_target.py)."""
+    steps = 3000
     cluster = LocalCluster(1, 2, [f"--steps={steps}", "--sync=false", "--partitions=2"],
                            program=EXAMPLES / "tf_config_monitored" / "train.py")
     cluster.watch_exits()
