@@ -41,18 +41,22 @@ class PipeResult:
     cpu_seconds: float    # the controller's CPU over the flood
     wall_seconds: float
     missing: int          # lines not in the run directory
+    longest_block: float  # seconds: the longest any task took for BLOCK lines
+    baseline_block: float  # the same, into a file
 
     def row(self) -> str:
         per_second = self.cpu_seconds / max(self.wall_seconds, 1e-9)
         per_lines = self.cpu_seconds / max(self.lines * self.tasks, 1) * 100_000
         return (f"| {self.front_end} | {self.tasks} | {self.lines * self.tasks:,} | {self.task_rate:,.0f} | "
                 f"{self.total_rate:,.0f} | {self.task_rate / self.baseline_rate:.3f} | "
-                f"{per_second:.2f} | {per_lines:.2f} | {self.missing} |")
+                f"{per_second:.2f} | {per_lines:.2f} | {self.longest_block * 1000:.0f} "
+                f"({self.baseline_block * 1000:.0f}) | {self.missing} |")
 
 
 HEADER = ("| front end | tasks | lines | lines/s per task | lines/s in all | per task / into a file | "
-          "controller CPU s/s | CPU s per 100k lines | lines missing from the run dir |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+          "controller CPU s/s | CPU s per 100k lines | longest 10,000 lines, ms (into a file) | "
+          "lines missing from the run dir |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
 
 
 def hosts(folder: Path, tasks: int, lines: int) -> Path:
@@ -65,19 +69,26 @@ def hosts(folder: Path, tasks: int, lines: int) -> Path:
     return path
 
 
-def baseline(folder: Path, lines: int) -> float:
-    """Lines/s of the task program into a file (no controller)."""
+def baseline(folder: Path, lines: int) -> tuple[float, float]:
+    """Lines/s of the task program into a file (no controller), and its longest block."""
     times = folder / "baseline"
     subprocess.run([sys.executable, str(TASK), "worker", "0", "--lines", str(lines), "--times", str(times),
                     "--to", str(folder / "baseline.out")], check=True)
-    took = json.loads((times / "worker0.json").read_text())["seconds"]
+    record = json.loads((times / "worker0.json").read_text())
     (folder / "baseline.out").unlink()
-    return lines / took
+    return lines / record["seconds"], record["longest_block"]
+
+
+def task_records(folder: Path) -> list[dict[str, float]]:
+    return [json.loads(p.read_text()) for p in sorted((folder / "times").glob("worker*.json"))]
 
 
 def task_rates(folder: Path) -> list[float]:
-    return [json.loads(p.read_text())["lines"] / json.loads(p.read_text())["seconds"]
-            for p in sorted((folder / "times").glob("worker*.json"))]
+    return [record["lines"] / record["seconds"] for record in task_records(folder)]
+
+
+def longest_block(folder: Path) -> float:
+    return max(record["longest_block"] for record in task_records(folder))
 
 
 def missing(folder: Path, tasks: int, lines: int) -> int:
@@ -94,7 +105,7 @@ def flooding(folder: Path) -> bool:
     return any((folder / "runs").glob("*/logs/worker*.log"))
 
 
-def headless(folder: Path, tasks: int, lines: int, base: float) -> PipeResult:
+def headless(folder: Path, tasks: int, lines: int, base: tuple[float, float]) -> PipeResult:
     """The controller's CPU and wall time are counted from the first flooded line to its
     exit: its own start-up (imports, preflight) is not the pipe's cost."""
     with (folder / "controller.out").open("w") as out:
@@ -114,11 +125,11 @@ def headless(folder: Path, tasks: int, lines: int, base: float) -> PipeResult:
         wall = time.perf_counter() - (began or time.perf_counter())
         cpu -= cpu_began
     rates = task_rates(folder)
-    return PipeResult("--no-ui", tasks, lines, sorted(rates)[len(rates) // 2], sum(rates), base, cpu, wall,
-                      missing(folder, tasks, lines))
+    return PipeResult("--no-ui", tasks, lines, sorted(rates)[len(rates) // 2], sum(rates), base[0], cpu, wall,
+                      missing(folder, tasks, lines), longest_block(folder), base[1])
 
 
-async def app(folder: Path, tasks: int, lines: int, base: float) -> PipeResult:
+async def app(folder: Path, tasks: int, lines: int, base: tuple[float, float]) -> PipeResult:
     from tui.app.app import TfdistApp
     from tui.config.load import load_config
     from tui.core.options import RunOptions
@@ -138,8 +149,8 @@ async def app(folder: Path, tasks: int, lines: int, base: float) -> PipeResult:
         while textual_app.is_running:
             await pilot.pause(0.1)
     rates = task_rates(folder)
-    return PipeResult("app", tasks, lines, sorted(rates)[len(rates) // 2], sum(rates), base, cpu, wall,
-                      missing(folder, tasks, lines))
+    return PipeResult("app", tasks, lines, sorted(rates)[len(rates) // 2], sum(rates), base[0], cpu, wall,
+                      missing(folder, tasks, lines), longest_block(folder), base[1])
 
 
 def main(argv: list[str] | None = None) -> int:

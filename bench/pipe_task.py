@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 LINE = "x" * 80
+#: Lines timed together: the longest such block is how long the writer was blocked at worst.
+BLOCK = 10_000
 
 
 def main() -> None:
@@ -25,13 +27,17 @@ def main() -> None:
     if args.job == "ps":
         return
     out = args.to.open("w") if args.to else sys.stdout
-    start = time.perf_counter()
+    start = last = time.perf_counter()
+    longest = 0.0  # the longest time BLOCK lines took: how long the writer was held up
     for n in range(args.lines):
         out.write(f"{args.index:02d} {n:012d} {LINE}\n")  # 100 bytes with the newline
+        if n % BLOCK == BLOCK - 1:
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
     out.flush()
     took = time.perf_counter() - start
     args.times.mkdir(parents=True, exist_ok=True)
-    record = json.dumps({"lines": args.lines, "seconds": took})
+    record = json.dumps({"lines": args.lines, "seconds": took, "longest_block": longest})
     (args.times / f"{args.job}{args.index}.json").write_text(record)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
+from tui.config.load import load_config
 from tui.core.events import (
     RunOutcome,
     RunStarted,
@@ -54,22 +56,34 @@ def printed(*events: object, colour: bool = False) -> str:
 
 def test_output_is_prefixed_per_task_and_cleaned() -> None:
     text = printed(started(),
-                   TaskOutput(task="worker1", stream=Stream.STDERR, text="\x1b[31mred\x1b[0m\x07 done"),
-                   TaskOutput(task="ps0", stream=Stream.STDOUT, text='{"event":"ready"}', is_event=True))
+                   TaskOutput(task="worker1", stream=Stream.STDERR, lines=("\x1b[31mred\x1b[0m\x07 done",)),
+                   TaskOutput.line("ps0", '{"event":"ready"}', is_event=True))
     lines = text.splitlines()
     assert lines[0] == "tfdist  | run r1: ps localhost:2222; workers localhost:2223, localhost:2224"
     assert lines[-1] == "worker1 | red done"
     assert '{"event"' not in text
 
 
+def test_a_batch_of_lines_is_printed_line_by_line_each_made_inert() -> None:
+    """A read of many lines is one event: every shown line gets its prefix, an event line is
+    left out, and one line's unterminated escape does not swallow the lines after it."""
+    batch = TaskOutput(task="worker0", stream=Stream.STDOUT,
+                       lines=("one", "\x1b]52;c;c2VjcmV0 no terminator", '{"event":"ready"}',
+                              "three \x9b2J\u202e", "x" * 5000), events=frozenset({2}))
+    lines = [line for line in printed(started(), batch).splitlines() if line.startswith("worker0")]
+    assert lines[:3] == ["worker0 | one", "worker0 | ", "worker0 | three "]
+    assert lines[3].startswith("worker0 | xxx") and lines[3].endswith("more characters in logs/worker0.log)")
+    assert len(lines) == 4
+
+
 def test_colour_only_when_asked() -> None:
-    line = TaskOutput(task="ps0", stream=Stream.STDOUT, text="hi")
+    line = TaskOutput(task="ps0", stream=Stream.STDOUT, lines=("hi",))
     assert "\x1b[" not in printed(started(), line)
     assert "\x1b[36mps0     |\x1b[0m hi" in printed(started(), line, colour=True)
 
 
 def test_a_huge_line_is_cut_on_screen() -> None:
-    text = printed(started(), TaskOutput(task="ps0", stream=Stream.STDOUT, text="x" * 10_000))
+    text = printed(started(), TaskOutput(task="ps0", stream=Stream.STDOUT, lines=("x" * 10_000,)))
     assert "... (6000 more characters in logs/ps0.log)" in text
 
 
@@ -150,8 +164,8 @@ def test_json_printer_prints_every_event_once() -> None:
     out = io.StringIO()
     printer = JsonPrinter(out)
     printer.handle(started())
-    printer.handle(TaskOutput(task="ps0", stream=Stream.STDOUT, text="plain"))
-    printer.handle(TaskOutput(task="ps0", stream=Stream.STDOUT, text="{}", is_event=True))
+    printer.handle(TaskOutput(task="ps0", stream=Stream.STDOUT, lines=("plain",)))
+    printer.handle(TaskOutput(task="ps0", stream=Stream.STDOUT, lines=("{}",), events=frozenset({0})))
     printer.handle(TrainerEvent(task="worker0", event=placement()))
     kinds = [json.loads(line)["type"] for line in out.getvalue().splitlines()]
     assert kinds == ["run_started", "task_output", "trainer_event"]
@@ -289,3 +303,39 @@ def test_start_up_lines_show_each_tasks_share_of_its_host() -> None:
                               settings=TrainingSettings(steps=100), t=0.0))
     assert "tfdist  | shares: ps0 1 core; worker0 4 cores (8 threads), GPU 0,1\n" in text
     assert "shares:" not in printed(started())  # planned without shares: no line
+
+
+FLOOD_LINES = 300_000
+
+FLOODER = f"""
+import sys
+if sys.argv[1] == "worker":
+    for n in range({FLOOD_LINES}):
+        sys.stdout.write(f"line {{n:07d}} " + "x" * 80 + "\\n")
+        if n == 1000:
+            sys.stdout.write("\\x1b]52;c;c2VjcmV0\\x07clipboard\\n")
+            sys.stderr.write("from stderr\\n")
+"""
+
+
+async def test_a_flooding_task_loses_no_line_on_screen_or_in_its_log(tmp_path: Path) -> None:
+    """A task printing as fast as it can: every line reaches the run directory's log and the
+    screen, in order, the escape sequence in it inert, and the run ends as it should."""
+    program = tmp_path / "flood.py"
+    program.write_text(FLOODER)
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(f"program:\n  command: {sys.executable} {program} {{job}}\n  shim: false\n"
+                     "cluster: {ps: [localhost:auto], worker: [localhost:auto]}\n")
+    out = io.StringIO()
+    code = await run_headless(RunOptions(config=load_config(hosts), runs_root=tmp_path / "runs"),
+                              out=out, err=out, handle_signals=False)
+    assert code is ExitCode.OK, out.getvalue()[-2000:]
+    expected = [f"line {n:07d} " + "x" * 80 for n in range(FLOOD_LINES)]
+    shown = [line.removeprefix("worker0 | ") for line in out.getvalue().splitlines()
+             if line.startswith("worker0 | line ")]
+    assert shown == expected
+    assert "worker0 | clipboard" in out.getvalue() and "\x1b]" not in out.getvalue()
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    log = (run_dir / "logs" / "worker0.log").read_text().splitlines()
+    assert [line.split(" out | ", 1)[1] for line in log if " out | line " in line] == expected
+    assert any(line.endswith(" err | from stderr") for line in log)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TextIO, cast
 
 from trainer import protocol
@@ -91,9 +92,9 @@ class Printer:
         if isinstance(event, RunStarted):
             self._run_started(event)
         elif isinstance(event, TaskOutput):
-            if not event.is_event and not event.noise:
-                self._out.write(f"{self._prefix(event.task)} {_display(event.text, event.task)}\n")
-            self._flush_soon()  # a flood: one flush per batch of lines, not a write(2) each
+            if shown := event.shown():
+                self._out.write(_display_lines(f"{self._prefix(event.task)} ", shown, event.task))
+            self._flush_soon()  # a flood: one flush per turn of the loop, not a write(2) a batch
             return
         elif isinstance(event, TaskStateChanged):
             self._state(event)
@@ -247,9 +248,13 @@ class JsonPrinter:
         self._out = out
 
     def handle(self, event: ControllerEvent) -> None:
-        if isinstance(event, ProgressUpdate) or (isinstance(event, TaskOutput) and event.is_event):
-            return  # (progress is derived from the trainer events, printed already)
-        self._out.write(to_json(event) + "\n")
+        if isinstance(event, ProgressUpdate):
+            return  # (derived from the trainer events, printed already)
+        if isinstance(event, TaskOutput):
+            self._out.write("".join(json.dumps(record, separators=(",", ":")) + "\n"
+                                    for record in event.records() if not record["is_event"]))
+        else:
+            self._out.write(to_json(event) + "\n")
         self._out.flush()
 
     def progress_line(self) -> None:
@@ -265,6 +270,14 @@ def _rate(snap: ProgressSnapshot) -> str:
     if snap.steps_per_sec:
         return f"{snap.steps_per_sec:.1f} steps/s  "
     return ""
+
+
+def _display_lines(head: str, lines: Sequence[str], task: str) -> str:
+    """Lines of a task's output for the terminal, each behind ``head``: made inert (and an
+    over-long one cut) in one pass over them all, not a call per line."""
+    if max(map(len, lines)) > DISPLAY_LINE_CHARS:
+        return "".join(f"{head}{_display(line, task)}\n" for line in lines)
+    return head + inert("\n".join(lines), newlines=True).replace("\n", f"\n{head}") + "\n"
 
 
 def _display(text: str, task: str) -> str:

@@ -87,7 +87,7 @@ def running_history(settings: TrainingSettings) -> list[ControllerEvent]:
                                        pid=1000 + i, t=T0 + 1))
         events.append(TaskStateChanged(task=info.name, old=TaskState.STARTING, new=TaskState.RUNNING,
                                        pid=1000 + i, t=T0 + 4))
-        events.append(TaskOutput(task=info.name, stream=Stream.STDOUT, text=f"{info.name} listening",
+        events.append(TaskOutput(task=info.name, stream=Stream.STDOUT, lines=(f"{info.name} listening",),
                                  t=T0 + 4))
     events.append(TrainerEvent(task="worker0", event=placement(), t=T0 + 5))
     for step in range(1, 31):
@@ -97,7 +97,7 @@ def running_history(settings: TrainingSettings) -> list[ControllerEvent]:
                 role="worker", index=index, t=T0 + 5 + step, global_step=40 * step,
                 local_step=20 * step, loss=2.3 / (1 + step / 5), examples_per_sec=rate,
                 step_time=0.012, target=3000)))
-            events.append(TaskOutput(task=w, stream=Stream.STDOUT, text=f"{w} step {40 * step}",
+            events.append(TaskOutput(task=w, stream=Stream.STDOUT, lines=(f"{w} step {40 * step}",),
                                      t=T0 + 5 + step))
     return with_progress(events)
 
@@ -105,7 +105,7 @@ def running_history(settings: TrainingSettings) -> list[ControllerEvent]:
 def failed_history(settings: TrainingSettings) -> list[ControllerEvent]:
     events = running_history(settings)
     events.append(TaskOutput(task="worker1", stream=Stream.STDERR,
-                             text="trainer: worker1: UnavailableError: Socket closed", t=T0 + 36))
+                             lines=("trainer: worker1: UnavailableError: Socket closed",), t=T0 + 36))
     events.append(TaskHint(task="worker1", hint=hints.UNAVAILABLE, t=T0 + 36))
     events.append(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.FAILED, pid=1003,
                                    exit_code=1, reason="exited with code 1", t=T0 + 36))

@@ -80,8 +80,8 @@ def test_buffers_are_bounded_and_lines_clipped() -> None:
     d = folded([RunStarted(run_id="r", run_dir=Path("x"), tasks=TASKS,
                            settings=TrainingSettings(), t=T0)])
     for i in range(LOG_LINES_PER_TASK + 500):
-        d.apply(TaskOutput(task="worker0", stream=Stream.STDOUT, text=f"line {i}", t=T0))
-    d.apply(TaskOutput(task="worker1", stream=Stream.STDOUT, text="x" * 10_000, t=T0))
+        d.apply(TaskOutput(task="worker0", stream=Stream.STDOUT, lines=(f"line {i}",), t=T0))
+    d.apply(TaskOutput(task="worker1", stream=Stream.STDOUT, lines=("x" * 10_000,), t=T0))
     assert len(d.logs["worker0"].lines) == LOG_LINES_PER_TASK
     assert d.logs["worker0"].lines[-1] == f"line {LOG_LINES_PER_TASK + 499}"
     assert len(d.merged.lines) <= MERGED_LOG_LINES
@@ -91,7 +91,7 @@ def test_buffers_are_bounded_and_lines_clipped() -> None:
 def test_event_lines_are_shown_described_not_raw() -> None:
     d = folded(running_history(TrainingSettings()))
     raw = protocol.Ready(role="ps", index=0, pid=1, address="localhost:1", tf_version="2.21.0")
-    d.apply(TaskOutput(task="ps0", stream=Stream.STDOUT, text=raw.to_json(), is_event=True, t=T0 + 41))
+    d.apply(TaskOutput.line("ps0", raw.to_json(), is_event=True, t=T0 + 41))
     d.apply(TrainerEvent(task="ps0", event=raw, t=T0 + 41))
     assert raw.to_json() not in d.logs["ps0"].lines
     assert d.logs["ps0"].lines[-1] == "ready on localhost:1 (pid 1, TensorFlow 2.21.0)"

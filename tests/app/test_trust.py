@@ -48,7 +48,7 @@ async def feed(app: TfdistApp, core: ScriptedCore, pilot, events: list[Controlle
 
 
 def lines(task: str, start: int, count: int, t: float) -> list[ControllerEvent]:
-    return [TaskOutput(task=task, stream=Stream.STDOUT, text=f"{task} line {n}", t=t)
+    return [TaskOutput(task=task, stream=Stream.STDOUT, lines=(f"{task} line {n}",), t=t)
             for n in range(start, start + count)]
 
 

@@ -27,6 +27,15 @@ async def test_flood_benchmark_smoke() -> None:
     assert "lines missing from the run directory | 0 of 800" in result.table()
 
 
+def test_pipe_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.pipe import main
+
+    assert main(["--lines", "20000", "--tasks", "1,2"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| --no-ui", "| app"))]
+    assert len(rows) == 4
+    assert all(row.endswith("| 0 |") for row in rows), rows  # no line missing from the run dir
+
+
 def test_placement_benchmark_smoke() -> None:
     from bench.placement import table
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from trainer import protocol
 from tui.launch.lines import LineSplitter, Stream
+from tui.program.base import EventReader
 
 FAST = settings(max_examples=300, deadline=None)
 
@@ -107,14 +108,18 @@ def test_events_between_random_bytes_survive_any_chunking(events: list[protocol.
     stream += b"".join(junk)
     cuts = sorted(data.draw(st.lists(st.integers(min_value=0, max_value=len(stream)), max_size=20)))
     splitter = LineSplitter(Stream.STDOUT, max_line=1 << 16)
-    lines = []
+    batches = []
     start = 0
     for cut in [*cuts, len(stream)]:
-        lines += splitter.feed(stream[start:cut])
+        batches += splitter.feed(stream[start:cut])
         start = cut
-    lines += splitter.finish()
-    parsed = [protocol.parse_event(line.text) for line in lines if not line.partial]
-    found = [e for e in parsed if e is not None]
+    batches += splitter.finish()
+    reader = EventReader()
+    found = []
+    for batch in batches:
+        pieces = {i for i in range(len(batch.lines)) if batch.is_piece(i)}
+        read = reader.read_batch(batch.lines, "\n".join(batch.lines), 0.0, pieces)
+        found += [event for index in sorted(read) for event in read[index]]
     # Junk may itself happen to be a valid event only if it was valid JSON of a known kind:
     # keep only the generated ones' order.
     assert [e for e in found if e in events] == events

@@ -143,7 +143,7 @@ async def test_the_first_hint_of_a_task_is_noticed_once_and_kept_in_its_result(t
     chief.say("CreateSession still waiting for response from worker: /job:ps", Stream.STDERR)
     chief.say("CreateSession still waiting for response from worker: /job:ps", Stream.STDERR)
     # While a peer is still starting, waiting for it is no failure: the hint is held back...
-    await recorder.wait_for(lambda e: isinstance(e, TaskOutput) and "CreateSession" in e.text)
+    await recorder.wait_for(lambda e: isinstance(e, TaskOutput) and "CreateSession" in e.lines[0])
     assert hint_notices(recorder) == []
     chief.exit(1)  # ...and given once the task dies of it
     summary = await supervisor.wait()

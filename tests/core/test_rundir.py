@@ -32,10 +32,10 @@ def test_log_lines_are_marked_by_stream_and_long_lines_by_continuation(tmp_path:
     directory = RunDirectory.create(tmp_path, "r")
     events: list[ControllerEvent] = [
         TaskStateChanged(task="ps0", old=TaskState.PENDING, new=TaskState.STARTING, pid=9, t=0.0),
-        TaskOutput(task="ps0", stream=Stream.STDOUT, text="a" * 10, partial=True, t=0.0),
-        TaskOutput(task="ps0", stream=Stream.STDERR, text="oops", t=0.0),
-        TaskOutput(task="ps0", stream=Stream.STDOUT, text="b" * 3, continued=True, t=0.0),
-        TaskOutput(task="ps0", stream=Stream.STDOUT, text="\x00\udcff after", t=0.0),
+        TaskOutput(task="ps0", stream=Stream.STDOUT, lines=("a" * 10,), partial=True, t=0.0),
+        TaskOutput(task="ps0", stream=Stream.STDERR, lines=("oops",), t=0.0),
+        TaskOutput(task="ps0", stream=Stream.STDOUT, lines=("b" * 3,), continued=True, t=0.0),
+        TaskOutput(task="ps0", stream=Stream.STDOUT, lines=("\x00\udcff after",), t=0.0),
     ]
     for event in events:
         directory.record(event)
@@ -126,7 +126,7 @@ def test_protocol_events_round_trip_through_events_jsonl(tmp_path: Path) -> None
 
 
 def _output(text: str) -> TaskOutput:
-    return TaskOutput(task="worker0", stream=Stream.STDOUT, text=text, t=0.0)
+    return TaskOutput(task="worker0", stream=Stream.STDOUT, lines=(text,), t=0.0)
 
 
 @pytest.mark.asyncio
@@ -179,7 +179,7 @@ def test_summary_json_is_written_atomically(tmp_path: Path) -> None:
 def test_a_flooding_tasks_log_is_capped_with_a_marker(tmp_path: Path) -> None:
     directory = RunDirectory.create(tmp_path, "r", max_log_chars=1000)
     for n in range(50):
-        directory.record(TaskOutput(task="worker0", stream=Stream.STDOUT, text=f"{n:03d} " + "x" * 80, t=0.0))
+        directory.record(TaskOutput.line("worker0", f"{n:03d} " + "x" * 80, t=0.0))
     directory.record(TaskStateChanged(task="worker0", old=TaskState.RUNNING, new=TaskState.SUCCEEDED,
                                       exit_code=0, t=1.0))
     directory.close()

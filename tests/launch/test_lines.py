@@ -8,15 +8,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer import protocol
-from tui.launch.lines import LineSplitter, OutputLine, Stream, read_lines
+from tui.launch.lines import LineSplitter, OutputBatch, OutputLine, Stream, read_lines
+
+
+def split_batches(data: bytes, max_line: int = 1 << 22, chunk: int = 7) -> list[OutputBatch]:
+    splitter = LineSplitter(Stream.STDOUT, max_line)
+    batches: list[OutputBatch] = []
+    for start in range(0, len(data), chunk):
+        batches += splitter.feed(data[start:start + chunk])
+    return batches + splitter.finish()
 
 
 def split(data: bytes, max_line: int = 1 << 22, chunk: int = 7) -> list[OutputLine]:
-    splitter = LineSplitter(Stream.STDOUT, max_line)
-    lines: list[OutputLine] = []
-    for start in range(0, len(data), chunk):
-        lines += splitter.feed(data[start:start + chunk])
-    return lines + splitter.finish()
+    return [line for batch in split_batches(data, max_line, chunk) for line in batch.each()]
 
 
 def texts(lines: list[OutputLine]) -> list[str]:
@@ -60,6 +64,20 @@ def test_pieces_never_split_a_utf8_character() -> None:
     lines = split(text.encode(), max_line=7)
     assert "".join(texts(lines)) == text
     assert "\ufffd" not in "".join(texts(lines))
+
+
+def test_one_read_of_many_lines_is_one_batch() -> None:
+    data = b"".join(b"%03d\n" % n for n in range(500))
+    (batch,) = split_batches(data, chunk=len(data))
+    assert batch.lines == tuple(f"{n:03d}" for n in range(500))
+    assert not batch.continued and not batch.partial
+
+
+def test_a_piece_of_an_over_long_line_only_ends_or_starts_a_batch() -> None:
+    batches = split_batches(b"ab\n" + b"x" * 25 + b"\nshort\n", max_line=10, chunk=1000)
+    assert [(b.lines, b.continued, b.partial) for b in batches] == [
+        (("ab", "x" * 10), False, True), (("x" * 10,), True, True), (("x" * 5, "short"), True, False)]
+    assert [b.is_piece(i) for b in batches for i in range(len(b.lines))] == [False, True, True, True, False]
 
 
 def test_events_are_parsed_from_lines() -> None:

@@ -17,6 +17,7 @@ from tui.launch.base import LaunchError
 from tui.launch.lines import OutputLine
 from tui.launch.local import LocalLauncher, LocalTask
 from tui.launch.local_ports import port_is_free
+from tui.launch.streams import each_line
 
 LOCAL = HostSpec(name="localhost", address="localhost")
 TASK = TaskSpec(job=Job.WORKER, index=0, host="localhost", port=None)
@@ -25,7 +26,7 @@ TASK = TaskSpec(job=Job.WORKER, index=0, host="localhost", port=None)
 async def run_script(script: str, env: dict[str, str] | None = None) -> tuple[LocalTask, list[OutputLine]]:
     task = await LocalLauncher().start(TASK, LOCAL, [sys.executable, "-c", textwrap.dedent(script)],
                                        env or {}, None)
-    lines = [line async for line in task.output()]
+    lines = [line async for line in each_line(task.output())]
     await task.wait()
     return task, lines
 
@@ -86,7 +87,7 @@ async def test_terminate_signals_the_whole_process_group() -> None:
     """)], {}, None)
     assert task.pid is not None
     assert os.getpgid(task.pid) == task.pid  # its own group
-    output = task.output()
+    output = each_line(task.output())
     child_pid = int((await anext(output)).text)
     await task.terminate()
     assert await task.wait() == -15
@@ -102,7 +103,7 @@ async def test_closing_stdin_is_seen_as_eof_by_the_task() -> None:
         sys.stdin.read()
         print("stdin closed", flush=True)
     """)], {}, None)
-    output = task.output()
+    output = each_line(task.output())
     assert (await anext(output)).text == "ready"
     await task.terminate()  # SIGTERM is ignored: only the EOF stops it
     assert (await anext(output)).text == "stdin closed"
@@ -118,7 +119,7 @@ async def test_kill_ends_a_task_that_ignores_everything_else() -> None:
         while True:
             time.sleep(1)
     """)], {}, None)
-    output = task.output()
+    output = each_line(task.output())
     await anext(output)
     await task.kill()
     assert await task.wait() == -9

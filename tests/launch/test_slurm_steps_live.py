@@ -14,6 +14,7 @@ from tests.support.slurm_helpers import our_jobs, slurm_hosts, wait_no_jobs
 from tui.config.load import load_config
 from tui.launch.lines import Stream
 from tui.launch.slurm import SlurmLauncher
+from tui.launch.streams import each_line
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(90)]
 
@@ -36,7 +37,7 @@ async def test_steps_in_one_allocation_kept_until_close(slurm: SlurmCluster, tmp
         assert len(our_jobs(slurm)) == 1
         placed = first.placement["worker0"]
         task = await launcher.start(config.tasks[1], placed, [sys.executable, "-c", PROGRAM], {}, None)
-        lines = task.output()
+        lines = each_line(task.output())
         seen = {(await anext(lines)).stream, (await anext(lines)).stream}
         assert seen == {Stream.STDOUT, Stream.STDERR}
         await task.terminate()

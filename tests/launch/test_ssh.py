@@ -37,6 +37,7 @@ from tui.launch.owner import RUN_ID_ENV
 from tui.launch.remote_command import RemoteCommand
 from tui.launch.router import Router
 from tui.launch.ssh import SSHLauncher
+from tui.launch.streams import each_line
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -86,7 +87,7 @@ async def test_a_task_streams_takes_stdin_and_stops_with_its_group(sshd: SshServ
         assert remote.cwd() == str(tmp_path / "work")
         await process.send("go")
         lines: list[OutputLine] = []
-        output = process.output()
+        output = each_line(process.output())
         async for line in output:
             lines.append(line)
             if line.text == "got go":
@@ -112,7 +113,7 @@ async def test_kill_ends_a_task_that_ignores_sigterm(sshd: SshServer, tmp_path: 
             "time.sleep(60)\n")
     async with launcher(sshd) as ssh:
         process = await ssh.start(task(), host, python(code), {"PYTHONUNBUFFERED": "1"}, None)
-        lines = process.output()
+        lines = each_line(process.output())
         assert (await anext(lines)).text == "ready"
         await process.terminate()
         with pytest.raises(TimeoutError):
@@ -149,7 +150,8 @@ async def test_no_value_reaches_the_remote_shell_unquoted(sshd: SshServer, tmp_p
     code = "import os, sys, time; print(os.environ['T_VALUE']); sys.stdout.flush(); sys.stdin.read()"
     async with launcher(sshd) as ssh:
         process = await ssh.start(task(), host, python(code), dict(host.env), host.workdir)
-        first = await anext(process.output())  # python runs now: its /proc entry shows its environment
+        # python runs now: its /proc entry shows its environment
+        first = await anext(each_line(process.output()))
         assert first.text == value
         assert read_environ(process.pid)["T_VALUE"] == value
         assert psutil.Process(process.pid).cwd() == str(workdir)
@@ -224,7 +226,7 @@ async def test_port_checks_and_reservations_happen_on_the_host(sshd: SshServer, 
             # A start waits until the release took effect, so the task can bind the port.
             code = f"import socket; s = socket.socket(); s.bind(('0.0.0.0', {ports[0]})); print('bound')"
             process = await ssh.start(task(), host, python(code), {"PYTHONUNBUFFERED": "1"}, None)
-            assert [line.text async for line in process.output()] == ["bound"]
+            assert [line.text async for line in each_line(process.output())] == ["bound"]
             assert await process.wait() == 0
             for reservation in held:
                 reservation.release()
@@ -317,7 +319,7 @@ async def test_killing_the_sshd_side_ends_the_task(sshd: SshServer, tmp_path: Pa
     code = "import sys; print('up', flush=True); sys.stdin.read()"
     async with launcher(sshd) as ssh:
         process = await ssh.start(task(), host, python(code), {}, None)
-        assert (await anext(process.output())).text == "up"
+        assert (await anext(each_line(process.output()))).text == "up"
         remote = psutil.Process(process.pid)
         session = remote.parent()
         assert session is not None and session.name().startswith("sshd")

@@ -15,6 +15,7 @@ from pathlib import Path
 from trainer.shim import BOOTSTRAP
 from tui.config.cluster import HostSpec, Job, TaskSpec
 from tui.launch.local import LocalLauncher, LocalTask
+from tui.launch.streams import each_line
 from tui.launch.warm import WarmTask, servable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,7 +70,7 @@ async def test_a_pool_killed_mid_run_takes_its_task_and_later_tasks_start_cold(t
     try:
         task = await launcher.start(TASK, LOCAL, argv, ENV, str(tmp_path))
         assert isinstance(task, WarmTask)
-        output = task.output()
+        output = each_line(task.output())
         assert (await anext(output)).text == "up"
         pools = launcher.warm_pools
         assert pools is not None and pools.pools[0].pid is not None

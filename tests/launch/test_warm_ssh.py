@@ -19,6 +19,7 @@ from tests.launch.test_warm_local import wait_gone
 from tests.support.ssh import SshServer, describe, kill, read_environ, task, wait_nothing_left
 from tests.support.sshd import sshd  # noqa: F401 (the session's sshd fixture)
 from tui.launch.ssh import SSHLauncher
+from tui.launch.streams import each_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -35,14 +36,14 @@ async def test_a_remote_warm_task_is_the_real_task(sshd: SshServer, tmp_path: Pa
         argv = [host.interpreter, "-m", "trainer.shim", str(script), "0", "7"]
         process = await launcher.start(task(), host, argv, {"T_VALUE": "x y"}, host.workdir)
         assert getattr(process, "warm", False), getattr(process, "launch_notice", "")
-        lines = [line.text async for line in process.output() if not line.text.startswith("{")]
+        lines = [line.text async for line in each_line(process.output()) if not line.text.startswith("{")]
         assert lines[0] == f"up {process.pid}"  # the pid the controller signals is the task's
         assert await process.wait() == 7
 
         argv = [host.interpreter, "-m", "trainer.shim", str(script), "60", "0"]
         process = await launcher.start(task(), host, argv, {"T_VALUE": "x y"}, host.workdir)
         assert getattr(process, "warm", False)
-        assert (await anext(process.output())).text == f"up {process.pid}"
+        assert (await anext(each_line(process.output()))).text == f"up {process.pid}"
         assert read_environ(process.pid)["T_VALUE"] == "x y"
         assert os.getpgid(process.pid) == process.pid
         await process.kill()

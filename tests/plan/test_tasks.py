@@ -101,7 +101,7 @@ def test_records_are_json_with_a_type_and_plain_values() -> None:
     records = [
         to_record(TaskStateChanged(task="ps0", old=TaskState.STARTING, new=TaskState.FAILED,
                                    pid=7, exit_code=2, reason="exited with code 2", t=1.0)),
-        to_record(TaskOutput(task="ps0", stream=Stream.STDERR, text="\x1b[1mhi\x00", t=1.0)),
+        next(TaskOutput(task="ps0", stream=Stream.STDERR, lines=("\x1b[1mhi\x00",), t=1.0).records()),
         to_record(TrainerEvent(task="worker1", event=step, t=2.0)),
         to_record(Notice(level=Level.WARNING, text="careful", t=3.0)),
     ]

@@ -16,7 +16,7 @@ from tui.config.cluster import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.core.events import ControllerEvent, TaskStateChanged
 from tui.core.task_state import TaskState
 from tui.launch.base import ConnectReport, PortProblem, PortReservation
-from tui.launch.lines import OutputLine, Stream
+from tui.launch.lines import OutputBatch, Stream
 
 
 class FakeClock:
@@ -72,7 +72,7 @@ class FakeProcess:
         self.argv = tuple(argv)
         self.env = dict(env)
         self._pid = pid
-        self._lines: asyncio.Queue[OutputLine | None] = asyncio.Queue()
+        self._lines: asyncio.Queue[OutputBatch | None] = asyncio.Queue()
         self._exit: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.terminated = 0
         self.killed = 0
@@ -82,12 +82,12 @@ class FakeProcess:
     def pid(self) -> int | None:
         return self._pid
 
-    async def output(self) -> AsyncIterator[OutputLine]:
+    async def output(self) -> AsyncIterator[OutputBatch]:
         while True:
-            line = await self._lines.get()
-            if line is None:
+            batch = await self._lines.get()
+            if batch is None:
                 return
-            yield line
+            yield batch
 
     async def wait(self) -> int:
         return await asyncio.shield(self._exit)
@@ -110,7 +110,11 @@ class FakeProcess:
     # -- scripting --
 
     def say(self, text: str, stream: Stream = Stream.STDOUT) -> None:
-        self._lines.put_nowait(OutputLine(stream, text))
+        self._lines.put_nowait(OutputBatch(stream, (text,)))
+
+    def say_lines(self, texts: list[str], stream: Stream = Stream.STDOUT) -> None:
+        """Several lines as one read of the task's pipe delivers them."""
+        self._lines.put_nowait(OutputBatch(stream, tuple(texts)))
 
     def emit(self, event: protocol.Event) -> None:
         self.say(event.to_json())

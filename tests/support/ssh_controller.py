@@ -14,6 +14,7 @@ from tui.config.cluster import HostSpec, Job, TaskSpec
 from tui.launch.lines import Stream
 from tui.launch.owner import RUN_ID_ENV
 from tui.launch.ssh import SSHLauncher
+from tui.launch.streams import each_line
 from tui.plan.tasks import HOLD_FLAG
 from tui.program.trainer import TRAINER_ARGV
 
@@ -30,7 +31,7 @@ async def main(entry: dict[str, object], run_id: str) -> None:
     argv = [spec.interpreter, *TRAINER_ARGV, HOLD_FLAG, "--steps", "30", "--hidden-units", "16"]
     env = {"TF_CONFIG": json.dumps(tf_config), "PYTHONUNBUFFERED": "1", RUN_ID_ENV: run_id}
     process = await launcher.start(TaskSpec(Job.WORKER, 0, "remote", None), spec, argv, env, spec.workdir)
-    async for line in process.output():
+    async for line in each_line(process.output()):
         event = protocol.parse_event(line.text) if line.stream is Stream.STDOUT else None
         if isinstance(event, protocol.Loaded):
             print(f"loaded {process.pid}", flush=True)

@@ -67,11 +67,12 @@ class CoreBridge:
     def _sink(self, event: Happening) -> None:
         is_output = isinstance(event, TaskOutput)
         with self._lock:
-            if is_output:
+            if isinstance(event, TaskOutput):
+                lines = len(event.lines)
                 if self._pending_output >= MAX_PENDING_OUTPUT:
-                    self._dropped += 1
+                    self._dropped += lines
                     return
-                self._pending_output += 1
+                self._pending_output += lines
             self._inbox.append(event)
         if self._on_event is not None and not is_output:
             self._on_event()

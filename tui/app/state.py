@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from trainer import protocol
@@ -87,6 +87,11 @@ class TaskLog:
     def add(self, text: str) -> None:
         self.lines.append(text)
         self.unseen.append(text)
+
+    def extend(self, texts: Sequence[str]) -> None:
+        """Add several lines (a batch of output: only the last ones stay if they are many)."""
+        self.lines.extend(texts)
+        self.unseen.extend(texts)
 
     def take_unseen(self) -> list[str]:
         taken = list(self.unseen)
@@ -215,9 +220,15 @@ class Dashboard:
         row = self.rows.get(event.task)
         if row is not None:
             row.last_output = event.t
-        if event.is_event or event.noise:
-            return  # shown in its described form by _trainer_event; noise only in the log
-        self._add_line(event.task, event.text)
+        # Event lines are shown in their described form by _trainer_event; noise only in the log.
+        shown = event.shown()
+        if not shown:
+            return
+        # Only what a pane can keep is made inert and stored (a flood's batch can be longer).
+        shown = shown[-self.merged.lines.maxlen:] if self.merged.lines.maxlen else shown
+        texts = [_fitted(line) for line in inert("\n".join(shown), newlines=True).split("\n")]
+        self.logs.setdefault(event.task, TaskLog()).extend(texts)
+        self.merged.extend([f"{event.task:<8}| {text}" for text in texts])
 
     def _trainer_event(self, task: str, event: protocol.Event, t: float) -> None:
         row = self.rows.get(task)
@@ -240,9 +251,7 @@ class Dashboard:
     def _add_line(self, task: str, text: str) -> None:
         # Task output, event fields, hints and reasons are the tasks' words: Textual's Log
         # would pass their escape sequences to the terminal (an OSC 52 writes the clipboard).
-        text = inert(text)
-        if len(text) > MAX_LINE_CHARS:
-            text = text[:MAX_LINE_CHARS] + "…"
+        text = _fitted(inert(text))
         self.logs.setdefault(task, TaskLog()).add(text)
         self.merged.add(f"{task:<8}| {text}")
 
@@ -310,3 +319,8 @@ class Dashboard:
     @property
     def active_tasks(self) -> list[str]:
         return [name for name, row in self.rows.items() if row.state.is_active]
+
+
+def _fitted(text: str) -> str:
+    """``text`` cut to what a pane shows of a line."""
+    return text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS] + "…"

@@ -20,11 +20,12 @@ __all__ = ["inert", "is_inert", "without_sequences"]
 # Sequences removed whole, so that their parameters do not show up as junk: CSI (ESC [ or
 # U+009B, parameters, intermediates, one final byte), the string commands OSC, DCS, SOS, PM
 # and APC (ESC ] P X ^ _, or U+009D 90 98 9E 9F) up to their terminator (BEL, ESC \, U+009C)
-# or, unterminated, to the end of the text (a terminal would swallow the rest too), and the
+# or, unterminated, to the end of the line (a terminal would swallow more; what is left is
+# inert either way, and one line's junk must not hide the next lines), and the
 # two-character escapes (ESC followed by one character).
 _SEQUENCES = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
-    r"|(?:\x1b[\]PX^_]|[\x9d\x90\x98\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|(?:\x1b[\]PX^_]|[\x9d\x90\x98\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[\x20-\x7e]?"
 )
 

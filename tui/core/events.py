@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -60,21 +61,49 @@ class TaskStateChanged:
 
 @dataclass(frozen=True, kw_only=True)
 class TaskOutput:
-    """One line a task printed (decoded with replacement characters, no newline).
+    """Lines a task printed on one stream, in order (decoded with replacement characters,
+    without newlines): the lines one read of its pipe completed, up to and including the
+    next protocol event line, so that a flood costs every subscriber one event per read, not
+    one per line, and each event's :class:`TrainerEvent` follows the lines before it.
 
-    ``is_event`` marks lines that were protocol events (also published as
-    :class:`TrainerEvent`); ``partial`` marks a piece of an over-long line whose rest follows
-    in the next TaskOutput of the same stream, ``continued`` a piece that continues one."""
+    ``events``: indices of the lines that were protocol events (also published as
+    :class:`TrainerEvent`); ``noise``: indices of log noise (:mod:`tui.program.noise`: kept in
+    the task's log, left out of the live view); ``continued``: the first line continues a
+    piece of an over-long line; ``partial``: the last line is such a piece, continued in the
+    next TaskOutput of the same stream."""
 
     task: str
     stream: Stream
-    text: str
-    is_event: bool = False
-    partial: bool = False
+    lines: tuple[str, ...]
+    events: frozenset[int] = frozenset()
+    noise: frozenset[int] = frozenset()
     continued: bool = False
+    partial: bool = False
     t: float = field(default_factory=time.time)
-    #: Log noise (:mod:`tui.program.noise`): kept in the task's log, left out of the live view.
-    noise: bool = False
+
+    @classmethod
+    def line(cls, task: str, text: str, stream: Stream = Stream.STDOUT, *, is_event: bool = False,
+             t: float | None = None) -> TaskOutput:
+        """One line of output (tests, replays)."""
+        return cls(task=task, stream=stream, lines=(text,),
+                   events=frozenset({0}) if is_event else frozenset(), t=time.time() if t is None else t)
+
+    def shown(self) -> Sequence[str]:
+        """The lines a live view shows: neither protocol events (shown in their described
+        form) nor noise."""
+        if not self.events and not self.noise:
+            return self.lines
+        hidden = self.events | self.noise
+        return [line for index, line in enumerate(self.lines) if index not in hidden]
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """One ``task_output`` record a line, for ``--json`` (its format is a line each)."""
+        last = len(self.lines) - 1
+        for index, text in enumerate(self.lines):
+            yield {"type": "task_output", "task": self.task, "stream": self.stream.value, "text": text,
+                   "is_event": index in self.events, "partial": self.partial and index == last,
+                   "continued": self.continued and index == 0, "t": self.t,
+                   "noise": index in self.noise}
 
 
 @dataclass(frozen=True, kw_only=True)

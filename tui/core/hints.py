@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -100,6 +101,17 @@ def hint_for(line: str) -> str | None:
         if known.found_in(head, folded):
             return known.hint
     return None
+
+
+def hints_in(lines: Sequence[str], joined: str) -> Iterator[tuple[int, str]]:
+    """The hint of each line of a batch that shows a known failure, by the line's index, in
+    order (``joined``: the lines joined by newlines; a batch without any clue, nearly every
+    batch, costs one search of it)."""
+    if _ANY_CLUE.search(joined.casefold()) is None:
+        return
+    for index, line in enumerate(lines):
+        if (hint := hint_for(line)) is not None:
+            yield index, hint
 
 
 def hint_for_exit(code: int) -> str | None:

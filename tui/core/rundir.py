@@ -163,9 +163,8 @@ class RunDirectory:
         if self._closed:
             return
         if isinstance(event, TaskOutput):
-            mark = ("out" if event.stream is Stream.STDOUT else "err") + ("+" if event.continued else "")
             if event.task not in self._capped:
-                self._output_line(event.task, f"{_clock(event.t)} {mark} | {event.text}\n", event.t)
+                self._output_lines(event.task, _log_text(event), event.t)
             return
         if isinstance(event, TaskStateChanged):
             self._write_log(event.task, f"{_clock(event.t)} ctl | {_describe_state(event)}\n")
@@ -228,12 +227,17 @@ class RunDirectory:
         handles = list(self._logs.values())
         return handles + ([(self._events_path, self._events)] if self._events else [])
 
-    def _output_line(self, task: str, text: str, t: float) -> None:
-        written = self._log_chars.get(task, 0) + len(text)
-        self._log_chars[task] = written
-        if written <= self.max_log_chars:
+    def _output_lines(self, task: str, text: str, t: float) -> None:
+        """Write whole log lines ``text`` unless the task's log is full: then the lines that
+        still fit, and the marker."""
+        room = self.max_log_chars - self._log_chars.get(task, 0)
+        if len(text) <= room:
+            self._log_chars[task] = self.max_log_chars - room + len(text)
             self._write_log(task, text)
             return
+        fits = text.rfind("\n", 0, room) + 1
+        if fits:
+            self._write_log(task, text[:fits])
         self._capped.add(task)
         self._write_log(task, f"{_clock(t)} ctl | log capped: {self.max_log_chars:,} characters of output "
                               f"kept, the rest of this task's output is not (its last lines are in "
@@ -265,6 +269,17 @@ class RunDirectory:
         self.failure = failure
         if self.on_failure is not None:
             self.on_failure(failure)
+
+
+def _log_text(output: TaskOutput) -> str:
+    """The log file's lines for ``output``: each behind the time and its stream's mark (a
+    continuation piece's mark with a ``+``), made in one join."""
+    mark = "out" if output.stream is Stream.STDOUT else "err"
+    head = f"{_clock(output.t)} {mark} | "
+    text = head + f"\n{head}".join(output.lines) + "\n"
+    if output.continued:
+        text = f"{_clock(output.t)} {mark}+ | " + text[len(head):]
+    return text
 
 
 def resolved_config(config: ClusterConfig, settings: TrainingSettings,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from tui.config.cluster import HostSpec, TaskSpec
-from tui.launch.lines import OutputLine
+from tui.launch.lines import OutputBatch
 from tui.launch.probe import HostResources
 
 #: The reason given with the STARTING state of a task forked from a warm pool (issue 25):
@@ -63,9 +63,10 @@ class RunningTask(Protocol):
         """The process id on its host (None if the launcher cannot tell)."""
         ...
 
-    def output(self) -> AsyncIterator[OutputLine]:
-        """Every line the task prints on stdout and stderr, tagged with its stream, in the
-        order they arrive, until both streams reach EOF. Call once."""
+    def output(self) -> AsyncIterator[OutputBatch]:
+        """Every line the task prints on stdout and stderr, in batches tagged with their
+        stream (the lines one read completed), in the order they arrive, until both streams
+        reach EOF. Call once. (:func:`tui.launch.streams.each_line` gives them one by one.)"""
         ...
 
     async def wait(self) -> int:

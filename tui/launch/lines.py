@@ -10,7 +10,7 @@ into pieces marked ``partial`` rather than buffering it without bound.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -42,6 +42,31 @@ class OutputLine:
     continued: bool = False
 
 
+@dataclass(frozen=True)
+class OutputBatch:
+    """The lines one read of a stream completed, in order, without their newlines: what a
+    task's output travels as, so that a flood costs one object per read (hundreds of lines),
+    not one per line. ``continued``: the first line continues the last of the stream's
+    previous batch (a piece of an over-long line); ``partial``: the last line is such a
+    piece, continued in the stream's next batch."""
+
+    stream: Stream
+    lines: tuple[str, ...]
+    continued: bool = False
+    partial: bool = False
+
+    def each(self) -> Iterator[OutputLine]:
+        """The batch line by line."""
+        last = len(self.lines) - 1
+        for index, text in enumerate(self.lines):
+            yield OutputLine(self.stream, text, partial=self.partial and index == last,
+                             continued=self.continued and index == 0)
+
+    def is_piece(self, index: int) -> bool:
+        """Whether line ``index`` is a piece of an over-long line (never an event)."""
+        return (self.continued and index == 0) or (self.partial and index == len(self.lines) - 1)
+
+
 class ByteSource(Protocol):
     """Anything with ``async read(n) -> bytes`` returning ``b""`` at EOF: an asyncio
     StreamReader, an asyncssh reader opened with ``encoding=None``."""
@@ -63,9 +88,32 @@ class LineSplitter:
         self._scanned = 0
         self._continuing = False  # the last line out was a partial piece
 
-    def feed(self, data: bytes) -> list[OutputLine]:
-        """Add bytes; return the lines they completed."""
+    def feed(self, data: bytes) -> list[OutputBatch]:
+        """Add bytes; return the lines they completed (no batch is empty)."""
         self._buffer += data
+        if len(self._buffer) <= self._max_line:
+            return self._whole_lines()
+        return self._batches(self._pieces())
+
+    def _whole_lines(self) -> list[OutputBatch]:
+        # The common case: no line in the buffer can be over the limit, so every complete
+        # line is cut at once and decoded in one call (a UTF-8 sequence never spans a
+        # newline, so this decodes exactly as line by line would).
+        last = self._buffer.rfind(b"\n", self._scanned)
+        if last == -1:
+            self._scanned = len(self._buffer)
+            return []
+        text = self._buffer[:last].decode("utf-8", errors="replace")
+        del self._buffer[:last + 1]
+        self._scanned = 0
+        lines = text.split("\n")
+        if "\r" in text:
+            lines = [line.removesuffix("\r") for line in lines]
+        batch = OutputBatch(self._stream, tuple(lines), continued=self._continuing)
+        self._continuing = False
+        return [batch]
+
+    def _pieces(self) -> list[OutputLine]:
         lines: list[OutputLine] = []
         while True:
             newline = self._buffer.find(b"\n", self._scanned)
@@ -83,20 +131,40 @@ class LineSplitter:
             self._scanned = 0
             lines.append(self._line(raw.removesuffix(b"\r"), partial=False))
 
-    def finish(self) -> list[OutputLine]:
+    def finish(self) -> list[OutputBatch]:
         """The stream ended: return what is left (a last line without a newline)."""
         if not self._buffer:
             return []
         raw = bytes(self._buffer)
         self._buffer.clear()
         self._scanned = 0
-        return [self._line(raw, partial=False)]
+        return self._batches([self._line(raw, partial=False)])
 
     def _line(self, raw: bytes, partial: bool) -> OutputLine:
         line = OutputLine(self._stream, raw.decode("utf-8", errors="replace"), partial,
                           continued=self._continuing)
         self._continuing = partial
         return line
+
+    def _batches(self, lines: list[OutputLine]) -> list[OutputBatch]:
+        """``lines`` grouped so that a piece of an over-long line only ever ends a batch
+        (``partial``) or starts one (``continued``)."""
+        batches: list[OutputBatch] = []
+        group: list[str] = []
+        continued = False
+        for line in lines:
+            if line.continued and group:
+                batches.append(OutputBatch(self._stream, tuple(group), continued=continued))
+                group = []
+            if not group:
+                continued = line.continued
+            group.append(line.text)
+            if line.partial:
+                batches.append(OutputBatch(self._stream, tuple(group), continued=continued, partial=True))
+                group = []
+        if group:
+            batches.append(OutputBatch(self._stream, tuple(group), continued=continued))
+        return batches
 
 
 def _utf8_boundary(buffer: bytearray, limit: int) -> int:
@@ -113,20 +181,19 @@ async def read_lines(source: ByteSource, stream: Stream, max_line: int = MAX_LIN
                      chunk: int = CHUNK_BYTES) -> AsyncIterator[OutputLine]:
     """Yield every line of ``source`` until EOF."""
     async for batch in read_batches(source, stream, max_line, chunk):
-        for line in batch:
+        for line in batch.each():
             yield line
 
 
 async def read_batches(source: ByteSource, stream: Stream, max_line: int = MAX_LINE_BYTES,
-                       chunk: int = CHUNK_BYTES) -> AsyncIterator[list[OutputLine]]:
-    """Every line of ``source`` until EOF, as the lists each read completed (a flooding task
-    fills a 64 KiB read with hundreds of lines: one hand-over each, not one per line)."""
+                       chunk: int = CHUNK_BYTES) -> AsyncIterator[OutputBatch]:
+    """Every line of ``source`` until EOF, as the batches each read completed."""
     splitter = LineSplitter(stream, max_line)
     while True:
         data = await source.read(chunk)
         if not data:
             break
-        if lines := splitter.feed(data):
-            yield lines
-    if lines := splitter.finish():
-        yield lines
+        for batch in splitter.feed(data):
+            yield batch
+    for batch in splitter.finish():
+        yield batch

@@ -12,7 +12,7 @@ from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
 from tui.launch.deathsig import DIE_WITH_PARENT
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
 from tui.launch.streams import merged_batches
 from tui.launch.warm import WarmPools, WarmTask
 
@@ -31,15 +31,8 @@ class LocalTask:
     def pid(self) -> int | None:
         return self._process.pid
 
-    async def output(self) -> AsyncGenerator[OutputLine, None]:
-        """Both streams merged in arrival order; ends when both reached EOF."""
-        async for batch in self.output_batches():
-            for line in batch:
-                yield line
-
-    async def output_batches(self) -> AsyncGenerator[list[OutputLine], None]:
-        """:meth:`output` a read at a time (what the supervisor uses: a flood's lines cost
-        one resumption per read, not per line)."""
+    async def output(self) -> AsyncGenerator[OutputBatch, None]:
+        """Both streams merged in arrival order, a read at a time; ends when both reached EOF."""
         sources: list[tuple[ByteSource, Stream]] = []
         if self._process.stdout is not None:
             sources.append((self._process.stdout, Stream.STDOUT))

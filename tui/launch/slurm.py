@@ -31,10 +31,10 @@ from tui.launch import slurm_steps
 from tui.launch.base import ConnectReport, HostInfo, LaunchError, PortProblem, PortReservation
 from tui.launch.deathsig import DIE_WITH_PARENT
 from tui.launch.leftover_search import DEFAULT_STOP_GRACE, LeftoverTask, StoppedLeftover
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
 from tui.launch.probe import HostResources
 from tui.launch.slurm_alloc import Allocation, Node, SlurmError, run_slurm, slurm_message
-from tui.launch.streams import Prefixed, merged_lines, read_first_line
+from tui.launch.streams import Prefixed, merged_batches, read_first_line
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +61,13 @@ class SlurmTask:
         """The task's pid on its node (also its process group id there)."""
         return self._pid
 
-    async def output(self) -> AsyncGenerator[OutputLine, None]:
+    async def output(self) -> AsyncGenerator[OutputBatch, None]:
         assert self._process.stdout is not None and self._process.stderr is not None
         sources: list[tuple[ByteSource, Stream]] = [
             (Prefixed(self._head, self._process.stdout), Stream.STDOUT),
             (self._process.stderr, Stream.STDERR)]
-        async for line in merged_lines(sources, self._max_line):
-            yield line
+        async for batch in merged_batches(sources, self._max_line):
+            yield batch
 
     async def wait(self) -> int:
         return slurm_steps.exit_code(await self._process.wait())

@@ -40,7 +40,7 @@ from tui.launch.base import (
 from tui.launch.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
 from tui.launch.package import upload_package
 from tui.launch.probe import HostResources
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
@@ -109,13 +109,8 @@ class SSHTask:
     def host(self) -> str:
         return self._host.spec.name
 
-    async def output(self) -> AsyncGenerator[OutputLine, None]:
-        async for batch in self.output_batches():
-            for line in batch:
-                yield line
-
-    async def output_batches(self) -> AsyncGenerator[list[OutputLine], None]:
-        """:meth:`output` a read at a time (see :meth:`tui.launch.local.LocalTask.output_batches`)."""
+    async def output(self) -> AsyncGenerator[OutputBatch, None]:
+        """Both streams merged in arrival order, a read at a time."""
         sources: list[tuple[ByteSource, Stream]] = [
             (Prefixed(self._head, self._process.stdout), Stream.STDOUT),
             (self._process.stderr, Stream.STDERR)]

@@ -4,9 +4,9 @@ local launcher's pipes and the SSH launcher's channels alike."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream, read_batches
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputBatch, OutputLine, Stream, read_batches
 
 
 class Prefixed:
@@ -27,16 +27,16 @@ async def merged_lines(sources: Sequence[tuple[ByteSource, Stream]],
                        max_line: int = MAX_LINE_BYTES) -> AsyncGenerator[OutputLine, None]:
     """Every line of every source in arrival order; ends when all reached EOF."""
     async for batch in merged_batches(sources, max_line):
-        for line in batch:
+        for line in batch.each():
             yield line
 
 
 async def merged_batches(sources: Sequence[tuple[ByteSource, Stream]],
-                         max_line: int = MAX_LINE_BYTES) -> AsyncGenerator[list[OutputLine], None]:
-    """:func:`merged_lines` as the lists each read completed, in arrival order: a reader of
-    a flood resumes once per read (hundreds of lines), not once per line."""
+                         max_line: int = MAX_LINE_BYTES) -> AsyncGenerator[OutputBatch, None]:
+    """:func:`merged_lines` as the batches each read completed, in arrival order: a reader
+    of a flood resumes once per read (hundreds of lines), not once per line."""
     # Batches, not lines, go through the queue: its bookkeeping per item is what a flood pays.
-    queue: asyncio.Queue[list[OutputLine] | None] = asyncio.Queue()
+    queue: asyncio.Queue[OutputBatch | None] = asyncio.Queue()
 
     async def pump(source: ByteSource, stream: Stream) -> None:
         try:
@@ -74,3 +74,11 @@ async def read_first_line(source: ByteSource, limit: int = 4096) -> tuple[bytes 
         buffer += data
     line, _, rest = bytes(buffer).partition(b"\n")
     return line.removesuffix(b"\r"), rest
+
+
+async def each_line(batches: AsyncIterator[OutputBatch]) -> AsyncGenerator[OutputLine, None]:
+    """A task's output (:meth:`tui.launch.base.RunningTask.output`) line by line: for a
+    reader that wants one line at a time and is not in a flood's path."""
+    async for batch in batches:
+        for line in batch.each():
+            yield line

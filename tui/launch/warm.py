@@ -23,8 +23,8 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
 from trainer.shim import BOOTSTRAP
 from trainer.warm import MODES, pool_key, wire
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputLine, Stream
-from tui.launch.streams import merged_lines
+from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
+from tui.launch.streams import merged_batches
 from tui.launch.warm_pool import PoolKey, PoolState, WarmPool
 
 log = logging.getLogger(__name__)
@@ -87,11 +87,11 @@ class WarmTask:
     def pid(self) -> int:
         return self._pid
 
-    async def output(self) -> AsyncGenerator[OutputLine, None]:
+    async def output(self) -> AsyncGenerator[OutputBatch, None]:
         sources: list[tuple[ByteSource, Stream]] = [(self._stdout, Stream.STDOUT),
                                                     (self._stderr, Stream.STDERR)]
-        async for line in merged_lines(sources, self._max_line):
-            yield line
+        async for batch in merged_batches(sources, self._max_line):
+            yield batch
 
     async def _read_exit(self) -> int:
         reader, writer = await asyncio.open_unix_connection(sock=self._conn)

@@ -14,7 +14,7 @@ and :mod:`tui.program.user` (the user's own program, ``program:`` in hosts.yaml)
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -91,20 +91,46 @@ class TaskCommand:
 
 class OutputReader(ABC):
     """Turns one task's output lines into protocol events (and keeps any state that needs,
-    such as the previous step for a rate). One reader per task process."""
+    such as the previous step for a rate). One reader per task process.
+
+    Output arrives in batches (the lines one read completed): :meth:`read_batch` and
+    :meth:`noise_in` take a batch at once, so that the plain lines of a flood are passed
+    over by a few substring searches of the whole batch, not a call per line."""
+
+    #: Text every line that means something to :meth:`read` holds (any one of them); a
+    #: batch with none of them is passed over whole. Empty: every line is read.
+    clues: tuple[str, ...] = ()
 
     @abstractmethod
     def read(self, line: str, now: float) -> list[protocol.Event]:
         """The events ``line`` means (none for plain log text). ``now`` is the time it was read."""
 
-    def is_noise(self, line: str) -> bool:
-        """Whether ``line`` (the next whole line of output, any stream) is left out of the
-        live view; the task's log keeps it."""
-        return False
+    def read_batch(self, lines: Sequence[str], joined: str, now: float,
+                   skip: Container[int] = ()) -> dict[int, list[protocol.Event]]:
+        """The events of each line of a batch that means any, by the line's index, read in
+        order. ``joined``: the lines joined by newlines; ``skip``: indices never read (pieces
+        of an over-long line)."""
+        clues = self.clues
+        if clues and not any(clue in joined for clue in clues):
+            return {}
+        found: dict[int, list[protocol.Event]] = {}
+        for index, line in enumerate(lines):
+            if index in skip or (clues and not any(clue in line for clue in clues)):
+                continue
+            if events := self.read(line, now):
+                found[index] = events
+        return found
+
+    def noise_in(self, lines: Sequence[str], joined: str, skip: Container[int] = ()) -> frozenset[int]:
+        """Indices of the lines of a batch left out of the live view (the task's log keeps
+        them); ``joined`` and ``skip`` as for :meth:`read_batch`."""
+        return frozenset()
 
 
 class EventReader(OutputReader):
     """Only protocol event lines mean anything (the built-in trainer)."""
+
+    clues = ("{",)
 
     def read(self, line: str, now: float) -> list[protocol.Event]:
         event = protocol.parse_event(line)

@@ -55,6 +55,12 @@ class LogMetrics:
         self._rate: float | None = None  # global steps/sec, when a line said so
         self._loss: float | None = None
 
+    @property
+    def clues(self) -> tuple[str, ...]:
+        """Text a line with progress in it holds (one of them); empty when the program's own
+        metric patterns may match anything, so that every line is read."""
+        return () if self._patterns else _MAYBE_PROGRESS
+
     def read(self, line: str, now: float) -> list[protocol.Event]:
         """The step events ``line`` means (none for other text)."""
         if not self._patterns and not any(clue in line for clue in _MAYBE_PROGRESS):

@@ -10,9 +10,11 @@ out, one :class:`NoiseFolder` per task process."""
 from __future__ import annotations
 
 import re
+from collections.abc import Container, Sequence
 
 #: A log line that announces a protobuf dump on the lines after it.
 DUMP_START = re.compile(r"\] SessionOptions: goo\.gle/debugproto\s*$")
+_DUMP_MARK = "SessionOptions: goo.gle/debugproto"
 #: A line of protobuf text format: ``name {``, ``}``, ``name: value``, or blank.
 PROTO_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\s*\{|\}|[A-Za-z_][\w.]*: .*|)\s*$")
 #: A dump longer than this is not one (whatever follows is shown again).
@@ -24,6 +26,15 @@ class NoiseFolder:
 
     def __init__(self) -> None:
         self._in_dump = 0  # lines of the current dump so far; 0: not in one
+
+    def noise_in(self, lines: Sequence[str], joined: str, skip: Container[int] = ()) -> frozenset[int]:
+        """Indices of the lines of a batch (the next lines of the task's output; ``joined``:
+        them joined by newlines) that are folded out; ``skip``: pieces of an over-long line,
+        never noise."""
+        if not self._in_dump and _DUMP_MARK not in joined:
+            return frozenset()  # a flood of plain lines: one substring search
+        return frozenset(index for index, line in enumerate(lines)
+                         if index not in skip and self.is_noise(line))
 
     def is_noise(self, line: str) -> bool:
         """Whether ``line`` (the next line of the task's output) is folded out."""

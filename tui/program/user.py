@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 import re
+from collections.abc import Container, Sequence
 
 from trainer import protocol
 from trainer.settings import Mode, TrainingSettings
@@ -158,9 +159,11 @@ class ProgramReader(OutputReader):
         # TensorFlow's own line is then only text, or the task would be ready twice.
         self._ready = shimmed
         self._noise = NoiseFolder()
+        # An event ("{"), TensorFlow's server line, or what the log metrics look for.
+        self.clues = ("{", protocol.SERVER_STARTED, *metrics.clues) if metrics.clues else ()
 
-    def is_noise(self, line: str) -> bool:
-        return self._noise.is_noise(line)
+    def noise_in(self, lines: Sequence[str], joined: str, skip: Container[int] = ()) -> frozenset[int]:
+        return self._noise.noise_in(lines, joined, skip)
 
     def read(self, line: str, now: float) -> list[protocol.Event]:
         event = protocol.parse_event(line)

@@ -364,7 +364,8 @@ async def test_output_lines_become_output_and_trainer_events(tmp_path: Path) -> 
     ps0.say('{"event": "ready", "v": 1}')  # missing fields: stays text
     ps0.ready()
     await recorder.state("ps0", S.RUNNING)
-    outputs = [(o.text[:20], o.is_event) for o in recorder.of(TaskOutput)]
+    outputs = [(text[:20], index in o.events) for o in recorder.of(TaskOutput)
+               for index, text in enumerate(o.lines)]
     assert outputs == [("plain text", False), ('{"event": "ready", "', False),
                        ('{"event":"loaded","v', True), ('{"event":"ready","v"', True)]
     trainer_events = recorder.of(TrainerEvent)

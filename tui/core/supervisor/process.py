@@ -1,7 +1,7 @@
 """One task's process: launch it, read its output, and record its exit.
 
 What a line of output means (a protocol event, a hint, progress) is decided in
-:func:`on_line`; how an exit is recorded (which state, which reason) in :func:`record_exit`.
+:func:`on_output`; how an exit is recorded (which state, which reason) in :func:`record_exit`.
 A failure is then handed to the run's :attr:`~tui.core.supervisor.records.RunRecord.on_failure`
 (the restart policy, :mod:`tui.core.supervisor.recovery`).
 """
@@ -11,17 +11,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Mapping, Sequence
 
 from trainer import protocol
 from tui.core.clock import Wake, first_completed
 from tui.core.describe import describe_event
 from tui.core.events import Level, TaskHint, TaskOutput, TrainerEvent
 from tui.core.exits import describe_exit
-from tui.core.hints import CREATE_SESSION, hint_for, hint_for_exit
+from tui.core.hints import CREATE_SESSION, hint_for_exit, hints_in
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
 from tui.core.task_state import TaskState
 from tui.launch.base import WARM_REASON, LaunchError, RunningTask
-from tui.launch.lines import OutputLine, Stream
+from tui.launch.lines import OutputBatch, Stream
 from tui.program.base import Readiness
 from tui.program.end_rules import PORT_PROBE_INTERVAL, port_open
 
@@ -103,14 +104,8 @@ async def _watch(run: RunRecord, task: TaskRecord, process: RunningTask) -> None
 
 async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
     try:
-        batches = getattr(process, "output_batches", None)  # the launchers' faster form
-        if batches is not None:
-            async for batch in batches():
-                for line in batch:
-                    on_line(run, task, line)
-        else:
-            async for line in process.output():
-                on_line(run, task, line)
+        async for batch in process.output():
+            on_output(run, task, batch)
     except Exception as exc:
         log.exception("%s: reading output failed", task.name)
         run.notify(Level.WARNING, f"stopped reading output: {exc}", task.name)
@@ -130,39 +125,78 @@ def _all_up_for(run: RunRecord, seconds: float) -> bool:
     return last_up is None or run.clock.monotonic() - last_up >= seconds
 
 
-def on_line(run: RunRecord, task: TaskRecord, line: OutputLine) -> None:
-    """One line of the task's output: publish it, keep it for the tail, and act on the
-    protocol event it carries."""
+def on_output(run: RunRecord, task: TaskRecord, batch: OutputBatch) -> None:
+    """A batch of the task's output lines: publish them, keep the last ones for the tail,
+    offer the hint a line shows, and act on the protocol events lines carry, in the order of
+    the lines. The work per line is a few searches of the whole batch: a flood's plain lines
+    cost no Python call each (issue 23's log pipe)."""
     now = run.clock.time()
     task.last_activity = run.clock.monotonic()
-    events: list[protocol.Event] = []
+    lines = batch.lines
+    joined = "\n".join(lines)
+    pieces = _pieces(batch)
     # Events come as whole lines, on stdout (and, for a program whose own log lines mean
     # something, on stderr); a piece of an over-long line never counts.
-    if (line.stream is Stream.STDOUT or run.program.reads_stderr) and not line.partial \
-            and not line.continued:
-        events = task.reader.read(line.text, now)
+    reads = batch.stream is Stream.STDOUT or run.program.reads_stderr
+    found = task.reader.read_batch(lines, joined, now, pieces) if reads else {}
+    noise = task.reader.noise_in(lines, joined, pieces)
     # Only a protocol line is shown as an event; metrics read from log text stay text.
-    event = events[0] if len(events) == 1 and protocol.parse_event(line.text) is not None else None
-    noise = not line.partial and not line.continued and task.reader.is_noise(line.text)
-    run.publish(TaskOutput(task=task.name, stream=line.stream, text=line.text,
-                           is_event=event is not None, partial=line.partial,
-                           continued=line.continued, t=now, noise=noise))
-    text = describe_event(event) if event is not None else line.text
-    if len(text) > TAIL_LINE_CHARS:
-        text = text[:TAIL_LINE_CHARS] + f"... ({len(text) - TAIL_LINE_CHARS} more characters)"
-    task.tail.append(text)
-    if not task.hint:
-        hint = hint_for(line.text)
-        # Waiting for a session while a peer is still starting is what a session does on a
-        # busy machine, not a failure: the hint waits until every task has been up for a
-        # while (TensorFlow repeats the line every 10 s; one in flight as the last peer came
-        # up says nothing).
-        if hint != CREATE_SESSION or _all_up_for(run, CREATE_SESSION_GRACE):
-            offer_hint(run, task, hint)
-        elif not task.withheld_hint:
-            task.withheld_hint = hint  # given after all if the task then fails
-    for each in events:
-        on_event(run, task, each, now)
+    shown_as_event = {index: events[0] for index, events in found.items()
+                      if len(events) == 1 and protocol.parse_event(lines[index]) is not None}
+    _keep_tail(task, lines, shown_as_event)
+    hints = {} if task.hint else dict(hints_in(lines, joined))
+    start = 0
+    # Cut where a line means something, so that what it means follows the lines before it.
+    for index in sorted({*found, *hints}):
+        _publish_lines(run, task, batch, start, index + 1, shown_as_event, noise, now)
+        start = index + 1
+        if index in hints:
+            _on_hint(run, task, hints[index])
+        for each in found.get(index, ()):
+            on_event(run, task, each, now)
+    if start < len(lines):
+        _publish_lines(run, task, batch, start, len(lines), shown_as_event, noise, now)
+
+
+def _pieces(batch: OutputBatch) -> frozenset[int]:
+    """Indices of the batch's lines that are pieces of an over-long line."""
+    last = len(batch.lines) - 1
+    return frozenset(index for index, piece in ((0, batch.continued), (last, batch.partial)) if piece)
+
+
+def _publish_lines(run: RunRecord, task: TaskRecord, batch: OutputBatch, start: int, end: int,
+                   events: Mapping[int, protocol.Event], noise: frozenset[int], now: float) -> None:
+    """Publish lines ``start`` to ``end`` of ``batch`` as one :class:`TaskOutput`."""
+    whole = start == 0 and end == len(batch.lines)
+    run.publish(TaskOutput(
+        task=task.name, stream=batch.stream, lines=batch.lines if whole else batch.lines[start:end],
+        events=frozenset(index - start for index in events if start <= index < end),
+        noise=frozenset(index - start for index in noise if start <= index < end),
+        continued=batch.continued and start == 0, partial=batch.partial and end == len(batch.lines), t=now))
+
+
+def _keep_tail(task: TaskRecord, lines: Sequence[str], events: Mapping[int, protocol.Event]) -> None:
+    """The batch's last lines into the task's tail (an event line in its described form)."""
+    first = max(0, len(lines) - (task.tail.maxlen or len(lines)))
+    for index in range(first, len(lines)):
+        event = events.get(index)
+        text = describe_event(event) if event is not None else lines[index]
+        if len(text) > TAIL_LINE_CHARS:
+            text = text[:TAIL_LINE_CHARS] + f"... ({len(text) - TAIL_LINE_CHARS} more characters)"
+        task.tail.append(text)
+
+
+def _on_hint(run: RunRecord, task: TaskRecord, hint: str) -> None:
+    if task.hint:
+        return
+    # Waiting for a session while a peer is still starting is what a session does on a busy
+    # machine, not a failure: the hint waits until every task has been up for a while
+    # (TensorFlow repeats the line every 10 s; one in flight as the last peer came up says
+    # nothing).
+    if hint != CREATE_SESSION or _all_up_for(run, CREATE_SESSION_GRACE):
+        offer_hint(run, task, hint)
+    elif not task.withheld_hint:
+        task.withheld_hint = hint  # given after all if the task then fails
 
 
 def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float) -> None:
