@@ -52,8 +52,8 @@ class TrainerPackage(FolderPackage):
             raise FileNotFoundError(f"no {PACKAGE} package in {folder}")
         found = FolderPackage.from_directory(package, name=PACKAGE, under=f"{PACKAGE}/")
         held = FolderPackage.of(PACKAGE, (PackageFile(f.path, f.source.read_bytes() if f.source else f.data,
-                                                      f.mode) for f in found.files))
-        return cls(PACKAGE, held.files, held.digest)  # hashed from the bytes held
+                                                      f.mode) for f in found.files), found.folders)
+        return cls(PACKAGE, held.files, held.digest, held.folders)  # hashed from the bytes held
 
 
 @functools.cache

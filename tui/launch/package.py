@@ -69,22 +69,28 @@ class FolderPackage:
     name: str
     files: tuple[PackageFile, ...]
     digest: str  # 12 hex characters
+    #: Permission bits of the folders that hold the files ("" is the copy itself): a 0700
+    #: folder stays 0700, so a 0644 file in it stays out of other users' reach there too.
+    folders: tuple[tuple[str, int], ...] = ()
 
     @property
     def dirname(self) -> str:
         return f"{self.name}-{self.digest}"
 
     @classmethod
-    def of(cls, name: str, files: Iterable[PackageFile]) -> FolderPackage:
+    def of(cls, name: str, files: Iterable[PackageFile],
+           folders: Iterable[tuple[str, int]] = ()) -> FolderPackage:
         """A package of ``files``; the digest covers every path, content and mode."""
         files = tuple(sorted(files, key=lambda f: f.path))
+        folders = tuple(sorted(folders))
         digest = hashlib.sha256()
-        for file in files:
+        parts = [(f.path.encode(), bytes.fromhex(f.sha256), f"{f.mode:o}".encode()) for f in files]
+        parts += [(b"folder", path.encode(), f"{mode:o}".encode()) for path, mode in folders]
+        for part in (part for group in parts for part in group):
             # Length-prefixed, so no two different packages can hash alike by shifting bytes.
-            for part in (file.path.encode(), bytes.fromhex(file.sha256), f"{file.mode:o}".encode()):
-                digest.update(len(part).to_bytes(8, "big"))
-                digest.update(part)
-        return cls(name, files, digest.hexdigest()[:12])
+            digest.update(len(part).to_bytes(8, "big"))
+            digest.update(part)
+        return cls(name, files, digest.hexdigest()[:12], folders)
 
     @classmethod
     def from_directory(cls, folder: Path, *, name: str | None = None, under: str = "",
@@ -92,10 +98,12 @@ class FolderPackage:
         """The files below ``folder`` (``under`` prefixes their paths), without caches and
         without the folders in ``exclude`` (such as a run directory inside it). A symbolic
         link is followed only to a file inside ``folder``: one to ``/etc/passwd`` or to a
-        secret elsewhere is left out (and logged), never uploaded."""
+        secret elsewhere is left out (and logged), never uploaded. The folders that hold a
+        file keep their permission bits, like the files."""
         root = folder.resolve()
         excluded = tuple(p.resolve() for p in exclude)
         found = []
+        holders: set[Path] = set()  # the folders (relative, "." the top one) that hold a file
         for path in sorted(folder.rglob("*")):
             relative = path.relative_to(folder)
             if not path.is_file() or SKIPPED_PARTS & set(relative.parts) or path.suffix in SKIPPED_SUFFIXES:
@@ -108,7 +116,10 @@ class FolderPackage:
                 continue
             found.append(PackageFile.from_file(f"{under}{relative.as_posix()}", target,
                                                target.stat().st_mode & 0o777))
-        return cls.of(name or folder.resolve().name or "upload", found)
+            holders.update(relative.parents)
+        folders = [(f"{under}{p.as_posix()}" if p.parts else under.rstrip("/"),
+                    (folder / p).stat().st_mode & 0o777) for p in holders]
+        return cls.of(name or folder.resolve().name or "upload", found, folders)
 
 
 def upload_package(folder: Path, exclude: Iterable[Path] = ()) -> FolderPackage:

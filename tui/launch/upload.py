@@ -30,7 +30,8 @@ class ChangedDuringUpload(OSError):
 
 async def write_package(sftp: asyncssh.SFTPClient, directory: str, package: FolderPackage) -> None:
     """Create ``directory`` and upload every file of ``package`` into it, with its permission
-    bits; the :data:`MARKER` file is written last, so its presence means every file is there.
+    bits (and its folders' bits); the :data:`MARKER` file is written after the files, so its
+    presence means every file is there.
     Raises :class:`ChangedDuringUpload`, or what SFTP and the local files raise."""
     await sftp.mkdir(directory)
     made = {directory}
@@ -45,6 +46,11 @@ async def write_package(sftp: asyncssh.SFTPClient, directory: str, package: Fold
     listing = "".join(f"{f.path}\n" for f in package.files)
     async with sftp.open(posixpath.join(directory, MARKER), "w") as marker:
         await marker.write(f"{package.digest}\n{listing}")
+    # The folders' own permissions last, deepest first (a read-only one would refuse the
+    # files): a 0700 folder is not opened to other users by the host's umask. The owner keeps
+    # full access, so the copy can always be removed again.
+    for folder, mode in sorted(package.folders, key=lambda f: f[0].count("/") + bool(f[0]), reverse=True):
+        await sftp.chmod(posixpath.join(directory, folder) if folder else directory, mode | 0o700)
 
 
 async def _write_file(sftp: asyncssh.SFTPClient, path: str, file: PackageFile) -> None:
