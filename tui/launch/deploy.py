@@ -7,7 +7,8 @@ The package goes into a content-addressed directory,
 staging directory first, a marker file is written last, and the staging directory is then
 renamed into place: a directory with that name is always complete, so a later run (or
 another controller) that finds its marker skips the upload. The files are streamed
-(:mod:`tui.launch.upload`).
+(:mod:`tui.launch.upload`); a user's folder's earlier copies are removed once nothing uses
+them (:mod:`tui.launch.upload_copies`).
 """
 
 from __future__ import annotations
