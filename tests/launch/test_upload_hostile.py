@@ -32,6 +32,7 @@ def folder_with_traps(tmp_path: Path) -> Path:
     (folder / "run.sh").chmod(0o755)
     (folder / ".ssh" / "id_ed25519").write_text("key\n")
     (folder / ".ssh" / "id_ed25519").chmod(0o600)
+    (folder / ".ssh").chmod(0o700)
     (folder / "passwd").symlink_to("/etc/passwd")
     (folder / "secret").symlink_to(secret)
     (folder / "inside").symlink_to(folder / "train.py")  # a link inside the folder is fine
@@ -49,6 +50,7 @@ async def test_links_outside_stay_out_and_modes_arrive(sshd: SshServer, tmp_path
         conn.close()
     copy = Path(done.path)
     assert stat.S_IMODE((copy / ".ssh" / "id_ed25519").stat().st_mode) == 0o600
+    assert stat.S_IMODE((copy / ".ssh").stat().st_mode) == 0o700
     assert stat.S_IMODE((copy / "run.sh").stat().st_mode) == 0o755
     assert not (copy / "passwd").exists() and not (copy / "secret").exists()
 

@@ -6,7 +6,9 @@ The package goes into a content-addressed directory,
 ``<workdir>/trainer-<first 12 hex of its sha256>/trainer/...``. It is uploaded into a
 staging directory first, a marker file is written last, and the staging directory is then
 renamed into place: a directory with that name is always complete, so a later run (or
-another controller) that finds its marker skips the upload.
+another controller) that finds its marker skips the upload. The files are streamed
+(:mod:`tui.launch.upload`); a user's folder's earlier copies are removed once nothing uses
+them (:mod:`tui.launch.upload_copies`).
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ from tui.config.cluster import HostSpec
 from tui.launch import snippets
 from tui.launch.connect import where
 from tui.launch.errors import HostError, HostFailure
-from tui.launch.package import FolderPackage, trainer_root
+from tui.launch.package import FolderPackage, PackageFile, trainer_root
 from tui.launch.remote_command import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, python_command
+from tui.launch.upload import MARKER, write_package
 
 PACKAGE = "trainer"
-MARKER = ".tfdist-complete"
 DEFAULT_PROBE_TIMEOUT = 120.0
 #: Lines of a failed command's stderr quoted in its error.
 STDERR_LINES = 3
@@ -43,12 +45,16 @@ class TrainerPackage(FolderPackage):
     @classmethod
     def from_directory(cls, folder: Path, *, name: str | None = None, under: str = "",
                        exclude: Iterable[Path] = ()) -> TrainerPackage:
-        """Read ``folder/trainer`` (without caches)."""
+        """Read ``folder/trainer`` (without caches). Its files (a few hundred KB) are held in
+        memory: what a controller uploads stays what it read, even if the installed files
+        are replaced while it runs."""
         package = folder / PACKAGE
         if not (package / "__init__.py").is_file():
             raise FileNotFoundError(f"no {PACKAGE} package in {folder}")
         found = FolderPackage.from_directory(package, name=PACKAGE, under=f"{PACKAGE}/")
-        return cls(PACKAGE, found.files, found.digest)
+        held = FolderPackage.of(PACKAGE, (PackageFile(f.path, f.source.read_bytes() if f.source else f.data,
+                                                      f.mode) for f in found.files), found.folders)
+        return cls(PACKAGE, held.files, held.digest, held.folders)  # hashed from the bytes held
 
 
 @functools.cache
@@ -131,7 +137,7 @@ async def deploy(conn: asyncssh.SSHClientConnection, spec: HostSpec, workdir: st
             await _remove_stale_partials(sftp, workdir, package.name)
             staging = f"{final}.partial-{secrets.token_hex(4)}"
             try:
-                await _upload(sftp, staging, package)
+                await write_package(sftp, staging, package)
             except BaseException:
                 # Not left behind (a 155 MB .partial-* after a failed upload); if the
                 # connection is gone, the next deploy of this package removes it.
@@ -159,24 +165,6 @@ async def deploy(conn: asyncssh.SSHClientConnection, spec: HostSpec, workdir: st
         raise HostError(spec.name, where(spec), HostFailure.DEPLOY_FAILED,
                         f"cannot upload {package.name} to {final}: {reason}") from None
     return Deployment(final, uploaded=True)
-
-
-async def _upload(sftp: asyncssh.SFTPClient, staging: str, package: FolderPackage) -> None:
-    await sftp.mkdir(staging)
-    made = {staging}
-    for file in package.files:
-        path = posixpath.join(staging, file.path)
-        parent = posixpath.dirname(path)
-        if parent not in made:
-            await sftp.makedirs(parent, exist_ok=True)
-            made.add(parent)
-        async with sftp.open(path, "wb") as remote:
-            await remote.write(file.data)
-        await sftp.chmod(path, file.mode)  # its own permissions, not the remote umask's
-    # Last: its presence means every file above is complete.
-    listing = "".join(f"{f.path}\n" for f in package.files)
-    async with sftp.open(posixpath.join(staging, MARKER), "w") as marker:
-        await marker.write(f"{package.digest}\n{listing}")
 
 
 #: A ``.partial-*`` upload older than this is an abandoned one (a dropped connection).

@@ -47,10 +47,11 @@ EXIT_NO_ENVIRONMENT = 124
 # process group, polls the sshd session process that started us; once it is gone it ends
 # the group (TERM, KILL 5 s later; no "--": dash's kill refuses it). It ignores TERM itself
 # and ends with the group's KILL; started before the environment is read, it carries none
-# of it (no secret, no run id).
+# of it (no secret, no run id). It leaves the task's folder (cd /): it outlives the task by up
+# to 6 s, and a folder is in use while a process works in it (tui.launch.upload_copies).
 _WATCHER = (
     'if [ "$4" = 1 ]; then tfdist_p=$PPID; tfdist_g=$$; '
-    '( trap "" TERM; while kill -0 "$tfdist_p" 2>/dev/null; do sleep 1; done; '
+    '( cd /; trap "" TERM; while kill -0 "$tfdist_p" 2>/dev/null; do sleep 1; done; '
     'kill -TERM "-$tfdist_g"; sleep 5; kill -KILL "-$tfdist_g" ) </dev/null >/dev/null 2>&1 & '
     'fi; '
 )

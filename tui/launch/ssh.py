@@ -3,7 +3,8 @@
 Per host there is one connection, shared by all its tasks and checks (a second one is opened
 only if sshd's ``MaxSessions`` refuses another channel). Before a host is used it is
 *prepared* once: connected, probed (python, TensorFlow, workdir: :func:`deploy.probe`) and
-given the trainer package (:func:`deploy.deploy`). :meth:`SSHLauncher.connect_all` prepares
+given the trainer package (:func:`deploy.deploy`) and the ``upload:`` folder
+(:mod:`tui.launch.upload_copies`). :meth:`SSHLauncher.connect_all` prepares
 every host concurrently, so a cluster on many hosts starts about as fast as one on a single
 host; any other method prepares its host lazily.
 
@@ -41,13 +42,13 @@ from tui.launch.connect import ConnectOptions, jump_route, open_connection, wher
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
-from tui.launch.package import upload_package
 from tui.launch.probe import HostResources
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
 from tui.launch.ssh_warm import RemotePools, parse_pid
 from tui.launch.streams import Prefixed, merged_batches, read_first_line
+from tui.launch.upload_copies import UploadCopies
 
 log = logging.getLogger(__name__)
 
@@ -190,9 +191,7 @@ class SSHLauncher:
         self._warm_on = warm
         self._warm: RemotePools | None = None
         # A user's program: its folder, copied to each host next to the trainer.
-        self._upload = upload
-        self._upload_exclude = upload_exclude
-        self._uploads: dict[str, asyncio.Task[deploy.Deployment]] = {}  # by host and digest
+        self._upload = UploadCopies(upload, upload_exclude) if upload is not None else None
         self._options = ConnectOptions(
             host_key_policy=HostKeyPolicy.from_flags(accept_new_host_keys, insecure_no_host_key_check),
             connect_timeout=connect_timeout, ssh_config=ssh_config)
@@ -280,7 +279,7 @@ class SSHLauncher:
         deployment, resources = await asyncio.gather(deploy.deploy(conn, host.spec, found.workdir),
                                                      self._probe_resources(host))
         if self._upload is not None:
-            await self._deploy_upload(host, found.workdir)
+            await self._upload.ensure(host, found.workdir)
         log.info("host %s: Python %s, TensorFlow %s, trainer in %s (%s)", host.spec.name,
                  found.python_version, found.tf_version, deployment.path,
                  "uploaded" if deployment.uploaded else "already there")
@@ -296,23 +295,6 @@ class SSHLauncher:
             return HostResources.from_probe(answer)
         except ValueError as exc:
             raise host.error(HostFailure.COMMAND_FAILED, f"resource probe: {exc}") from None
-
-    async def _deploy_upload(self, host: RemoteHost, workdir: str) -> deploy.Deployment:
-        """Copy the ``upload:`` folder as it is now to ``<workdir>/<name>-<digest>`` (once per
-        content: a relaunch after an edit uploads the new files)."""
-        assert self._upload is not None
-        package = upload_package(self._upload, self._upload_exclude)
-        key = f"{host.spec.name}/{package.digest}"
-        task = self._uploads.get(key)
-        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-            async def upload() -> deploy.Deployment:
-                done = await deploy.deploy(await host.first_connection(), host.spec, workdir, package)
-                log.info("host %s: %s in %s (%s)", host.spec.name, package.name, done.path,
-                         "uploaded" if done.uploaded else "already there")
-                return done
-            task = asyncio.create_task(upload(), name=f"upload to {host.spec.name}")
-            self._uploads[key] = task
-        return await asyncio.shield(task)
 
     async def _forget(self, name: str) -> None:
         entry = self._hosts.pop(name, None)
@@ -344,7 +326,7 @@ class SSHLauncher:
         info = await self.prepare(host)
         remote = await self._remote(host)
         if self._upload is not None:
-            await self._deploy_upload(remote, info.workdir)
+            await self._upload.ensure(remote, info.workdir)
         await remote.releases_settled()
         try:
             command = RemoteCommand(argv=tuple(argv), env=dict(env),

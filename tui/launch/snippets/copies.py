@@ -1,0 +1,108 @@
+"""An ``upload:`` folder's copies in a host's workdir (``<name>-<12 hex digits>``): mark the
+current one used, and remove the earlier ones nothing uses any more.
+
+``python -c SOURCE WORKDIR NAME CURRENT UNUSED_FOR`` sets the modification time of
+``WORKDIR/CURRENT`` to now (the copy's "last used" time) and says whether it is complete (its
+marker is there). Every other copy of NAME is removed when it was last used more than
+UNUSED_FOR seconds ago and no live process has its working directory inside it (every task
+runs in its copy, warm or cold). Without ``/proc`` (not Linux) nothing is removed: which
+copies are in use cannot be told.
+
+A copy is first renamed to ``<copy>.partial-gone-<pid>`` (a half-removed copy must never look
+complete), then checked again: a controller that marked it used meanwhile gets it back."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+
+RESULT_PREFIX = "tfdist-result "
+MARKER = ".tfdist-complete"
+
+
+def working_dirs() -> list[str] | None:
+    """The working directory of every process we may look at, or None without /proc."""
+    if not os.path.isdir("/proc/self"):
+        return None
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                found.append(os.path.realpath(os.readlink(f"/proc/{name}/cwd")))
+            except OSError:
+                continue  # gone, or another user's
+    return found
+
+
+def in_use(path: str, cwds: list[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(cwd == real or cwd.startswith(real + os.sep) for cwd in cwds)
+
+
+def last_used(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def remove(path: str, unused_for: float) -> bool:
+    """Remove the copy ``path`` unless someone marked it used while it was being removed."""
+    doomed = f"{path}.partial-gone-{os.getpid()}"
+    try:
+        os.rename(path, doomed)
+    except OSError:
+        return False
+    used = last_used(doomed)
+    if used is not None and time.time() - used <= unused_for:
+        try:
+            os.rename(doomed, path)  # a controller marked it used meanwhile: it stays
+            return False
+        except OSError:
+            pass  # that controller uploaded it again meanwhile: this one is not needed
+    shutil.rmtree(doomed, ignore_errors=True)
+    return True
+
+
+def tidy(workdir: str, name: str, current: str, unused_for: float) -> dict[str, object]:
+    path = os.path.join(workdir, current)
+    try:
+        os.utime(path)
+    except OSError:
+        pass  # not uploaded yet (or removed meanwhile): the controller uploads it
+    complete = os.path.isfile(os.path.join(path, MARKER))
+    removed: list[str] = []
+    busy: list[str] = []
+    cwds = working_dirs()
+    try:
+        entries = sorted(os.listdir(workdir)) if cwds is not None else []
+    except OSError:
+        entries = []
+    pattern = re.compile(re.escape(name) + r"-[0-9a-f]{12}")
+    now = time.time()
+    for entry in entries:
+        copy = os.path.join(workdir, entry)
+        used = last_used(copy)
+        if entry == current or not pattern.fullmatch(entry) or used is None or now - used <= unused_for:
+            continue
+        if in_use(copy, cwds or []):
+            busy.append(entry)
+        elif remove(copy, unused_for):
+            removed.append(entry)
+    return {"current": complete, "removed": removed, "in_use": busy, "proc": cwds is not None}
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 4:
+        sys.exit("usage: WORKDIR NAME CURRENT UNUSED_FOR")
+    answer = tidy(argv[0], argv[1], argv[2], float(argv[3]))
+    sys.stdout.write(RESULT_PREFIX + json.dumps(answer) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
