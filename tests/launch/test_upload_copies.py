@@ -21,6 +21,7 @@ from tui.launch.base import RunningTask
 from tui.launch.package import upload_package
 from tui.launch.snippets import copies as copies_snippet
 from tui.launch.ssh import SSHLauncher
+from tui.launch.streams import each_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -56,7 +57,7 @@ async def controller(sshd: SshServer, host: HostSpec, folder: Path,
 
 
 async def first_line(process: RunningTask) -> str:
-    async for line in process.output():
+    async for line in each_line(process.output()):
         return line.text
     return ""
 
