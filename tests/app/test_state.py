@@ -88,6 +88,18 @@ def test_buffers_are_bounded_and_lines_clipped() -> None:
     assert len(d.logs["worker1"].lines[-1]) == MAX_LINE_CHARS + 1
 
 
+def test_a_batch_longer_than_a_pane_keeps_its_last_lines_each_inert() -> None:
+    d = folded([RunStarted(run_id="r", run_dir=Path("x"), tasks=TASKS,
+                           settings=TrainingSettings(), t=T0)])
+    lines = tuple(f"line {i} \x1b]52;c;eA==\x07" for i in range(MERGED_LOG_LINES + 100))
+    d.apply(TaskOutput(task="worker0", stream=Stream.STDOUT, lines=lines,
+                       noise=frozenset({len(lines) - 1}), t=T0))
+    kept = list(d.logs["worker0"].lines)
+    assert len(kept) == LOG_LINES_PER_TASK and kept[-1] == f"line {len(lines) - 2} "
+    assert list(d.merged.lines)[-1] == f"worker0 | line {len(lines) - 2} "
+    assert len(d.merged.lines) == MERGED_LOG_LINES
+
+
 def test_event_lines_are_shown_described_not_raw() -> None:
     d = folded(running_history(TrainingSettings()))
     raw = protocol.Ready(role="ps", index=0, pid=1, address="localhost:1", tf_version="2.21.0")

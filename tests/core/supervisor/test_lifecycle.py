@@ -19,6 +19,7 @@ from tui.core.events import (
     RunFinished,
     RunOutcome,
     RunStarted,
+    TaskHint,
     TaskOutput,
     TaskStateChanged,
     TrainerEvent,
@@ -370,6 +371,25 @@ async def test_output_lines_become_output_and_trainer_events(tmp_path: Path) -> 
                        ('{"event":"loaded","v', True), ('{"event":"ready","v"', True)]
     trainer_events = recorder.of(TrainerEvent)
     assert [type(e.event) for e in trainer_events] == [protocol.Loaded, protocol.Ready]
+    await supervisor.stop_all()
+
+
+async def test_a_read_of_many_lines_is_published_whole_in_line_order(tmp_path: Path) -> None:
+    """One read: one TaskOutput per run of plain lines, cut after each event line so that its
+    TrainerEvent and a hint follow the lines printed before them, never the lines after."""
+    supervisor, launcher, _, recorder = make(tmp_path, num_workers=1)
+    await supervisor.start()
+    ps0 = await launcher.started("ps0")
+    loaded = protocol.Loaded(role="ps", index=0, pid=1, seconds=1.0).to_json()
+    plain = [f"line {n}" for n in range(500)]
+    ps0.say_lines([*plain, loaded, "bind: Address already in use", "after"])
+    await recorder.wait_for(lambda e: isinstance(e, TaskOutput) and "after" in e.lines)
+    seen = [e for e in recorder.events if isinstance(e, (TaskOutput, TrainerEvent, TaskHint))]
+    assert [type(e) for e in seen] == [TaskOutput, TrainerEvent, TaskOutput, TaskHint, TaskOutput]
+    first, _, second, hint, third = seen
+    assert first.lines == (*plain, loaded) and first.events == {500} and first.shown() == plain
+    assert second.lines == ("bind: Address already in use",) and hint.task == "ps0"
+    assert third.lines == ("after",)
     await supervisor.stop_all()
 
 
