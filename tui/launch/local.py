@@ -12,7 +12,8 @@ from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
 from tui.launch.deathsig import DIE_WITH_PARENT
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
+from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
+from tui.launch.pipes import output_pipe, pipe_reader
 from tui.launch.streams import merged_batches
 from tui.launch.warm import WarmPools, WarmTask
 
@@ -20,8 +21,10 @@ from tui.launch.warm import WarmPools, WarmTask
 class LocalTask:
     """A local task process. Implements :class:`tui.launch.base.RunningTask`."""
 
-    def __init__(self, process: asyncio.subprocess.Process, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, outputs: Sequence[ByteSource],
+                 max_line: int = MAX_LINE_BYTES) -> None:
         self._process = process
+        self._outputs = tuple(outputs)  # stdout, stderr: the wide pipes' readers
         self._max_line = max_line
         self._signalled_group = False
         #: A notice to show once with this task (a warm pool failed: it started cold).
@@ -33,11 +36,7 @@ class LocalTask:
 
     async def output(self) -> AsyncGenerator[OutputBatch, None]:
         """Both streams merged in arrival order, a read at a time; ends when both reached EOF."""
-        sources: list[tuple[ByteSource, Stream]] = []
-        if self._process.stdout is not None:
-            sources.append((self._process.stdout, Stream.STDOUT))
-        if self._process.stderr is not None:
-            sources.append((self._process.stderr, Stream.STDERR))
+        sources = list(zip(self._outputs, (Stream.STDOUT, Stream.STDERR), strict=True))
         async for batch in merged_batches(sources, self._max_line):
             yield batch
 
@@ -99,12 +98,13 @@ class LocalLauncher:
             warm_task = await self._warm.start(task.name, argv, full_env, cwd)
             if warm_task is not None:
                 return warm_task
+        pipes = [output_pipe(), output_pipe()]
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stdout=pipes[0][1],
+                stderr=pipes[1][1],
                 env=full_env,
                 cwd=cwd,
                 # Own session and process group: a terminal's Ctrl-C reaches only the
@@ -114,8 +114,14 @@ class LocalLauncher:
                 preexec_fn=DIE_WITH_PARENT,
             )
         except OSError as exc:
+            for read_end, _ in pipes:
+                os.close(read_end)
             raise LaunchError(f"{task.name}: cannot run {argv[0]}: {exc.strerror or exc}") from exc
-        cold = LocalTask(process, self._max_line)
+        finally:
+            for _, write_end in pipes:
+                os.close(write_end)  # the task's now: EOF comes when it (and its children) close it
+        readers = [await pipe_reader(read_end, CHUNK_BYTES) for read_end, _ in pipes]
+        cold = LocalTask(process, readers, self._max_line)
         if self._warm is not None:
             cold.launch_notice = self._warm.take_notice()
         return cold

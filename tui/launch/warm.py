@@ -19,11 +19,12 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 
 from trainer.shim import BOOTSTRAP
 from trainer.warm import MODES, pool_key, wire
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
+from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
+from tui.launch.pipes import output_pipe, pipe_reader
 from tui.launch.streams import merged_batches
 from tui.launch.warm_pool import PoolKey, PoolState, WarmPool
 
@@ -204,7 +205,7 @@ class WarmPools:
 
     async def _request(self, pool: WarmPool, name: str, args: tuple[str, ...],
                        env: Mapping[str, str], cwd: str | None) -> WarmTask | None:
-        pipes = [os.pipe() for _ in range(3)]  # (read, write) each; not inheritable
+        pipes = [os.pipe(), output_pipe(), output_pipe()]  # (read, write) each; not inheritable
         ours = [pipes[0][1], pipes[1][0], pipes[2][0]]
         theirs = (pipes[0][0], pipes[1][1], pipes[2][1])
         try:
@@ -229,11 +230,7 @@ class WarmPools:
         stdin_transport, stdin_proto = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, os.fdopen(ours[0], "wb", buffering=0))
         stdin = asyncio.StreamWriter(stdin_transport, stdin_proto, None, loop)
-        readers = []
-        for fd in ours[1:]:
-            reader = asyncio.StreamReader(limit=2 ** 20)
-            await loop.connect_read_pipe(_protocol_for(reader), os.fdopen(fd, "rb", buffering=0))
-            readers.append(reader)
+        readers = [await pipe_reader(fd, CHUNK_BYTES) for fd in ours[1:]]
         return WarmTask(int(answer), conn, stdin, readers[0], readers[1], self._max_line,
                         self.take_notice())
 
@@ -245,9 +242,6 @@ class WarmPools:
         self._pools.clear()
         self._starting.clear()
 
-
-def _protocol_for(reader: asyncio.StreamReader) -> Callable[[], asyncio.StreamReaderProtocol]:
-    return lambda: asyncio.StreamReaderProtocol(reader)
 
 
 def _ask(path: str, request: wire.Request, fds: tuple[int, int, int]) -> tuple[socket.socket | None, str]:
