@@ -58,6 +58,7 @@ class LogPane(Log):
         self.highlighter = LogHighlighter(self)
         self.filter_text = ""
         self.source: TaskLog | None = None
+        self._mark = 0  # the source's line count when this pane last took its lines
         self.follow = True
 
     def on_mount(self) -> None:
@@ -73,14 +74,15 @@ class LogPane(Log):
         self.source, self.filter_text = source, filter_text
         self.clear()
         if source is not None:
-            source.unseen.clear()
+            self._mark = source.added
             self._write(self._matching(source.lines))
 
     def append_unseen(self) -> None:
         """Add what the source got since the last call."""
-        if self.source is None or not self.source.unseen:
+        if self.source is None or self.source.added == self._mark:
             return
-        lines = self._matching(self.source.take_unseen())
+        lines = self._matching(self.source.since(self._mark))
+        self._mark = self.source.added
         if lines:
             self._write(lines)
 
