@@ -1,6 +1,6 @@
-"""The log half of the app's keys: follow, focus, filter, and the whole log in ``$PAGER``
-(:class:`~tui.app.app.TfdistApp` is made of this, :class:`~tui.app.pending.SettingsActions`
-and its own task keys)."""
+"""The log half of the app's keys: follow, focus, search (``/``, ``n``, ``N``), filter
+(``&``) and the whole log in ``$PAGER`` (:class:`~tui.app.app.TfdistApp` is made of this,
+:class:`~tui.app.pending.SettingsActions` and its own task keys)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,27 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any
 
-from textual import on
+from textual import events, on
 from textual.app import App, SuspendNotSupported
+from textual.widget import Widget
 from textual.widgets import Input, TabbedContent
 
 from tui.app.logs import LogPane
 from tui.app.state import Dashboard
 from tui.app.tasktable import TaskTable
 
+#: The fields under the panes, in the order ``esc`` looks at them.
+FIELDS = ("search", "filter")
+
 
 class LogActions(App[int]):
     """What the operator does with the log panes."""
 
     dashboard: Dashboard
+    #: Where the focus goes back to when a field under the panes is done with.
+    _before_field: Widget | None = None
 
     @property
     def table(self) -> TaskTable:
@@ -35,6 +42,12 @@ class LogActions(App[int]):
     def merged_log(self) -> LogPane:
         return self.query_one("#merged-log", LogPane)
 
+    @property
+    def log_panes(self) -> tuple[LogPane, ...]:
+        """Every log pane, shown or not: each takes its source's new lines on a refresh, and a
+        filter or search applies to all of them."""
+        return self.task_log, self.merged_log
+
     def _selected_or_warn(self) -> str | None:
         name = self.table.selected
         if name is None:
@@ -46,6 +59,12 @@ class LogActions(App[int]):
         """The log pane on screen (the merged one on the All logs tab)."""
         return self.merged_log if self.query_one(TabbedContent).active == "merged" else self.task_log
 
+    @property
+    def active_log(self) -> LogPane:
+        """The log pane the log keys act on: the one with the focus, else the one on screen."""
+        focused = self.focused
+        return focused if isinstance(focused, LogPane) else self.shown_log
+
     def _to_log_tab(self) -> None:
         tabs = self.query_one(TabbedContent)
         if tabs.active not in ("logs", "merged"):
@@ -53,11 +72,11 @@ class LogActions(App[int]):
 
     def action_follow_log(self) -> None:
         self._to_log_tab()
-        self.shown_log.set_follow(True)
+        self.active_log.set_follow(True)
 
     def action_toggle_follow(self) -> None:
         self._to_log_tab()
-        self.shown_log.action_toggle_follow()
+        self.active_log.action_toggle_follow()
 
     def action_focus_log(self) -> None:
         """Into the log (its keys scroll it) and back to the task table."""
@@ -87,16 +106,93 @@ class LogActions(App[int]):
         except OSError as exc:
             self.notify(f"cannot run {argv[0]}: {exc.strerror or exc}", severity="error")
 
-    def action_filter(self) -> None:
-        field = self.query_one("#filter", Input)
+    # -- the fields under the panes -------------------------------------------------------
+
+    def _typed_in_a_field(self, key: str, char: str) -> bool:
+        """``/`` and ``&`` are priority keys (they act before the focused widget sees them:
+        tui.app.controls says why); in a field they are only text: handed to it as a key,
+        after the keys it has yet to handle."""
+        focused = self.focused
+        if not isinstance(focused, Input):
+            return False
+        focused.post_message(events.Key(key, char))
+        return True
+
+    def _open_field(self, name: str) -> None:
+        field = self.query_one(f"#{name}", Input)
+        if not field.has_focus:
+            focused = self.focused
+            self._before_field = None if isinstance(focused, Input) else focused
         field.display = True
-        field.focus()
+        self.query_one("#fields").display = True
+        self._focus_now(field)  # (which selects its text: typing replaces it)
+
+    def _leave_field(self, name: str, *, hide: bool) -> None:
+        field = self.query_one(f"#{name}", Input)
+        if hide:
+            field.display = False
+            self.query_one("#fields").display = any(self.query_one(f"#{f}", Input).display for f in FIELDS)
+        back = self._before_field
+        self._focus_now(back if back is not None and back.is_attached and back.display else self.table)
+
+    def _focus_now(self, widget: Widget) -> None:
+        # Not widget.focus(), which moves the focus only after the keys already read: with
+        # "/x" typed (or pasted, or sent by tmux) at once, the x went to the table and
+        # stopped the selected task.
+        self.screen.set_focus(widget)
+
+    def on_key(self, event: Any) -> None:
+        if event.key != "escape":
+            return
+        for name in FIELDS:
+            field = self.query_one(f"#{name}", Input)
+            if field.has_focus:
+                field.value = ""  # (Input.Changed clears the filter or the search)
+                self._leave_field(name, hide=True)
+
+    # -- filter: only the lines holding a text ----------------------------------------------
+
+    def action_filter(self) -> None:
+        if not self._typed_in_a_field("ampersand", "&"):
+            self._open_field("filter")
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.task_log.show_log(self.task_log.source, event.value)
-        self.merged_log.show_log(self.merged_log.source, event.value)
+        for pane in self.log_panes:
+            pane.show_log(pane.source, event.value)
 
     @on(Input.Submitted, "#filter")
     def _filter_kept(self) -> None:
-        self.table.focus()
+        self._leave_field("filter", hide=False)  # (shown while it filters)
+
+    # -- search: every line, the matches marked, n and N go from one to the next ------------
+
+    def action_search(self) -> None:
+        if not self._typed_in_a_field("slash", "/"):
+            self._to_log_tab()
+            self._open_field("search")
+
+    @on(Input.Changed, "#search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        for pane in self.log_panes:  # highlighted as it is typed; n and N go to them
+            pane.set_search(event.value)
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, event: Input.Submitted) -> None:
+        self._leave_field("search", hide=True)  # (the border says what it found)
+        if event.value:
+            self.active_log.find(forward=True)
+
+    def action_search_next(self) -> None:
+        self._find(forward=True)
+
+    def action_search_previous(self) -> None:
+        self._find(forward=False)
+
+    def _find(self, *, forward: bool) -> None:
+        self._to_log_tab()
+        pane = self.active_log
+        if not pane.search.text:
+            self.notify("nothing to find: / searches the log", severity="warning", timeout=3)
+            return
+        pane.find(forward=forward)  # (no match: its border says so)
