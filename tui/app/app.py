@@ -23,13 +23,13 @@ from trainer.settings import TrainingSettings
 from tui.app import signals
 from tui.app.bridge import Core, CoreBridge
 from tui.app.controls import CONTROLS
-from tui.app.logactions import LogActions
 from tui.app.logs import LogPane
 from tui.app.markup import said
 from tui.app.messages import AllTasksRequested, CoreActionFailed, TaskAction, TaskActionRequested
 from tui.app.pending import SettingsActions
 from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
+from tui.app.split import LogSplit, SplitActions
 from tui.app.state import Dashboard
 from tui.app.tasktable import TaskTable
 from tui.app.widgets import HintBar, PlacementView, QuietFooter, StatusBar, ThroughputView
@@ -58,7 +58,7 @@ TABLE_REFRESH_SECONDS = 0.4
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-class TfdistApp(signals.SignalHandling, SettingsActions, LogActions):
+class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -116,7 +116,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, LogActions):
         yield HintBar(id="hints")
         with TabbedContent(id="panes", initial="logs"):
             with TabPane("Logs", id="logs"):
-                yield LogPane(id="task-log")
+                yield LogSplit(id="log-split")
             with TabPane("All logs", id="merged"):
                 yield LogPane(id="merged-log")
             with TabPane("Placement", id="placement"):

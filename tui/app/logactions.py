@@ -1,5 +1,6 @@
 """The log half of the app's keys: follow, focus, search (``/``, ``n``, ``N``), filter
 (``&``) and the whole log in ``$PAGER`` (:class:`~tui.app.app.TfdistApp` is made of this,
+:class:`~tui.app.split.SplitActions` for the second log,
 :class:`~tui.app.pending.SettingsActions` and its own task keys)."""
 
 from __future__ import annotations
@@ -43,10 +44,15 @@ class LogActions(App[int]):
         return self.query_one("#merged-log", LogPane)
 
     @property
+    def pinned_log(self) -> LogPane:
+        """The split view's second log (:mod:`tui.app.split`); hidden until a task is pinned."""
+        return self.query_one("#pinned-log", LogPane)
+
+    @property
     def log_panes(self) -> tuple[LogPane, ...]:
         """Every log pane, shown or not: each takes its source's new lines on a refresh, and a
         filter or search applies to all of them."""
-        return self.task_log, self.merged_log
+        return self.task_log, self.merged_log, self.pinned_log
 
     def _selected_or_warn(self) -> str | None:
         name = self.table.selected
@@ -56,12 +62,21 @@ class LogActions(App[int]):
 
     @property
     def shown_log(self) -> LogPane:
-        """The log pane on screen (the merged one on the All logs tab)."""
+        """The log pane on screen (the merged one on the All logs tab; with the split view,
+        the half that follows the table's selection)."""
         return self.merged_log if self.query_one(TabbedContent).active == "merged" else self.task_log
 
     @property
+    def shown_log_panes(self) -> list[LogPane]:
+        """The log panes on screen, in the order ``l`` goes into them."""
+        if self.query_one(TabbedContent).active == "merged":
+            return [self.merged_log]
+        return [self.task_log] + ([self.pinned_log] if self.pinned_log.display else [])
+
+    @property
     def active_log(self) -> LogPane:
-        """The log pane the log keys act on: the one with the focus, else the one on screen."""
+        """The log pane the log keys act on: the one with the focus (either half of the split
+        view), else the one on screen."""
         focused = self.focused
         return focused if isinstance(focused, LogPane) else self.shown_log
 
@@ -79,13 +94,13 @@ class LogActions(App[int]):
         self.active_log.action_toggle_follow()
 
     def action_focus_log(self) -> None:
-        """Into the log (its keys scroll it) and back to the task table."""
+        """Into the log (its keys scroll it), into the split view's other half, and back to
+        the task table."""
         self._to_log_tab()
-        log = self.shown_log
-        if log.has_focus:
-            self.table.focus()
-        else:
-            log.focus()
+        panes = self.shown_log_panes
+        focused = self.focused
+        at = panes.index(focused) + 1 if isinstance(focused, LogPane) and focused in panes else 0
+        (panes[at] if at < len(panes) else self.table).focus()
 
     def action_open_pager(self) -> None:
         """The selected task's whole log (the run directory's copy) in ``$PAGER``; the app
