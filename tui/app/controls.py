@@ -103,6 +103,8 @@ CONTROLS: tuple[Control, ...] = (
             "into the log to scroll it (up/down, pgup/pgdn); l again: back", _V),
     Control("w", "w", "toggle_split", "Split",
             "pin the task's log beside the selected one's (w again: close)", _V, footer=False),
+    Control("C", "C", "copy_log", "Copy",
+            "copy the selection, else the match's line, else the lines shown", _V, footer=False),
     Control("up,down", "up/down", None, "Select", "select a task", _V),
     Control("v", "v", "open_pager", "Pager", "the selected task's whole log in $PAGER (the app waits)", _V,
             footer=False),

@@ -1,6 +1,6 @@
 """The log half of the app's keys: follow, focus, search (``/``, ``n``, ``N``), filter
-(``&``) and the whole log in ``$PAGER`` (:class:`~tui.app.app.TfdistApp` is made of this,
-:class:`~tui.app.split.SplitActions` for the second log,
+(``&``), copy (``C``) and the whole log in ``$PAGER`` (:class:`~tui.app.app.TfdistApp` is
+made of this, :class:`~tui.app.split.SplitActions` for the second log,
 :class:`~tui.app.pending.SettingsActions` and its own task keys)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from textual.widgets import Input, TabbedContent
 from tui.app.logs import LogPane
 from tui.app.state import Dashboard
 from tui.app.tasktable import TaskTable
+from tui.common.terminal import inert
 
 #: The fields under the panes, in the order ``esc`` looks at them.
 FIELDS = ("search", "filter")
@@ -211,3 +212,26 @@ class LogActions(App[int]):
             self.notify("nothing to find: / searches the log", severity="warning", timeout=3)
             return
         pane.find(forward=forward)  # (no match: its border says so)
+
+    # -- copy -----------------------------------------------------------------------------
+
+    def action_copy_log(self) -> None:
+        """Copy the text selected with the mouse; with none, the current match's line, else
+        the lines on screen of the log the keys act on. Through the terminal (OSC 52)."""
+        selected = self.screen.get_selected_text()
+        if selected:
+            text, what = selected, "the selection"
+        elif (line := self.active_log.current_line) is not None:
+            text, what = line, "the current match"
+        else:
+            text, what = "\n".join(self.active_log.visible_lines), "the lines on screen"
+        # The panes hold task output made inert (tui.common.terminal) already; once more, in
+        # case a selection spans other widgets: whatever is pasted into a shell must not
+        # carry a task's escape sequences.
+        text = inert(text, newlines=True).rstrip("\n")
+        if not text:
+            self.notify("nothing to copy", severity="warning", timeout=3)
+            return
+        self.copy_to_clipboard(text)
+        count = text.count("\n") + 1
+        self.notify(f"copied {count} line{'s' if count > 1 else ''} ({what})", timeout=3)
