@@ -1,5 +1,6 @@
-"""A scripted stand-in for the controller core, for layout tests only: it replays a fixed
-history of controller events and records what the app asked for."""
+"""A scripted stand-in for the controller core, for tests of what the app shows: it replays
+a fixed history of controller events (and those a test feeds it) and records what the app
+asked for."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from tests.support import with_progress
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui.app.app import TfdistApp
 from tui.config.cluster import Job
 from tui.core import hints
 from tui.core.commands import Command
@@ -21,6 +23,7 @@ from tui.core.events import (
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.core.options import RunOptions
 from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 from tui.plan.tasks import TaskInfo
@@ -45,6 +48,27 @@ class ScriptedCore:
 
     def close(self, timeout: float) -> None:
         pass
+
+
+def scripted(options: RunOptions, events: list[ControllerEvent]) -> tuple[TfdistApp, ScriptedCore]:
+    """The app over a :class:`ScriptedCore` holding ``events``, at a fixed clock."""
+    core = ScriptedCore(events)
+    app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+    return app, core
+
+
+async def feed(app: TfdistApp, core: ScriptedCore, pilot, events: Sequence[ControllerEvent]) -> None:
+    """Hand the app more events and let it fold and draw them (as its timer would)."""
+    core.pending.extend(events)
+    app.refresh_dashboard(force=True)
+    await pilot.pause()
+
+
+def lines(task: str, start: int, count: int, t: float,
+          text: str = "{task} line {n}") -> list[ControllerEvent]:
+    """``count`` lines of ``task``'s output, numbered from ``start``."""
+    return [TaskOutput(task=task, stream=Stream.STDOUT, lines=(text.format(task=task, n=n),), t=t)
+            for n in range(start, start + count)]
 
 
 TASKS = (TaskInfo("ps0", Job.PS, 0, "localhost", 40001, "1 core", "1c"),

@@ -138,7 +138,7 @@ async def test_settings_keys_preview_and_relaunch(tmp_path: Path, monkeypatch: p
                     "the round-robin preview")
         assert app.dashboard.settings.mode is Mode.ASYNC  # nothing applied yet
 
-        await pilot.press("slash")
+        await pilot.press("ampersand")
         assert app.focused is app.query_one("#filter")
         await pilot.press(*"ready")
         assert app.task_log.filter_text == "ready"

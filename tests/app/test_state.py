@@ -8,7 +8,7 @@ from tests.app.scripted import T0, TASKS, failed_history, running_history
 from tests.support import with_progress
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.app.state import LOG_LINES_PER_TASK, MAX_LINE_CHARS, MERGED_LOG_LINES, Dashboard
+from tui.app.state import LOG_LINES_PER_TASK, MAX_LINE_CHARS, MERGED_LOG_LINES, Dashboard, TaskLog
 from tui.core import hints
 from tui.core.events import (
     RunStarted,
@@ -98,6 +98,22 @@ def test_a_batch_longer_than_a_pane_keeps_its_last_lines_each_inert() -> None:
     assert len(kept) == LOG_LINES_PER_TASK and kept[-1] == f"line {len(lines) - 2} "
     assert list(d.merged.lines)[-1] == f"worker0 | line {len(lines) - 2} "
     assert len(d.merged.lines) == MERGED_LOG_LINES
+
+
+def test_each_reader_of_a_log_takes_the_lines_it_has_not_shown() -> None:
+    log = TaskLog()
+    first = second = log.added  # two panes showing the same task (the split view)
+    for n in range(3):
+        log.add(f"line {n}")
+    assert log.since(first) == ["line 0", "line 1", "line 2"]
+    first = log.added
+    log.add("line 3")
+    assert log.since(first) == ["line 3"]  # the other pane's lines are still there for it:
+    assert log.since(second) == ["line 0", "line 1", "line 2", "line 3"]
+    assert log.since(log.added) == []
+    for n in range(4, LOG_LINES_PER_TASK + 10):
+        log.add(f"line {n}")
+    assert log.since(second) == list(log.lines)  # fell behind: what is still kept
 
 
 def test_event_lines_are_shown_described_not_raw() -> None:

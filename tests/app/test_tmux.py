@@ -13,30 +13,43 @@ from pathlib import Path
 import pytest
 
 from tests.support import assert_no_trainers_left, wait_until, write_hosts
+from tests.support.clirun import FAKE_CLI, REPO
+from tests.support.clirun import write_hosts as write_fake_hosts
 
 pytestmark = [pytest.mark.integration, pytest.mark.tmux]
 
 
 class Tmux:
-    def __init__(self, command: str, size: tuple[int, int] = (120, 40)) -> None:
+    """A detached tmux session running ``command``. ``private``: on a tmux server of its own
+    (no user's configuration, and server options such as ``set-clipboard`` set for this
+    test alone)."""
+
+    def __init__(self, command: str, size: tuple[int, int] = (120, 40), *, private: bool = False) -> None:
         assert shutil.which("tmux"), "tmux is required (apt-get install tmux; .ci/run installs it)"
         self.name = f"tfdist-{uuid.uuid4().hex[:8]}"
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(size[0]),
+        self.tmux = ["tmux", "-L", self.name, "-f", "/dev/null"] if private else ["tmux"]
+        self.private = private
+        subprocess.run([*self.tmux, "new-session", "-d", "-s", self.name, "-x", str(size[0]),
                         "-y", str(size[1]), command], check=True)
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], check=True,
+        return subprocess.run([*self.tmux, "capture-pane", "-p", "-t", self.name], check=True,
                               capture_output=True, text=True).stdout
 
     def send(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run([*self.tmux, "send-keys", "-t", self.name, *keys], check=True)
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Any tmux command on this session's server."""
+        return subprocess.run([*self.tmux, *args], capture_output=True, text=True)
 
     def wait_for(self, pattern: str, timeout: float = 120.0) -> re.Match[str]:
         return wait_until(lambda: re.search(pattern, self.screen()), timeout, interval=0.2,
                           what=lambda: f"{pattern!r} never appeared; screen:\n{self.screen()}")
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run([*self.tmux, "kill-server" if self.private else "kill-session", "-t", self.name],
+                       capture_output=True)
 
 
 def worker_steps(screen: str) -> list[int]:
@@ -93,6 +106,39 @@ def test_a_person_drives_the_app_in_tmux(tmp_path: Path) -> None:
         tmux.send("y")
         wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
         assert status.read_text().strip() == "130"  # quit while it trained (README: exit codes)
+    finally:
+        tmux.close()
+    assert_no_trainers_left(tmp_path / "runs")
+
+
+def test_C_copies_inert_log_text_to_the_terminals_clipboard(tmp_path: Path) -> None:
+    """``/`` finds a line a task wrote with escape sequences in it, ``C`` copies it: tmux
+    (``set-clipboard on``) takes the app's OSC 52 into a paste buffer, which holds the line's
+    text and none of the task's escapes. Tasks are tests/support/fake_trainer.py (no
+    TensorFlow: this is about the terminal)."""
+    hosts = write_fake_hosts(tmp_path / "hosts.yaml", run_dir=tmp_path / "runs")
+    status = tmp_path / "exit-status"
+    # ps0 writes escape sequences (FAKE_NASTY); the workers' done-markers go to FAKE_DIR.
+    environment = shlex.join([f"PYTHONPATH={REPO}", "FAKE_NASTY=ps0", f"FAKE_DIR={tmp_path}"])
+    command = (f"env {environment} {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLI))} "
+               f"{shlex.quote(str(hosts))}; echo $? > {shlex.quote(str(status))}")
+    tmux = Tmux(f"sh -c {shlex.quote(command)}", private=True)
+    try:
+        tmux.run("set-option", "-s", "set-clipboard", "on")
+        tmux.wait_for(r"run \d{8}-\d{6}-\w+")
+        # ps0 is selected: its log has the line "\x1b[31mred\x1b[0m \x1b]0;title\x07 text".
+        tmux.wait_for(r"red  text")
+        tmux.send("/")
+        tmux.wait_for(r"search the logs \(enter")  # the field is open (typed sooner, keys go to the table)
+        tmux.send("-l", "RED  t")
+        tmux.send("Enter")
+        tmux.wait_for(r"match 1/1")
+        tmux.send("C")
+        tmux.wait_for(r"copied 1 line \(the current match\)")
+        buffer = wait_until(lambda: tmux.run("show-buffer").stdout, 30, interval=0.2, what=tmux.screen)
+        assert buffer == "red  text"
+        tmux.send("q")
+        wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
     finally:
         tmux.close()
     assert_no_trainers_left(tmp_path / "runs")

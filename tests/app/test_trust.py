@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.app.scripted import T0, TASKS, ScriptedCore, running_history
+from tests.app.scripted import T0, TASKS, feed, lines, running_history, scripted
 from tests.support import with_progress
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.app.app import TfdistApp
 from tui.app.messages import AllTasksRequested, TaskAction, TaskActionRequested
 from tui.app.screens import ConfirmScreen
 from tui.common.exit_codes import ExitCode
@@ -23,33 +22,12 @@ from tui.core.events import (
     RunSummary,
     TaskHint,
     TaskHintCleared,
-    TaskOutput,
     TaskStateChanged,
     TrainerEvent,
 )
-from tui.core.options import RunOptions
 from tui.core.task_state import TaskState
-from tui.launch.lines import Stream
 
 SIZE = (120, 40)
-
-
-def scripted(options: RunOptions, events: list[ControllerEvent]) -> tuple[TfdistApp, ScriptedCore]:
-    core = ScriptedCore(events)
-    app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
-    return app, core
-
-
-async def feed(app: TfdistApp, core: ScriptedCore, pilot, events: list[ControllerEvent]) -> None:
-    """Hand the app more events and let it fold and draw them (as its timer would)."""
-    core.pending.extend(events)
-    app.refresh_dashboard(force=True)
-    await pilot.pause()
-
-
-def lines(task: str, start: int, count: int, t: float) -> list[ControllerEvent]:
-    return [TaskOutput(task=task, stream=Stream.STDOUT, lines=(f"{task} line {n}",), t=t)
-            for n in range(start, start + count)]
 
 
 def finished(run_id: str, outcome: RunOutcome, step: int) -> RunFinished:

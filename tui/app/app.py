@@ -13,6 +13,7 @@ from typing import Any
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.containers import Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
@@ -22,13 +23,13 @@ from trainer.settings import TrainingSettings
 from tui.app import signals
 from tui.app.bridge import Core, CoreBridge
 from tui.app.controls import CONTROLS
-from tui.app.logactions import LogActions
 from tui.app.logs import LogPane
 from tui.app.markup import said
 from tui.app.messages import AllTasksRequested, CoreActionFailed, TaskAction, TaskActionRequested
 from tui.app.pending import SettingsActions
 from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
+from tui.app.split import LogSplit, SplitActions
 from tui.app.state import Dashboard
 from tui.app.tasktable import TaskTable
 from tui.app.widgets import HintBar, PlacementView, QuietFooter, StatusBar, ThroughputView
@@ -57,7 +58,7 @@ TABLE_REFRESH_SECONDS = 0.4
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-class TfdistApp(signals.SignalHandling, SettingsActions, LogActions):
+class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -115,7 +116,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, LogActions):
         yield HintBar(id="hints")
         with TabbedContent(id="panes", initial="logs"):
             with TabPane("Logs", id="logs"):
-                yield LogPane(id="task-log")
+                yield LogSplit(id="log-split")
             with TabPane("All logs", id="merged"):
                 yield LogPane(id="merged-log")
             with TabPane("Placement", id="placement"):
@@ -124,14 +125,18 @@ class TfdistApp(signals.SignalHandling, SettingsActions, LogActions):
                 yield ThroughputView(id="throughput-view")
             with TabPane("Runs", id="runs"):
                 yield RunsView(self.options.runs_root, self.options.config.path, id="runs-view")
-        yield Input(placeholder="filter logs (enter: keep, esc: clear)", id="filter")
+        with Vertical(id="fields"):  # (hidden while neither field is open)
+            yield Input(placeholder="search the logs (enter: go to a match, then n / N; esc: clear)",
+                        id="search")
+            yield Input(placeholder="filter logs (enter: keep, esc: clear)", id="filter")
         # Compact and without the palette entry (ctrl+p, in the help): 80 columns hold it all.
         yield QuietFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         signals.install(self._on_signal)
         self.core = self._core_factory(self)
-        self.query_one("#filter", Input).display = False
+        for field in self.query("#fields Input"):
+            field.display = False
         self.query_one(TaskTable).focus()
         self.merged_log.show_log(self.dashboard.merged, "")
         self.set_interval(REFRESH_SECONDS, self.refresh_dashboard)
@@ -181,8 +186,8 @@ class TfdistApp(signals.SignalHandling, SettingsActions, LogActions):
             self._last_table_refresh = now
             if self.task_log.source is None and self.table.selected:
                 self._show_task_log(self.table.selected)
-        self.task_log.append_unseen()
-        self.merged_log.append_unseen()
+        for pane in self.log_panes:
+            pane.append_unseen()
         if d.placement_changed:
             self._show_placement()
             d.placement_changed = False
@@ -365,13 +370,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions, LogActions):
 
     def action_previous_pane(self) -> None:
         self._cycle_pane(-1)
-
-    def on_key(self, event: Any) -> None:
-        field = self.query_one("#filter", Input)
-        if event.key == "escape" and field.has_focus:
-            field.value = ""
-            field.display = False
-            self.table.focus()
 
     def action_sort_tasks(self) -> None:
         self.notify(f"tasks sorted by {self.table.cycle_sort()}", timeout=2)

@@ -82,7 +82,15 @@ CONTROLS: tuple[Control, ...] = (
             footer=False),
     Control("R", "R", "relaunch", "Relaunch", "relaunch the cluster with the pending settings", _S,
             confirm=True),
-    Control("slash", "/", "filter", "Filter", "filter the logs by text (esc clears)", _V),
+    # As in less: / searches (every line kept, the matches marked, n / N go from one to
+    # the next), & filters (only the lines holding the text). Both win over the focused
+    # widget, so that keys typed right after them go into their field, not to the table
+    # (where x stops a task); in a field they are text (tui.app.logactions).
+    Control("slash", "/", "search", "Search", "search the logs (esc clears)", _V, priority=True),
+    Control("n", "n", "search_next", "Next", "next match", _V, footer=False),
+    Control("N", "N", "search_previous", "Previous", "previous match", _V, footer=False),
+    Control("ampersand", "&", "filter", "Filter", "filter the logs by text (esc clears)", _V,
+            footer=False, priority=True),
     # (Not in the footer: the tabs are on screen, and 80 columns need the room.)
     Control("tab", "tab", "next_pane", "Pane", "next pane", _V, footer=False, priority=True),
     Control("shift+tab", "shift+tab", "previous_pane", "Pane", "previous pane", _V, footer=False,
@@ -91,8 +99,12 @@ CONTROLS: tuple[Control, ...] = (
     Control("end", "End", "follow_log", "Follow", "follow the log's tail again", _V, footer=False),
     Control("f", "f", "toggle_follow", "Follow", "follow the log on / off (shown on its border)", _V,
             footer=False),
-    Control("l", "l", "focus_log", "Log", "into the log to scroll it (up/down, pgup/pgdn); l again: back",
-            _V),
+    Control("l", "l", "focus_log", "Log",
+            "into the log to scroll it (up/down, pgup/pgdn); l again: back", _V),
+    Control("w", "w", "toggle_split", "Split",
+            "pin the task's log beside the selected one's (w again: close)", _V, footer=False),
+    Control("C", "C", "copy_log", "Copy",
+            "copy the selection, else the match's line, else the lines shown", _V, footer=False),
     Control("up,down", "up/down", None, "Select", "select a task", _V),
     Control("v", "v", "open_pager", "Pager", "the selected task's whole log in $PAGER (the app waits)", _V,
             footer=False),
@@ -107,8 +119,8 @@ CONTROLS: tuple[Control, ...] = (
     Control("q", "q", "quit", "Quit", "quit (stops every task; asks while tasks run)", _V),
     # Keys Textual's widgets and dialogs handle themselves (listed so every key is here).
     Control("ctrl+q", "ctrl+q", None, "Quit", "quit, as q", _V, footer=False),
-    Control("escape", "Esc", None, "Close", "close the help or a dialog (no); clear the filter", _V,
-            footer=False),
+    Control("escape", "Esc", None, "Close", "close the help or a dialog (no); clear the search or filter",
+            _V, footer=False),
     Control("y,n", "y / n", None, "Answer", "answer a question (enter: the focused button)", _V,
             footer=False),
 )

@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
@@ -79,24 +80,30 @@ class TaskRow:
 
 @dataclass
 class TaskLog:
-    """The tail of one task's output, plus the lines a widget has not shown yet."""
+    """The tail of one task's output, and how many lines it ever got: each pane showing it
+    keeps its own count of what it has shown (:meth:`since`), so two panes may show the
+    same log (the split view) without taking lines from each other."""
 
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_LINES_PER_TASK))
-    unseen: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_LINES_PER_TASK))
+    #: Lines added so far, those no longer kept included.
+    added: int = 0
 
     def add(self, text: str) -> None:
         self.lines.append(text)
-        self.unseen.append(text)
+        self.added += 1
 
     def extend(self, texts: Sequence[str]) -> None:
         """Add several lines (a batch of output: only the last ones stay if they are many)."""
         self.lines.extend(texts)
-        self.unseen.extend(texts)
+        self.added += len(texts)
 
-    def take_unseen(self) -> list[str]:
-        taken = list(self.unseen)
-        self.unseen.clear()
-        return taken
+    def since(self, mark: int) -> list[str]:
+        """The lines added after the first ``mark`` (as many of them as are still kept)."""
+        new = min(self.added - mark, len(self.lines))
+        if new <= 0:
+            return []
+        # From the right end: O(new lines), not O(kept lines), on each refresh.
+        return list(islice(reversed(self.lines), new))[::-1]
 
 
 @dataclass
@@ -111,8 +118,7 @@ class Dashboard:
     finished: RunSummary | None = None
     rows: dict[str, TaskRow] = field(default_factory=dict)
     logs: dict[str, TaskLog] = field(default_factory=dict)
-    merged: TaskLog = field(default_factory=lambda: TaskLog(deque(maxlen=MERGED_LOG_LINES),
-                                                            deque(maxlen=MERGED_LOG_LINES)))
+    merged: TaskLog = field(default_factory=lambda: TaskLog(deque(maxlen=MERGED_LOG_LINES)))
     placement: protocol.Placement | None = None
     #: The core's latest progress snapshot (tui.core.progress computes it; this only shows it).
     progress: ProgressSnapshot = field(default_factory=lambda: ProgressSnapshot.empty(0))
