@@ -11,11 +11,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.ui.scripted import T0, ScriptedCore, failed_history, running_history  # noqa: E402
-from tui.options import RunOptions  # noqa: E402
-
+from tests.app.scripted import T0, ScriptedCore, failed_history, running_history  # noqa: E402
 from tui.app.app import TfdistApp  # noqa: E402
 from tui.config.load import load_config  # noqa: E402
+from tui.core.options import RunOptions  # noqa: E402
 from tui.core.usage import Usage, UsageSample  # noqa: E402
 
 OUT = REPO / "docs" / "screenshots"
