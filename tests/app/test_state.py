@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from tests.app.scripted import T0, TASKS, failed_history, running_history
@@ -11,6 +12,7 @@ from trainer.settings import TrainingSettings
 from tui.app.state import LOG_LINES_PER_TASK, MAX_LINE_CHARS, MERGED_LOG_LINES, Dashboard, TaskLog
 from tui.core import hints
 from tui.core.events import (
+    ProgressUpdate,
     RunStarted,
     TaskHint,
     TaskHintCleared,
@@ -18,6 +20,7 @@ from tui.core.events import (
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.core.progress import ProgressSnapshot
 from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 
@@ -86,6 +89,16 @@ def test_buffers_are_bounded_and_lines_clipped() -> None:
     assert d.logs["worker0"].lines[-1] == f"line {LOG_LINES_PER_TASK + 499}"
     assert len(d.merged.lines) <= MERGED_LOG_LINES
     assert len(d.logs["worker1"].lines[-1]) == MAX_LINE_CHARS + 1
+
+
+def test_a_seconds_point_of_the_throughput_chart_is_its_latest_rate() -> None:
+    """A run shorter than a second still charts its rate: not only the first update of a
+    second (a worker's first step, with no rate yet) counts."""
+    d = Dashboard(TrainingSettings())
+    for t, rate in ((T0 + 0.1, 0.0), (T0 + 0.6, 640.0), (T0 + 1.2, 700.0), (T0 + 0.9, 1.0)):
+        snapshot = dataclasses.replace(ProgressSnapshot.empty(60), examples_per_sec=rate)
+        d.apply(ProgressUpdate(progress=snapshot, t=t))
+    assert list(d.rate_history) == [640.0, 700.0]  # (an update from a second passed is late)
 
 
 def test_a_batch_longer_than_a_pane_keeps_its_last_lines_each_inert() -> None:

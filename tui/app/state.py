@@ -271,15 +271,18 @@ class Dashboard:
 
     def _sample(self, t: float) -> None:
         """One point of the throughput history per second of the events' own time, so the
-        charts do not depend on how often the screen is refreshed."""
+        charts do not depend on how often the screen is refreshed: the second's latest
+        progress (its first could be a worker's first step, with no rate yet, and a run
+        shorter than a second would then chart nothing)."""
         second = int(t)
-        if second <= self.sampled_second:
+        if second < self.sampled_second:
             return
+        new = second > self.sampled_second
         self.sampled_second = second
-        self.rate_history.append(self.progress.examples_per_sec)
+        _put(self.rate_history, self.progress.examples_per_sec, new)
         for worker in self.progress.workers:
-            self.worker_history.setdefault(worker.task, deque(maxlen=HISTORY_POINTS)).append(
-                worker.examples_per_sec)
+            history = self.worker_history.setdefault(worker.task, deque(maxlen=HISTORY_POINTS))
+            _put(history, worker.examples_per_sec, new or not history)
 
     # -- shown as the core computed it ----------------------------------------------------
 
@@ -330,3 +333,11 @@ class Dashboard:
 def _fitted(text: str) -> str:
     """``text`` cut to what a pane shows of a line."""
     return text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS] + "…"
+
+
+def _put(history: deque[float], value: float, new: bool) -> None:
+    """Append ``value`` as a new point, or make it the last point's value."""
+    if new or not history:
+        history.append(value)
+    else:
+        history[-1] = value
