@@ -9,7 +9,7 @@ task), and the controller's CPU over the flood (seconds of CPU per second, and p
 lines). Both front ends: ``--no-ui`` as a separate process (its output to a file), and the
 Textual app in-process (Textual's headless driver), for 1 and for 8 flooding tasks.
 
-    python -m bench.pipe [--lines 200000] [--tasks 1,8]
+    python -m bench.pipe [--lines 200000] [--tasks 1,8] [--front-ends --no-ui,app] [--repo CHECKOUT]
 """
 
 from __future__ import annotations
@@ -105,12 +105,13 @@ def flooding(folder: Path) -> bool:
     return any((folder / "runs").glob("*/logs/worker*.log"))
 
 
-def headless(folder: Path, tasks: int, lines: int, base: tuple[float, float]) -> PipeResult:
+def headless(folder: Path, tasks: int, lines: int, base: tuple[float, float],
+             repo: Path = REPO) -> PipeResult:
     """The controller's CPU and wall time are counted from the first flooded line to its
     exit: its own start-up (imports, preflight) is not the pipe's cost."""
     with (folder / "controller.out").open("w") as out:
         process = psutil.Popen([sys.executable, "-m", "tui.cli", str(hosts(folder, tasks, lines)), "--no-ui"],
-                               cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+                               cwd=repo, stdout=out, stderr=subprocess.STDOUT)
         cpu = cpu_began = 0.0
         began: float | None = None
         while process.poll() is None:
@@ -158,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=200_000, help="lines per run, split over its tasks")
     parser.add_argument("--tasks", default="1,8")
     parser.add_argument("--front-ends", default="--no-ui,app")
+    parser.add_argument("--repo", type=Path, default=REPO,
+                        help="the checkout whose controller --no-ui runs (another one for a before/after; "
+                             "the app is always this one's)")
     args = parser.parse_args(argv)
     print(HEADER)
     for tasks in (int(n) for n in args.tasks.split(",")):
@@ -169,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 if front_end == "app":
                     result = asyncio.run(app(folder, tasks, per_task, base))
                 else:
-                    result = headless(folder, tasks, per_task, base)
+                    result = headless(folder, tasks, per_task, base, args.repo.resolve())
                 print(result.row(), flush=True)
     print(f"\nbaseline: the task program writing the same lines into a file, no controller; "
           f"load average {psutil.getloadavg()[0]:.1f}")
