@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer import protocol
-from tui.launch.lines import LineSplitter, OutputBatch, OutputLine, Stream, read_lines
+from tui.launch.lines import LineSplitter, OutputBatch, OutputLine, Pace, Stream, read_lines
 
 
 def split_batches(data: bytes, max_line: int = 1 << 22, chunk: int = 7) -> list[OutputBatch]:
@@ -120,3 +120,14 @@ async def test_read_lines_from_an_async_source() -> None:
     source = ChunkSource([b"par", b"tial\nnext", b" line", b""])
     lines = [line async for line in read_lines(source, Stream.STDERR)]
     assert lines == [OutputLine(Stream.STDERR, "partial"), OutputLine(Stream.STDERR, "next line")]
+
+
+def test_a_trickle_gathers_between_reads_and_a_flood_never_waits() -> None:
+    pace = Pace(gather=0.02)
+    # A line a millisecond: each read waits, so the next one takes twenty lines at once.
+    assert [pace.wait_after(100, t / 1000) for t in range(0, 100, 20)] == [0.02] * 5
+    # 100 MB/s: after one window every read goes on at once (the pipe must not fill).
+    flood = [pace.wait_after(65536, 0.1 + n * 0.0007) for n in range(60)]
+    assert flood[0] == 0.02 and not any(flood[30:])
+    # Quiet for most of a second: its bytes over that time are a trickle again.
+    assert [pace.wait_after(100, t) for t in (1.0, 1.02, 1.04)] == [0.02] * 3

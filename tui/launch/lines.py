@@ -10,6 +10,7 @@ into pieces marked ``partial`` rather than buffering it without bound.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -27,6 +28,14 @@ class Stream(Enum):
 MAX_LINE_BYTES = 4 * 1024 * 1024
 #: How much to read at once.
 CHUNK_BYTES = 64 * 1024
+#: How long a trickling stream's output gathers between two reads. Eight tasks printing a
+#: line every millisecond otherwise cost the controller 8,000 reads, events and screen
+#: updates a second, and on a loaded CPU the operator's keys wait behind them; gathered,
+#: 50 a stream, and no line is shown later than this.
+GATHER_SECONDS = 0.02
+#: A stream bringing this many bytes a second or more floods: its reads never wait (the
+#: writer would soon fill the pipe and block).
+FLOOD_BYTES_PER_SECOND = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -185,15 +194,40 @@ async def read_lines(source: ByteSource, stream: Stream, max_line: int = MAX_LIN
             yield line
 
 
+class Pace:
+    """Whether a stream trickles (its next read waits for output to gather) or floods (it
+    never waits), judged from the bytes of its last :data:`GATHER_SECONDS` or more."""
+
+    def __init__(self, gather: float = GATHER_SECONDS) -> None:
+        self.gather = gather
+        self._since = 0.0
+        self._bytes = 0
+        self._flooding = False
+
+    def wait_after(self, size: int, now: float) -> float:
+        """Seconds to wait before the next read, after one of ``size`` bytes at ``now``."""
+        if now - self._since >= self.gather:
+            self._flooding = self._bytes >= FLOOD_BYTES_PER_SECOND * (now - self._since)
+            self._since, self._bytes = now, 0
+        self._bytes += size
+        return 0.0 if self._flooding else self.gather
+
+
 async def read_batches(source: ByteSource, stream: Stream, max_line: int = MAX_LINE_BYTES,
-                       chunk: int = CHUNK_BYTES) -> AsyncIterator[OutputBatch]:
-    """Every line of ``source`` until EOF, as the batches each read completed."""
+                       chunk: int = CHUNK_BYTES, gather: float = GATHER_SECONDS,
+                       ) -> AsyncIterator[OutputBatch]:
+    """Every line of ``source`` until EOF, as the batches each read completed; a trickling
+    source's reads wait ``gather`` seconds between them for output to collect (:class:`Pace`)."""
     splitter = LineSplitter(stream, max_line)
+    pace = Pace(gather)
+    loop = asyncio.get_running_loop()
     while True:
         data = await source.read(chunk)
         if not data:
             break
         for batch in splitter.feed(data):
             yield batch
+        if wait := pace.wait_after(len(data), loop.time()):
+            await asyncio.sleep(wait)
     for batch in splitter.finish():
         yield batch
