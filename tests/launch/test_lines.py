@@ -124,10 +124,14 @@ async def test_read_lines_from_an_async_source() -> None:
 
 def test_a_trickle_gathers_between_reads_and_a_flood_never_waits() -> None:
     pace = Pace(gather=0.02)
-    # A line a millisecond: each read waits, so the next one takes twenty lines at once.
-    assert [pace.wait_after(100, t / 1000) for t in range(0, 100, 20)] == [0.02] * 5
-    # 100 MB/s: after one window every read goes on at once (the pipe must not fill).
-    flood = [pace.wait_after(65536, 0.1 + n * 0.0007) for n in range(60)]
-    assert flood[0] == 0.02 and not any(flood[30:])
+    # A line a millisecond: after the first, each read waits, so the next one takes twenty
+    # lines at once.
+    assert [pace.wait_after(100, t / 1000) for t in range(0, 100, 20)] == [0.0] + [0.02] * 4
+    # Small reads at 4 MB/s: once a window has shown the rate, none waits (the pipe must
+    # not fill while the controller sleeps).
+    flood = [pace.wait_after(2048, 0.1 + n * 0.0005) for n in range(100)]
+    assert flood[0] == 0.02 and not any(flood[60:])
     # Quiet for most of a second: its bytes over that time are a trickle again.
     assert [pace.wait_after(100, t) for t in (1.0, 1.02, 1.04)] == [0.02] * 3
+    # A read that took all it asked for, or a big one, leaves more behind: no wait.
+    assert pace.wait_after(65536, 1.05, full=True) == pace.wait_after(8192, 1.06) == 0.0

@@ -36,6 +36,9 @@ GATHER_SECONDS = 0.02
 #: A stream bringing this many bytes a second or more floods: its reads never wait (the
 #: writer would soon fill the pipe and block).
 FLOOD_BYTES_PER_SECOND = 2 * 1024 * 1024
+#: A read of this many bytes or more is not a trickle's (a task printing a line at a time
+#: leaves a few lines behind between two reads), so the next read does not wait.
+SMALL_READ = 4096
 
 
 @dataclass(frozen=True)
@@ -202,15 +205,18 @@ class Pace:
         self.gather = gather
         self._since = 0.0
         self._bytes = 0
-        self._flooding = False
+        # Until a window has passed nothing is known: no wait (a flood's start must not fill
+        # the pipe; a trickle's first lines just come sooner).
+        self._flooding = True
 
-    def wait_after(self, size: int, now: float) -> float:
-        """Seconds to wait before the next read, after one of ``size`` bytes at ``now``."""
+    def wait_after(self, size: int, now: float, full: bool = False) -> float:
+        """Seconds to wait before the next read, after one of ``size`` bytes at ``now``;
+        ``full``: it took all it asked for, so more is waiting (the controller is behind)."""
         if now - self._since >= self.gather:
             self._flooding = self._bytes >= FLOOD_BYTES_PER_SECOND * (now - self._since)
             self._since, self._bytes = now, 0
         self._bytes += size
-        return 0.0 if self._flooding else self.gather
+        return 0.0 if self._flooding or full or size >= SMALL_READ else self.gather
 
 
 async def read_batches(source: ByteSource, stream: Stream, max_line: int = MAX_LINE_BYTES,
@@ -227,7 +233,7 @@ async def read_batches(source: ByteSource, stream: Stream, max_line: int = MAX_L
             break
         for batch in splitter.feed(data):
             yield batch
-        if wait := pace.wait_after(len(data), loop.time()):
+        if wait := pace.wait_after(len(data), loop.time(), full=len(data) >= chunk):
             await asyncio.sleep(wait)
     for batch in splitter.finish():
         yield batch
