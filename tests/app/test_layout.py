@@ -50,7 +50,7 @@ async def test_80x24_footer_status_and_scales(options: RunOptions) -> None:
         assert "0:00:40" in text and "3 pending, R applies" in text and "greedy→round_robin" in text
         # A sparkline says its scale.
         await pilot.press("tab", "tab", "tab")
-        assert "min 5,040" in str(app.query_one("#rate-title").render())
+        assert "min 9,865" in str(app.query_one("#rate-title").render())
 
 
 async def test_o_sorts_the_tasks_by_cpu_and_back(options: RunOptions) -> None:

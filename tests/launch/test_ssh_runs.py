@@ -29,8 +29,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROLLER = Path(__file__).resolve().parents[1] / "support" / "ssh_controller.py"
-TRAINING = {"model": "mlp", "dataset": "digits", "steps": 30, "log_every": 10, "hidden_units": 16,
-            }
+#: Enough steps that the run lasts several of the traffic sampler's 0.2 s intervals (a warm
+#: start has the workers stepping within a second; 30 steps were over before a sample).
+TRAINING = {"model": "mlp", "dataset": "digits", "steps": 600, "log_every": 100, "hidden_units": 16}
 
 
 async def test_a_training_run_on_two_remote_hosts(sshd: SshServer, tmp_path: Path) -> None:
@@ -79,7 +80,7 @@ async def test_a_training_run_on_two_remote_hosts(sshd: SshServer, tmp_path: Pat
         await traffic.close()
         await supervisor.close()
     assert summary.outcome is RunOutcome.SUCCEEDED, summary
-    assert summary.global_step >= 30
+    assert summary.global_step >= TRAINING["steps"]
     assert traffic.failure is None and traffic.samples
     assert max(sample.ps[0].sent_total for sample in traffic.samples) > 0
     assert max(sample.ps[0].received_total for sample in traffic.samples) > 0
