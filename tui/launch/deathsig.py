@@ -4,9 +4,11 @@ children die with the process that started them, even when that process is SIGKI
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 
 def die_with_parent() -> Callable[[], None] | None:
@@ -30,3 +32,30 @@ def die_with_parent() -> Callable[[], None] | None:
 
 #: The hook itself (None where the kernel has no parent-death signal).
 DIE_WITH_PARENT = die_with_parent()
+
+
+#: util-linux's ``setpriv``, where there is one: it sets the parent-death signal and execs the
+#: task, so the controller needs no pre-exec hook, and Python can then start the task with
+#: vfork instead of copying the controller's whole address space (a fork of the app, 150 MB,
+#: took 9.7 ms against 0.8 ms: 64 tasks waited 0.6 s more in the app than headless).
+SETPRIV = shutil.which("setpriv") if DIE_WITH_PARENT is not None else None
+
+
+def dying_with_parent(argv: Sequence[str], path: str | None = None,
+                      cwd: str | None = None) -> tuple[list[str], Callable[[], None] | None]:
+    """The command line and pre-exec hook that start ``argv`` (with ``path`` the PATH of its
+    environment, in ``cwd``) so that it dies with this process: behind ``setpriv --pdeathsig
+    KILL`` where there is one, else with the hook. Raises FileNotFoundError or
+    PermissionError as starting ``argv`` itself would (setpriv would only print it)."""
+    if SETPRIV is None:
+        return list(argv), DIE_WITH_PARENT
+    program = argv[0]
+    if os.sep in program:
+        found: str | None = os.path.join(cwd or "", program)
+    else:
+        found = shutil.which(program, path=path if path is not None else os.defpath)
+    if found is None or not os.path.exists(found):
+        raise FileNotFoundError(2, "No such file or directory", program)
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise PermissionError(13, "Permission denied", program)
+    return [SETPRIV, "--pdeathsig", "KILL", "--", *argv], None

@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
-from tui.launch.deathsig import DIE_WITH_PARENT
+from tui.launch.deathsig import dying_with_parent
 from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
 from tui.launch.pipes import output_pipe, pipe_reader
 from tui.launch.streams import merged_batches
@@ -100,8 +100,9 @@ class LocalLauncher:
                 return warm_task
         pipes = [output_pipe(), output_pipe()]
         try:
+            command, preexec = dying_with_parent(argv, full_env.get("PATH"), cwd)
             process = await asyncio.create_subprocess_exec(
-                *argv,
+                *command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=pipes[0][1],
                 stderr=pipes[1][1],
@@ -111,7 +112,7 @@ class LocalLauncher:
                 # controller, which then stops tasks in order; signals to the group reach
                 # the task's children too.
                 start_new_session=True,
-                preexec_fn=DIE_WITH_PARENT,
+                preexec_fn=preexec,
             )
         except OSError as exc:
             for read_end, _ in pipes:
