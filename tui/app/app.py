@@ -4,6 +4,7 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -135,6 +136,10 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
     def on_mount(self) -> None:
         signals.install(self._on_signal)
         self.core = self._core_factory(self)
+        # Everything made so far (modules, widgets, the core) lives as long as the app: out of
+        # the collector's sight, a full collection takes half as long (140 ms with 64 tasks was
+        # a key press's worst wait, BENCHMARKS.md section 9).
+        gc.freeze()
         for field in self.query("#fields Input"):
             field.display = False
         self.query_one(TaskTable).focus()
