@@ -48,8 +48,10 @@ class Tmux:
                           what=lambda: f"{pattern!r} never appeared; screen:\n{self.screen()}")
 
     def close(self) -> None:
-        subprocess.run([*self.tmux, "kill-server" if self.private else "kill-session", "-t", self.name],
-                       capture_output=True)
+        # A private server goes whole (kill-server takes no -t: with one it failed, silently,
+        # and left the server and the app in it running).
+        command = ["kill-server"] if self.private else ["kill-session", "-t", self.name]
+        subprocess.run([*self.tmux, *command], capture_output=True)
 
 
 def worker_steps(screen: str) -> list[int]:
