@@ -87,8 +87,12 @@ def test_tf_config_example_async_under_the_shim() -> None:
 def test_flags_example_sync_under_the_shim() -> None:
     """Flags + Supervisor + SyncReplicasOptimizer: placement names the sync accumulators
     it cannot count, both workers report steps, and a task whose stdin closes (the
-    controller gone) exits 143, the chief stuck in its end-of-run hang included."""
-    steps = 120
+    controller gone) exits 143, the chief stuck in its end-of-run hang included.
+
+    Enough steps that the other worker joins before the end: the chief may take every
+    gradient of a step itself (it holds the first tokens), and a non-chief that starts late
+    then only meets the closed token queue."""
+    steps = 1500
     args = ["--ps_hosts={ps_hosts}", "--worker_hosts={worker_hosts}", "--job_name={job}",
             "--task_index={index}", f"--train_steps={steps}", "--sync_replicas=true"]
     cluster = LocalCluster(1, 2, args, program=EXAMPLES / "flags_supervisor" / "train.py")
