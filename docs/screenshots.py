@@ -44,6 +44,7 @@ async def shoot(name: str, history, keys: tuple[str, ...]) -> Path:
     options = RunOptions(config=config, runs_root=REPO / "docs" / ".no-runs")
     core = ScriptedCore(history(config.training))
     app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+    app.animation_level = "none"  # pictures of where things end, not half way there
     async with app.run_test(size=SIZE) as pilot:
         app.usage = Sampled()  # type: ignore[assignment]
         await pilot.pause()

@@ -12,7 +12,10 @@ from tui.app.messages import PreviewReady
 
 def scripted_app(options, events) -> TfdistApp:
     core = ScriptedCore(events)
-    return TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+    app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+    # No animations: a busy machine took a picture of the tabs' underline half way to its pane.
+    app.animation_level = "none"
+    return app
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
