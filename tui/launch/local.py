@@ -12,9 +12,9 @@ from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
 from tui.launch.deathsig import dying_with_parent
-from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
+from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, ByteSource, OutputBatch
 from tui.launch.pipes import output_pipe, pipe_reader
-from tui.launch.streams import merged_batches
+from tui.launch.streams import task_output
 from tui.launch.warm import WarmPools, WarmTask
 
 
@@ -36,8 +36,8 @@ class LocalTask:
 
     async def output(self) -> AsyncGenerator[OutputBatch, None]:
         """Both streams merged in arrival order, a read at a time; ends when both reached EOF."""
-        sources = list(zip(self._outputs, (Stream.STDOUT, Stream.STDERR), strict=True))
-        async for batch in merged_batches(sources, self._max_line):
+        stdout, stderr = self._outputs
+        async for batch in task_output(stdout, stderr, self._max_line):
             yield batch
 
     async def wait(self) -> int:

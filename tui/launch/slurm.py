@@ -31,10 +31,10 @@ from tui.launch import slurm_steps
 from tui.launch.base import ConnectReport, HostInfo, LaunchError, PortProblem, PortReservation
 from tui.launch.deathsig import DIE_WITH_PARENT
 from tui.launch.leftover_search import DEFAULT_STOP_GRACE, LeftoverTask, StoppedLeftover
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
+from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
 from tui.launch.probe import HostResources
 from tui.launch.slurm_alloc import Allocation, Node, SlurmError, run_slurm, slurm_message
-from tui.launch.streams import Prefixed, merged_batches, read_first_line
+from tui.launch.streams import read_first_line, task_output
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +62,9 @@ class SlurmTask:
         return self._pid
 
     async def output(self) -> AsyncGenerator[OutputBatch, None]:
-        assert self._process.stdout is not None and self._process.stderr is not None
-        sources: list[tuple[ByteSource, Stream]] = [
-            (Prefixed(self._head, self._process.stdout), Stream.STDOUT),
-            (self._process.stderr, Stream.STDERR)]
-        async for batch in merged_batches(sources, self._max_line):
+        process = self._process
+        assert process.stdout is not None and process.stderr is not None
+        async for batch in task_output(process.stdout, process.stderr, self._max_line, self._head):
             yield batch
 
     async def wait(self) -> int:

@@ -41,13 +41,13 @@ from tui.launch.base import (
 from tui.launch.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
-from tui.launch.lines import MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
+from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
 from tui.launch.probe import HostResources
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
 from tui.launch.ssh_warm import RemotePools, parse_pid
-from tui.launch.streams import Prefixed, merged_batches, read_first_line
+from tui.launch.streams import read_first_line, task_output
 from tui.launch.upload_copies import UploadCopies
 
 log = logging.getLogger(__name__)
@@ -112,10 +112,8 @@ class SSHTask:
 
     async def output(self) -> AsyncGenerator[OutputBatch, None]:
         """Both streams merged in arrival order, a read at a time."""
-        sources: list[tuple[ByteSource, Stream]] = [
-            (Prefixed(self._head, self._process.stdout), Stream.STDOUT),
-            (self._process.stderr, Stream.STDERR)]
-        async for batch in merged_batches(sources, self._max_line):
+        process = self._process
+        async for batch in task_output(process.stdout, process.stderr, self._max_line, self._head):
             yield batch
 
     async def wait(self) -> int:

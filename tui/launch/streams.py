@@ -82,3 +82,11 @@ async def each_line(batches: AsyncIterator[OutputBatch]) -> AsyncGenerator[Outpu
     async for batch in batches:
         for line in batch.each():
             yield line
+
+
+def task_output(stdout: ByteSource, stderr: ByteSource, max_line: int = MAX_LINE_BYTES,
+                head: bytes = b"") -> AsyncGenerator[OutputBatch, None]:
+    """A task's stdout (after ``head``: bytes of it already read) and stderr merged a read
+    at a time (:func:`merged_batches`): every launcher's ``output``."""
+    first: ByteSource = Prefixed(head, stdout) if head else stdout
+    return merged_batches([(first, Stream.STDOUT), (stderr, Stream.STDERR)], max_line)

@@ -23,9 +23,9 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 
 from trainer.shim import BOOTSTRAP
 from trainer.warm import MODES, pool_key, wire
-from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, ByteSource, OutputBatch, Stream
+from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, OutputBatch
 from tui.launch.pipes import output_pipe, pipe_reader
-from tui.launch.streams import merged_batches
+from tui.launch.streams import task_output
 from tui.launch.warm_pool import PoolKey, PoolState, WarmPool
 
 log = logging.getLogger(__name__)
@@ -89,9 +89,7 @@ class WarmTask:
         return self._pid
 
     async def output(self) -> AsyncGenerator[OutputBatch, None]:
-        sources: list[tuple[ByteSource, Stream]] = [(self._stdout, Stream.STDOUT),
-                                                    (self._stderr, Stream.STDERR)]
-        async for batch in merged_batches(sources, self._max_line):
+        async for batch in task_output(self._stdout, self._stderr, self._max_line):
             yield batch
 
     async def _read_exit(self) -> int:
