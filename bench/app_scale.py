@@ -5,10 +5,12 @@ machines):
    running, the app versus the bare core (what ``--no-ui`` runs), and the spacing of task
    starts, from the run directory's own event times;
 2. key-press latency (tab, p50/p99) with those 64 tasks running, versus the idle app;
+   1 and 2 for the app's core on a thread and in a process of its own (the default);
 3. the first frame with 20 past runs of a 64-task size in the runs folder (``events.jsonl``
    of about 5 MB each) versus an empty folder, and the time the Runs pane takes to list them.
 
-    python -m bench.app_scale [--tasks 64] [--past-runs 20] [--past-mb 5]
+    python -m bench.app_scale [--tasks 64] [--past-runs 20] [--past-mb 5] [--cores thread,process]
+                              [--busy N]   (N busy loops beside it all: a loaded machine)
 """
 
 from __future__ import annotations
@@ -25,15 +27,14 @@ from tempfile import TemporaryDirectory
 
 from textual.widgets import TabbedContent
 
+from bench.cores import CORES, busy_loops, core_factory, core_list
 from bench.flood import _hosts, _press_latencies, percentile
 from tui.app.app import TfdistApp
-from tui.app.bridge import CoreBridge
 from tui.app.runs import RunsView
 from tui.config.cluster import ClusterConfig
 from tui.config.load import load_config
 from tui.core.commands import StartRun, StopAll
 from tui.core.options import RunOptions
-from tui.core.session import Session
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
 
@@ -70,9 +71,13 @@ def launch_times(run_dir: Path) -> Launch:
     return Launch(max(running.values()) - begin, gap)
 
 
-def _supervisor(config: ClusterConfig, runs: Path) -> Supervisor:
+def _options() -> SupervisorOptions:
     argv = ("-m", "bench.flood_task", "--flood-rate", "1", "--flood-seconds", str(TASK_SECONDS))
-    return Supervisor(config, runs_root=runs, options=SupervisorOptions(trainer_argv=argv))
+    return SupervisorOptions(trainer_argv=argv)
+
+
+def _supervisor(config: ClusterConfig, runs: Path) -> Supervisor:
+    return Supervisor(config, runs_root=runs, options=_options())
 
 
 async def headless_launch(config: ClusterConfig, runs: Path) -> Launch:
@@ -98,11 +103,11 @@ async def headless_launch(config: ClusterConfig, runs: Path) -> Launch:
     return launch_times(run_dir)
 
 
-async def app_launch(config: ClusterConfig, runs: Path) -> tuple[Launch, list[float], list[float]]:
+async def app_launch(config: ClusterConfig, runs: Path,
+                     core: str = "process") -> tuple[Launch, list[float], list[float]]:
     """The app: idle key latency, start, every task running, key latency with them, stop."""
     options = RunOptions(config=config, runs_root=runs)
-    app = TfdistApp(options, autostart=False, core_factory=lambda _app: CoreBridge(
-        lambda: Session(_supervisor(config, runs))))
+    app = TfdistApp(options, autostart=False, core_factory=core_factory(core, options, _options()))
     async with app.run_test(size=(120, 40)) as pilot:
         idle = await _press_latencies(app, time.monotonic() + 3)
         app.query_one(TabbedContent).active = "logs"
@@ -158,8 +163,7 @@ async def first_frame(config: ClusterConfig, runs: Path) -> tuple[float, float]:
     opening the Runs pane to its list shown."""
     options = RunOptions(config=config, runs_root=runs)
     begin = time.perf_counter()
-    app = TfdistApp(options, autostart=False, core_factory=lambda _app: CoreBridge(
-        lambda: Session(_supervisor(config, runs))))
+    app = TfdistApp(options, autostart=False, core_factory=core_factory("process", options, _options()))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         frame = time.perf_counter() - begin
@@ -180,24 +184,30 @@ def ms(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} / {percentile(values, 0.99):.1f} ms"
 
 
-async def measure(tasks: int, past_runs: int, past_mb: float) -> str:
+async def measure(tasks: int, past_runs: int, past_mb: float, cores: tuple[str, ...] = CORES) -> str:
     rows = []
     with TemporaryDirectory() as tmp:
         directory = Path(tmp)
         config = load_config(_hosts(directory, tasks))
-        # Alternated and repeated once each, so load drifting on a shared machine hits both.
+        # Alternated, the headless reference before and after, so load drifting on a shared
+        # machine hits every side.
         headless = [await headless_launch(config, directory / "runs-headless")]
-        launch, idle, loaded = await app_launch(config, directory / "runs-app")
-        headless.append(await headless_launch(config, directory / "runs-headless"))
+        apps = []
+        for core in cores:
+            apps.append((core, *await app_launch(config, directory / f"runs-{core}", core)))
+            headless.append(await headless_launch(config, directory / "runs-headless"))
         bare = min(headless, key=lambda launch: launch.to_running)
-        rows += [
-            f"| {tasks} tasks: launch to every task running, app / headless | {launch.to_running:.2f} s / "
-            f"{bare.to_running:.2f} s | {launch.to_running / bare.to_running:.2f}x |",
-            f"| {tasks} tasks: mean gap between task starts, app / headless | "
-            f"{launch.start_gap * 1000:.1f} ms / {bare.start_gap * 1000:.1f} ms | |",
-            f"| key-press latency p50 / p99, {tasks} tasks running / idle app | {ms(loaded)} / {ms(idle)} | "
-            f"{percentile(loaded, 0.99) / max(percentile(idle, 0.99), 1e-3):.2f}x |",
-        ]
+        for core, launch, idle, loaded in apps:
+            slower = launch.to_running / bare.to_running
+            key_ratio = percentile(loaded, 0.99) / max(percentile(idle, 0.99), 1e-3)
+            rows += [
+                f"| {tasks} tasks: launch to every task running, app ({core} core) / headless | "
+                f"{launch.to_running:.2f} s / {bare.to_running:.2f} s | {slower:.2f}x |",
+                f"| {tasks} tasks: mean gap between task starts, app ({core} core) / headless | "
+                f"{launch.start_gap * 1000:.1f} ms / {bare.start_gap * 1000:.1f} ms | |",
+                f"| key-press latency p50 / p99, {tasks} tasks running / idle app ({core} core) | "
+                f"{ms(loaded)} / {ms(idle)} | {key_ratio:.2f}x |",
+            ]
         empty = directory / "runs-empty"
         empty.mkdir()
         full = directory / "runs-full"
@@ -219,8 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=64)
     parser.add_argument("--past-runs", type=int, default=20)
     parser.add_argument("--past-mb", type=float, default=5.0)
+    parser.add_argument("--cores", type=core_list, default=CORES, help="thread,process (default both)")
+    parser.add_argument("--busy", type=int, default=0, help="busy loops beside it all (a loaded machine)")
     args = parser.parse_args(argv)
-    print(asyncio.run(measure(args.tasks, args.past_runs, args.past_mb)))
+    with busy_loops(args.busy):
+        print(asyncio.run(measure(args.tasks, args.past_runs, args.past_mb, args.cores)))
+    if args.busy:
+        print(f"\n({args.busy} busy loops beside it throughout)")
     return 0
 
 

@@ -3,9 +3,11 @@
 Measures what an operator feels and what the record keeps, side by side in one run:
 keypress latency (p50/p99, target p99 < 100 ms) while the flood runs versus on an idle app
 (the ratio is the number to compare across machines), lines missing from the run directory
-(must be 0), and the controller's RSS at the start and the end of the flood.
+(must be 0), and the controller's RSS at the start and the end of the flood; for the app's
+core on a thread and in a process of its own (the default), one after the other, optionally
+with busy loops beside them (a loaded machine).
 
-    python -m bench.flood [--tasks 8] [--rate 1000] [--seconds 30]
+    python -m bench.flood [--tasks 8] [--rate 1000] [--seconds 30] [--cores thread,process] [--busy 0]
 """
 
 from __future__ import annotations
@@ -19,22 +21,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-import psutil
 from textual import events
 from textual.widgets import TabbedContent
 
+from bench.cores import CORES, busy_loops, controller_rss_mb, core_factory, core_list
 from tui.app.app import TfdistApp
-from tui.app.bridge import CoreBridge
 from tui.config.load import load_config
 from tui.core.commands import StartRun
 from tui.core.options import RunOptions
-from tui.core.session import Session
-from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
 
 
 @dataclass(frozen=True)
 class FloodResult:
+    core: str
     tasks: int
     rate: float
     seconds: float
@@ -50,7 +50,7 @@ class FloodResult:
 
     def table(self) -> str:
         return "\n".join([
-            f"| tasks x lines/s x s | {self.tasks} x {self.rate:g} x {self.seconds:g} |",
+            f"| tasks x lines/s x s, core | {self.tasks} x {self.rate:g} x {self.seconds:g}, {self.core} |",
             "|---|---|",
             f"| lines missing from the run directory | {self.missing_lines} of {self.expected_lines:,} |",
             f"| keypress latency idle p50 / p99 | {self.idle_p50_ms:.1f} / {self.idle_p99_ms:.1f} ms |",
@@ -98,7 +98,7 @@ async def _press_latencies(app: TfdistApp, until: float) -> list[float]:
     return latencies
 
 
-async def measure(tasks: int, rate: float, seconds: float) -> FloodResult:
+async def measure(tasks: int, rate: float, seconds: float, core: str = "process") -> FloodResult:
     with TemporaryDirectory() as tmp:
         directory = Path(tmp)
         config = load_config(_hosts(directory, tasks))
@@ -106,9 +106,8 @@ async def measure(tasks: int, rate: float, seconds: float) -> FloodResult:
         argv = ("-m", "bench.flood_task", "--flood-rate", str(rate), "--flood-seconds", str(seconds))
         options = RunOptions(config=config, runs_root=runs)
         supervisor_options = SupervisorOptions(trainer_argv=argv)
-        app = TfdistApp(options, autostart=False, core_factory=lambda _app: CoreBridge(
-            lambda: Session(Supervisor(config, runs_root=runs, options=supervisor_options))))
-        me = psutil.Process()
+        app = TfdistApp(options, autostart=False,
+                        core_factory=core_factory(core, options, supervisor_options))
         async with app.run_test(size=(120, 40)) as pilot:
             idle = await _press_latencies(app, time.monotonic() + 3)
             assert app.core is not None
@@ -118,9 +117,9 @@ async def measure(tasks: int, rate: float, seconds: float) -> FloodResult:
                 await pilot.pause(0.05)
             while not all(r.state.value == "running" for r in app.dashboard.rows.values()):
                 await pilot.pause(0.05)
-            rss_start = me.memory_info().rss / 2**20
+            rss_start = controller_rss_mb(app)
             flood = await _press_latencies(app, time.monotonic() + seconds * 0.9)
-            rss_end = me.memory_info().rss / 2**20
+            rss_end = controller_rss_mb(app)
             while app.dashboard.finished is None:
                 await pilot.pause(0.1)
             run_dir = Path(app.dashboard.run_dir)
@@ -133,10 +132,25 @@ async def measure(tasks: int, rate: float, seconds: float) -> FloodResult:
             text = log.read_text(errors="replace")
             got = text.count(" flood line ")
             missing += expected - got
-        return FloodResult(tasks, rate, seconds, expected * tasks, missing,
+        return FloodResult(core, tasks, rate, seconds, expected * tasks, missing,
                            statistics.median(idle), percentile(idle, 0.99),
                            statistics.median(flood), percentile(flood, 0.99), len(flood),
                            rss_start, rss_end)
+
+
+def compare(results: list[FloodResult]) -> str:
+    """The cores side by side: each one's key latency under the flood, and their ratio."""
+    if len(results) < 2:
+        return ""
+    first, second = results[0], results[1]
+    return "\n".join([
+        f"| under the flood | {first.core} core | {second.core} core | {second.core} / {first.core} |",
+        "|---|---|---|---|",
+        f"| key p50 | {first.flood_p50_ms:.1f} ms | {second.flood_p50_ms:.1f} ms | "
+        f"{second.flood_p50_ms / max(first.flood_p50_ms, 1e-3):.2f}x |",
+        f"| key p99 | {first.flood_p99_ms:.1f} ms | {second.flood_p99_ms:.1f} ms | "
+        f"{second.flood_p99_ms / max(first.flood_p99_ms, 1e-3):.2f}x |",
+    ])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,10 +158,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--cores", type=core_list, default=CORES, help="thread,process (default both)")
+    parser.add_argument("--busy", type=int, default=0, help="busy loops beside the app (a loaded machine)")
     args = parser.parse_args(argv)
-    result = asyncio.run(measure(args.tasks, args.rate, args.seconds))
-    print(result.table())
-    return 0 if result.missing_lines == 0 else 1
+    results = []
+    with busy_loops(args.busy):
+        for core in args.cores:
+            results.append(asyncio.run(measure(args.tasks, args.rate, args.seconds, core)))
+    for result in results:
+        print(result.table() + "\n")
+    if args.busy:
+        print(f"({args.busy} busy loops beside the app throughout)\n")
+    print(compare(results))
+    return 0 if all(r.missing_lines == 0 for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from tui.core.events import (
     TaskStateChanged,
     TrainerEvent,
 )
+from tui.core.inbox import Happening
 from tui.core.options import RunOptions
 from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
@@ -32,7 +33,7 @@ T0 = 1_800_000_000.0  # a fixed wall clock: snapshots must not depend on today
 
 
 class ScriptedCore:
-    def __init__(self, events: Sequence[ControllerEvent]) -> None:
+    def __init__(self, events: Sequence[Happening]) -> None:
         self.pending = list(events)
         self.commands: list[Command] = []
 
@@ -42,7 +43,7 @@ class ScriptedCore:
         future.set_result(None)
         return future
 
-    def drain(self) -> tuple[list[ControllerEvent], int]:
+    def drain(self) -> tuple[list[Happening], int]:
         events, self.pending = self.pending, []
         return events, 0
 

@@ -56,14 +56,13 @@ async def test_80x24_footer_status_and_scales(options: RunOptions) -> None:
 async def test_o_sorts_the_tasks_by_cpu_and_back(options: RunOptions) -> None:
     from tui.core.usage import Usage, UsageSample
 
-    class Sampled:
-        latest = UsageSample(t=T0, tasks={"ps0": Usage(5.0, 1 << 20), "ps1": Usage(1.0, 9 << 20),
-                                          "worker0": Usage(90.0, 2 << 20), "worker1": Usage(150.0, 3 << 20)},
-                             hosts={"localhost": Usage(246.0, 15 << 20)})
-
-    app = scripted(options)
+    # A sample reaches the app as the core's monitor publishes it, among the events.
+    sample = UsageSample(t=T0, tasks={"ps0": Usage(5.0, 1 << 20), "ps1": Usage(1.0, 9 << 20),
+                                      "worker0": Usage(90.0, 2 << 20), "worker1": Usage(150.0, 3 << 20)},
+                         hosts={"localhost": Usage(246.0, 15 << 20)})
+    core = ScriptedCore([*running_history(options.config.training), sample])
+    app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
     async with app.run_test(size=(120, 40)) as pilot:
-        app.usage = Sampled()  # type: ignore[assignment]
         await pilot.pause()
         app.refresh_dashboard(force=True)
         assert [r.value for r in app.table.rows] == ["ps0", "ps1", "worker0", "worker1"]

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.integration
 
 async def test_app_scale_benchmark_smoke() -> None:
     table = await measure(tasks=4, past_runs=2, past_mb=0.05)
-    assert "4 tasks: launch to every task running, app / headless" in table
+    assert "4 tasks: launch to every task running, app (thread core) / headless" in table
+    assert "4 tasks: launch to every task running, app (process core) / headless" in table
     assert "first frame, 2 past runs of 0.05 MB / empty runs folder" in table
     assert "x |" in table

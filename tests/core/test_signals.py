@@ -98,6 +98,25 @@ def test_sighup_and_sigterm_end_the_run_cleanly(tmp_path: Path, ui: str, how: st
         tmux.close()
 
 
+def test_a_killed_app_has_its_core_end_the_run_cleanly(tmp_path: Path) -> None:
+    """SIGKILL, which the app cannot catch: its core (a process of its own) sees the app's
+    socket end and stops the run as interrupted, every task with its last words."""
+    command = (f"cd {shlex.quote(str(REPO))} && exec {shlex.quote(sys.executable)} -m tui.cli "
+               f"{shlex.quote(str(hosts(tmp_path)))}")
+    tmux = PrivateTmux(tmp_path, f"sh -c {shlex.quote(command)}")
+    try:
+        process = controller(tmux)
+        run = the_run(tmp_path)
+        wait_until(lambda: "tick 5" in log_text(run, "worker0"), 60)
+        core = next(child for child in process.children()
+                    if "tui.core.process_main" in " ".join(child.cmdline()))
+        process.kill()
+        core.wait(60)
+        assert_ended_cleanly(run, "the app ended")
+    finally:
+        tmux.close()
+
+
 def test_a_suspended_controller_does_not_blame_its_tasks(tmp_path: Path) -> None:
     """Ctrl-Z, then fg, four seconds later: with a 2 s stall timeout and --on-stall fail,
     every task is still healthy and the run succeeds."""

@@ -22,12 +22,13 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app import signals
-from tui.app.bridge import Core, CoreBridge
+from tui.app.bridge import Core
 from tui.app.controls import CONTROLS
 from tui.app.logs import LogPane
 from tui.app.markup import said
 from tui.app.messages import AllTasksRequested, CoreActionFailed, TaskAction, TaskActionRequested
 from tui.app.pending import SettingsActions
+from tui.app.process_bridge import ProcessBridge
 from tui.app.runs import RunsView, traffic_chart
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.split import LogSplit, SplitActions
@@ -40,11 +41,10 @@ from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTas
 from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskStateChanged
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.options import RunOptions
-from tui.core.session import Session
 from tui.core.supervisor.records import SupervisorOptions
 from tui.core.task_state import TaskState
 from tui.core.traffic import TrafficUpdate
-from tui.core.usage import UsageMonitor
+from tui.core.usage import UsageSample
 from tui.program.base import TaskProgram
 
 REFRESH_SECONDS = 0.1
@@ -90,7 +90,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
         self.traffic: TrafficUpdate | None = None  # the newest sample from the core
-        self.usage: UsageMonitor | None = None  # the session's, read on each refresh
         self.start_failed = False
         self.interrupted = False  # a SIGHUP or SIGTERM ended it (exit 130)
         self._last_table_refresh = 0.0
@@ -105,11 +104,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         return self.options.program
 
     def _default_core(self, app: TfdistApp) -> Core:
-        options = self.options
-        bridge = CoreBridge(lambda: Session.from_options(options, self._supervisor_options))
-        # Sampled on the core's thread; the refresh timer only reads its latest sample.
-        self.usage = bridge.session.usage if bridge.session is not None else None
-        return bridge
+        return ProcessBridge(self.options, self._supervisor_options)
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -172,6 +167,9 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
             if isinstance(event, TrafficUpdate):
                 self.traffic = event
                 continue
+            if isinstance(event, UsageSample):
+                self.dashboard.usage = event
+                continue
             self.dashboard.apply(event)
             self._announce(event)
         if dropped:
@@ -182,8 +180,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         now = time.monotonic()
         since = now - self._last_table_refresh
         if force or since >= 1.0 or (d.tasks_changed and since >= TABLE_REFRESH_SECONDS):
-            if self.usage is not None:
-                d.usage = self.usage.latest
             self.table.show(d)
             self.table.show_totals(d)
             self.query_one(HintBar).show(d)

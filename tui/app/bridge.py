@@ -1,29 +1,20 @@
-"""The session (supervisor and launchers) on its own thread and event loop, so that parsing
-a flood of task output never delays a keypress. The UI thread sends it typed commands
-(:mod:`tui.core.commands`) through :meth:`CoreBridge.send` and collects what happened with
-:meth:`CoreBridge.drain` on a timer."""
+"""What the app needs of the controller core (:class:`Core`), and the core on a thread of
+this process (:class:`CoreBridge`). The UI thread sends typed commands
+(:mod:`tui.core.commands`) with ``send`` and collects what happened with ``drain`` on a
+timer. The app's default core is a process of its own (:mod:`tui.app.process_bridge`); the
+thread serves tests with a scripted session, and the benchmarks that compare the two."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Protocol
 
 from tui.core.commands import Command
-from tui.core.events import ControllerEvent, TaskOutput
+from tui.core.inbox import Happening, Inbox
 from tui.core.session import Session
-from tui.core.traffic import TrafficUpdate
-
-#: What reaches the app from the core: the supervisor's events and the traffic samples.
-Happening = ControllerEvent | TrafficUpdate
-
-#: Output lines waiting for the UI. If the UI falls this far behind, further lines are
-#: dropped from the screen only (and counted); the run directory is written by the
-#: supervisor itself and loses nothing.
-MAX_PENDING_OUTPUT = 50_000
 
 
 class Core(Protocol):
@@ -37,17 +28,12 @@ class Core(Protocol):
 
 
 class CoreBridge:
-    """Owns the supervisor's thread. Events wait in one inbox, in order; output lines beyond
-    :data:`MAX_PENDING_OUTPUT` are dropped (and counted), other events never are."""
+    """Owns the supervisor's thread and event loop; what happens waits in one
+    :class:`~tui.core.inbox.Inbox`."""
 
-    def __init__(self, session_factory: Callable[[], Session],
-                 on_event: Callable[[], None] | None = None) -> None:
+    def __init__(self, session_factory: Callable[[], Session]) -> None:
         self._loop = asyncio.new_event_loop()
-        self._inbox: deque[Happening] = deque()
-        self._pending_output = 0
-        self._dropped = 0
-        self._lock = threading.Lock()
-        self._on_event = on_event
+        self._inbox: Inbox[Happening] = Inbox()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="tfdist-core", daemon=True)
         self._factory = session_factory
@@ -58,24 +44,13 @@ class CoreBridge:
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
         self.session = self._factory()
-        self.session.supervisor.subscribe(self._sink)
+        self.session.supervisor.subscribe(self._inbox.put)
         if self.session.traffic is not None:
-            self.session.traffic.subscribe(self._sink)
+            self.session.traffic.subscribe(self._inbox.put)
+        if self.session.usage is not None:
+            self.session.usage.subscribe(self._inbox.put)
         self._ready.set()
         self._loop.run_forever()
-
-    def _sink(self, event: Happening) -> None:
-        is_output = isinstance(event, TaskOutput)
-        with self._lock:
-            if isinstance(event, TaskOutput):
-                lines = len(event.lines)
-                if self._pending_output >= MAX_PENDING_OUTPUT:
-                    self._dropped += lines
-                    return
-                self._pending_output += lines
-            self._inbox.append(event)
-        if self._on_event is not None and not is_output:
-            self._on_event()
 
     def send(self, command: Command) -> Future[None]:
         """Carry out ``command`` on the core's loop; the future resolves there."""
@@ -85,12 +60,7 @@ class CoreBridge:
     def drain(self) -> tuple[list[Happening], int]:
         """Everything that happened since the last drain, in order, and how many output
         lines were dropped because the UI fell behind."""
-        with self._lock:
-            events = list(self._inbox)
-            dropped = self._dropped
-            self._inbox.clear()
-            self._pending_output = self._dropped = 0
-        return events, dropped
+        return self._inbox.drain()
 
     def close(self, timeout: float = 15.0) -> None:
         """Stop every task, then the loop."""

@@ -2,8 +2,8 @@
 whole process group of the task (what it started counts too), read from ``/proc`` on its
 host, this machine or an SSH host over its existing connection (the same one read of
 ``/proc/*/stat`` as the busy check of :mod:`tui.core.supervisor.busy`), every
-:data:`SAMPLE_SECONDS`. Front ends read :attr:`UsageMonitor.latest` (like the traffic
-monitor's); nothing is written to the run directory."""
+:data:`SAMPLE_SECONDS`. Front ends :meth:`~UsageMonitor.subscribe` to its samples (as to the
+traffic monitor's); nothing is written to the run directory."""
 
 from __future__ import annotations
 
@@ -80,6 +80,11 @@ class UsageMonitor:
         self._ticks: dict[str, tuple[float, int]] = {}  # task -> (time, ticks) of the last read
         self._sampler = Background()
         self.latest: UsageSample | None = None
+        self._listeners: list[Callable[[UsageSample], None]] = []
+
+    def subscribe(self, listener: Callable[[UsageSample], None]) -> None:
+        """Call ``listener`` with each new sample, on the monitor's own loop."""
+        self._listeners.append(listener)
 
     def handle(self, event: ControllerEvent) -> None:
         """The supervisor's sink."""
@@ -137,5 +142,7 @@ class UsageMonitor:
                 cpu_sum += cpu or 0.0
                 rss_sum += pages * PAGE_BYTES
             hosts[host_name] = Usage(cpu_sum, rss_sum)
-        self.latest = UsageSample(now, tasks, hosts)
-        return self.latest
+        self.latest = sample = UsageSample(now, tasks, hosts)
+        for listener in self._listeners:
+            listener(sample)
+        return sample

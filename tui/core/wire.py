@@ -1,0 +1,125 @@
+"""The messages between the app and its core's process (:mod:`tui.core.process_main`), and
+their frames: a length, then a pickle. Both ends are this program, over a socket pair that
+nothing else holds, so pickle carries the typed commands and events as they are."""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from tui.core.commands import Command
+from tui.core.events import Level, Notice
+from tui.core.inbox import Happening
+from tui.core.options import RunOptions
+from tui.core.supervisor.records import SupervisorOptions
+
+HEADER = struct.Struct("!Q")
+
+
+@dataclass(frozen=True)
+class Start:
+    """The app's first message: what the core runs."""
+
+    options: RunOptions
+    supervisor_options: SupervisorOptions | None = None
+
+
+@dataclass(frozen=True)
+class Execute:
+    """Carry out ``command``; the :class:`Reply` carries the same ``number``."""
+
+    number: int
+    command: Command
+
+
+@dataclass(frozen=True)
+class Close:
+    """Stop every task and end the process (as closing the socket does)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The end of command ``number``: ``error`` is what it raised, or None."""
+
+    number: int
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The core could not be made (the session's construction raised)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Closed:
+    """Every task stopped, the process is ending."""
+
+
+#: What the core's process sends: in one ordered stream, so that a reply follows the events
+#: its command caused.
+Outgoing = Happening | Reply | Failed | Closed
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One frame from the core: everything since the last, and the output lines it dropped
+    because the app did not read them in time."""
+
+    items: list[Outgoing] = field(default_factory=list)
+    dropped: int = 0
+
+
+def send_frame(sock: socket.socket, message: object) -> None:
+    """Write one message (blocks while the other end's buffer is full)."""
+    send_pickled(sock, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def send_pickled(sock: socket.socket, payload: bytes) -> None:
+    """Write one message already pickled (:func:`sendable`)."""
+    sock.sendall(HEADER.pack(len(payload)) + payload)
+
+
+def read_frame(stream: BinaryIO) -> object | None:
+    """The next message, or None at the end of the stream (the other end is gone)."""
+    header = stream.read(HEADER.size)
+    if len(header) < HEADER.size:
+        return None
+    (size,) = HEADER.unpack(header)
+    payload = stream.read(size)
+    if len(payload) < size:
+        return None
+    return pickle.loads(payload)
+
+
+def sendable(batch: Batch) -> bytes:
+    """``batch`` pickled; an item that cannot be (a bug: every event is plain data) becomes a
+    notice saying so, rather than taking the batch's other items with it."""
+    try:
+        return pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # any pickling error: find the item below
+        items: list[Outgoing] = []
+        for item in batch.items:
+            try:
+                pickle.dumps(item)
+                items.append(item)
+            except Exception as error:
+                text = f"the core could not send a {type(item).__name__} to the app: {error}"
+                items.append(Notice(level=Level.ERROR, text=text))
+        return pickle.dumps(Batch(items, batch.dropped), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def portable(error: BaseException | None) -> BaseException | None:
+    """``error`` as it can cross to the app: itself if it pickles, else a RuntimeError with
+    its text."""
+    if error is None:
+        return None
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        return RuntimeError(str(error) or type(error).__name__)
