@@ -78,16 +78,27 @@ def assert_ended_cleanly(run: Path, signal_name: str) -> None:
     assert not left, left
 
 
+def controller_command(tmp_path: Path, ui: str) -> str:
+    """The shell command a tmux pane runs: the controller (exec'd: the pane's process)."""
+    command = (f"cd {shlex.quote(str(REPO))} && exec {shlex.quote(sys.executable)} -m tui.cli "
+               f"{shlex.quote(str(hosts(tmp_path)))} {ui}")
+    return f"sh -c {shlex.quote(command)}"
+
+
+def ticking(tmux: PrivateTmux, tmp_path: Path) -> tuple[psutil.Process, Path]:
+    """The controller's process and its run, once worker0 has ticked five times."""
+    process = controller(tmux)
+    run = the_run(tmp_path)
+    wait_until(lambda: "tick 5" in log_text(run, "worker0"), 60)
+    return process, run
+
+
 @pytest.mark.parametrize("ui", ["--no-ui", ""])
 @pytest.mark.parametrize("how", ["SIGHUP", "SIGTERM"])
 def test_sighup_and_sigterm_end_the_run_cleanly(tmp_path: Path, ui: str, how: str) -> None:
-    command = (f"cd {shlex.quote(str(REPO))} && exec {shlex.quote(sys.executable)} -m tui.cli "
-               f"{shlex.quote(str(hosts(tmp_path)))} {ui}")
-    tmux = PrivateTmux(tmp_path, f"sh -c {shlex.quote(command)}")
+    tmux = PrivateTmux(tmp_path, controller_command(tmp_path, ui))
     try:
-        process = controller(tmux)
-        run = the_run(tmp_path)
-        wait_until(lambda: "tick 5" in log_text(run, "worker0"), 60)
+        process, run = ticking(tmux, tmp_path)
         if how == "SIGHUP":
             tmux.close()  # the terminal goes away: tmux hangs up on the pane
         else:
@@ -101,13 +112,9 @@ def test_sighup_and_sigterm_end_the_run_cleanly(tmp_path: Path, ui: str, how: st
 def test_a_killed_app_has_its_core_end_the_run_cleanly(tmp_path: Path) -> None:
     """SIGKILL, which the app cannot catch: its core (a process of its own) sees the app's
     socket end and stops the run as interrupted, every task with its last words."""
-    command = (f"cd {shlex.quote(str(REPO))} && exec {shlex.quote(sys.executable)} -m tui.cli "
-               f"{shlex.quote(str(hosts(tmp_path)))}")
-    tmux = PrivateTmux(tmp_path, f"sh -c {shlex.quote(command)}")
+    tmux = PrivateTmux(tmp_path, controller_command(tmp_path, ""))
     try:
-        process = controller(tmux)
-        run = the_run(tmp_path)
-        wait_until(lambda: "tick 5" in log_text(run, "worker0"), 60)
+        process, run = ticking(tmux, tmp_path)
         core = next(child for child in process.children()
                     if "tui.core.process_main" in " ".join(child.cmdline()))
         process.kill()
