@@ -47,6 +47,8 @@ class FloodResult:
     presses: int
     rss_start_mb: float
     rss_end_mb: float
+    #: CPU seconds the app's process used over the flood (with the thread core, the core's too).
+    app_cpu_s: float
 
     def table(self) -> str:
         return "\n".join([
@@ -58,6 +60,7 @@ class FloodResult:
             f" ({self.presses} presses) |",
             f"| p99 flood / idle | {self.flood_p99_ms / max(self.idle_p99_ms, 1e-3):.2f} |",
             f"| controller RSS start / end of flood | {self.rss_start_mb:.0f} / {self.rss_end_mb:.0f} MB |",
+            f"| the app's process: CPU over the flood | {self.app_cpu_s:.1f} s |",
         ])
 
 
@@ -118,7 +121,9 @@ async def measure(tasks: int, rate: float, seconds: float, core: str = "process"
             while not all(r.state.value == "running" for r in app.dashboard.rows.values()):
                 await pilot.pause(0.05)
             rss_start = controller_rss_mb(app)
+            cpu_start = time.process_time()
             flood = await _press_latencies(app, time.monotonic() + seconds * 0.9)
+            app_cpu = time.process_time() - cpu_start
             rss_end = controller_rss_mb(app)
             while app.dashboard.finished is None:
                 await pilot.pause(0.1)
@@ -135,7 +140,7 @@ async def measure(tasks: int, rate: float, seconds: float, core: str = "process"
         return FloodResult(core, tasks, rate, seconds, expected * tasks, missing,
                            statistics.median(idle), percentile(idle, 0.99),
                            statistics.median(flood), percentile(flood, 0.99), len(flood),
-                           rss_start, rss_end)
+                           rss_start, rss_end, app_cpu)
 
 
 def compare(results: list[FloodResult]) -> str:

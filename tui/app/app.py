@@ -5,6 +5,7 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 from __future__ import annotations
 
 import gc
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -56,6 +57,8 @@ MAX_TOASTS = 3
 #: second regardless (ages, rates). A burst (64 tasks starting) is coalesced: redrawing the
 #: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
 TABLE_REFRESH_SECONDS = 0.4
+#: The tabs that show log panes.
+LOG_TABS = ("logs", "merged")
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
@@ -73,6 +76,11 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
                  autostart: bool = True, clock: Callable[[], float] = time.time,
                  supervisor_options: SupervisorOptions | None = None) -> None:
         super().__init__()
+        if "TEXTUAL_ANIMATIONS" not in os.environ:
+            # A controller's screen moves when its tasks do, not in between: every frame of a
+            # sliding underline is work on a busy machine and bytes over an SSH link (a tab
+            # key drew 20 frames). TEXTUAL_ANIMATIONS=full brings them back.
+            self.animation_level = "none"
         self.options = options
         #: How the default core's supervisor runs tasks (None: as the command line says).
         self._supervisor_options = supervisor_options
@@ -187,8 +195,10 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
             self._last_table_refresh = now
             if self.task_log.source is None and self.table.selected:
                 self._show_task_log(self.table.selected)
-        for pane in self.log_panes:
-            pane.append_unseen()
+        # A hidden pane would take a flood's every line for nothing: it catches up when shown.
+        if self.query_one(TabbedContent).active in LOG_TABS:
+            for pane in self.shown_log_panes:
+                pane.append_unseen()
         if d.placement_changed:
             self._show_placement()
             d.placement_changed = False
@@ -216,6 +226,9 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
             runs.query_one(DataTable).focus()  # its keys (space, c) act on the list
         elif self.focused is not None and self.query_one(RunsView) in self.focused.ancestors:
             self.table.focus()
+        if event.pane.id in LOG_TABS:
+            for pane in self.shown_log_panes:
+                pane.append_unseen()  # what it missed while hidden
 
     def _announce(self, event: object) -> None:
         """Notifications for what an operator must not miss."""

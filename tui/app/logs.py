@@ -101,7 +101,8 @@ class LogPane(Log):
         self._show_status()
 
     def append_unseen(self) -> None:
-        """Add what the source got since the last call."""
+        """Add what the source got since the last call (the app asks the panes on screen
+        only: a hidden one catches up when shown, with as many lines as its source kept)."""
         if self.source is None or self.source.added == self._mark:
             return
         lines = self._matching(self.source.since(self._mark))
