@@ -194,3 +194,30 @@ async def test_a_burst_of_warnings_makes_few_toasts_and_all_are_in_the_merged_lo
         assert len(app._notifications) <= MAX_TOASTS + 1  # + the one that counts the rest
         merged = list(app.dashboard.merged.lines)
         assert sum("warning: stalled: worker" in line for line in merged) == 48
+
+
+async def test_a_tab_press_right_after_the_runs_pane_is_not_taken_back(options) -> None:
+    """The Runs pane puts its list in focus when shown; Textual shows the pane of whatever
+    takes the focus. Two tab presses handled back to back (a busy machine delivers them so)
+    had that focus's late message take the screen back to Runs: the second press was lost."""
+    from textual.widgets import DataTable, TabbedContent
+
+    app, _ = scripted(options, running_history(options.config.training))
+    async with app.run_test(size=SIZE) as pilot:
+        tabs = app.query_one(TabbedContent)
+        tabs.active = "throughput"
+        await pilot.pause()
+        app.action_next_pane()  # Runs ...
+        app.action_next_pane()  # ... and on, before the Runs pane's focus was handled
+        for _ in range(3):
+            await pilot.pause()
+        assert tabs.active == "logs"
+        assert app.focused is app.table  # not the hidden runs list
+        # Shown and left alone, the Runs pane's keys act on its list.
+        app.action_previous_pane()
+        await pilot.pause()
+        await pilot.pause()
+        assert tabs.active == "runs"
+        assert isinstance(app.focused, DataTable) and app.focused.id == "runs-table"
+        await pilot.press("tab")
+        assert tabs.active == "logs" and app.focused is app.table

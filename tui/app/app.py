@@ -35,7 +35,7 @@ from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.split import LogSplit, SplitActions
 from tui.app.state import Dashboard
 from tui.app.tasktable import TaskTable
-from tui.app.widgets import HintBar, PlacementView, QuietFooter, StatusBar, ThroughputView
+from tui.app.widgets import HintBar, Panes, PlacementView, QuietFooter, StatusBar, ThroughputView
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
@@ -118,7 +118,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         yield StatusBar(id="status")
         yield TaskTable(id="tasks")
         yield HintBar(id="hints")
-        with TabbedContent(id="panes", initial="logs"):
+        with Panes(id="panes", initial="logs"):
             with TabPane("Logs", id="logs"):
                 yield LogSplit(id="log-split")
             with TabPane("All logs", id="merged"):
@@ -221,14 +221,24 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         if event.pane.id == "throughput":
             self._show_throughput()  # now, not at the next tick
         elif event.pane.id == "runs":
-            runs = self.query_one(RunsView)
-            runs.action_reload_runs()  # a run may have finished since
-            runs.query_one(DataTable).focus()  # its keys (space, c) act on the list
-        elif self.focused is not None and self.query_one(RunsView) in self.focused.ancestors:
-            self.table.focus()
-        if event.pane.id in LOG_TABS:
+            self.query_one(RunsView).action_reload_runs()  # a run may have finished since
+        elif event.pane.id in LOG_TABS:
             for pane in self.shown_log_panes:
                 pane.append_unseen()  # what it missed while hidden
+        # Once every focus asked for so far has been given: the operator may have moved on.
+        self.call_after_refresh(self._place_focus)
+
+    def _place_focus(self) -> None:
+        """The focus where the shown pane's keys act: the Runs pane's list (space, c) on the
+        Runs pane; else where it is, unless that is in a hidden pane (then the task table)."""
+        active = self.query_one(TabbedContent).active
+        if active == "runs":
+            self.query_one(RunsView).query_one(DataTable).focus()
+            return
+        focused = self.focused
+        pane = next((a for a in focused.ancestors if isinstance(a, TabPane)), None) if focused else None
+        if focused is None or (pane is not None and pane.id != active):
+            self.table.focus()
 
     def _announce(self, event: object) -> None:
         """Notifications for what an operator must not miss."""

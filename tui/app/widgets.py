@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, ProgressBar, Sparkline, Static
+from textual.widgets import DataTable, Footer, ProgressBar, Sparkline, Static, TabbedContent, TabPane
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
@@ -37,6 +37,17 @@ def duration(seconds: float) -> str:
 def _shown(settings: TrainingSettings, toggle: Toggle) -> str:
     value = getattr(settings, toggle.setting.value)
     return str(getattr(value, "value", value))
+
+
+class Panes(TabbedContent):
+    """The panes below the task table. They change by the operator's keys and clicks only.
+    Textual also shows the pane in which a widget takes the focus; that message, delivered
+    late on a busy machine, took the screen back to the Runs pane (which focuses its list
+    when shown) after the operator had pressed tab again: a lost key press."""
+
+    def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        event.prevent_default()  # (TabbedContent's own handler would switch)
+        event.stop()
 
 
 class StatusBar(Static):
