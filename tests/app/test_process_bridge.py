@@ -24,7 +24,7 @@ from tui.app.process_bridge import ProcessBridge
 from tui.config.load import load_config
 from tui.core.commands import StartRun, StartTask, StopAll
 from tui.core.events import ControllerEvent, Level, Notice, RunFinished, RunOutcome, RunStarted, TaskOutput
-from tui.core.inbox import Happening
+from tui.core.inbox import CoreLost, Happening
 from tui.core.options import RunOptions
 from tui.core.task_state import TaskState
 
@@ -115,6 +115,8 @@ def test_a_killed_core_is_reported_and_its_tasks_die(tmp_path: Path, monkeypatch
         os.kill(bridge.process.pid, signal.SIGKILL)
         notice = seen.until(Notice, "core process ended (signal 9)")
         assert isinstance(notice, Notice) and notice.level is Level.ERROR
+        lost = seen.until(CoreLost)  # (after which the app shows no task as running)
+        assert isinstance(lost, CoreLost) and lost.text == notice.text
         error = bridge.send(StopAll()).exception(5)
         assert isinstance(error, RuntimeError) and "signal 9" in str(error)
         # Its tasks die with it (their parent-death signal), however it died.

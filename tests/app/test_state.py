@@ -56,6 +56,19 @@ def test_failure_is_in_the_row_and_the_log() -> None:
                                                    "── failed: exited with code 1"]
 
 
+def test_a_lost_core_leaves_no_row_running() -> None:
+    """The core's process was killed: its tasks died with it, and the screen says so."""
+    from tui.core.inbox import CoreLost
+
+    d = folded(failed_history(TrainingSettings()))
+    d.apply(CoreLost("the controller's core process ended (signal 9)"))
+    assert {n: r.state for n, r in d.rows.items()} == {
+        "ps0": TaskState.STOPPED, "ps1": TaskState.STOPPED, "worker0": TaskState.STOPPED,
+        "worker1": TaskState.FAILED}  # (a task that had ended keeps its end)
+    assert "signal 9" in d.rows["worker0"].reason and not d.active_tasks
+    assert list(d.logs["ps0"].lines)[-1] == "── stopped: the controller's core process ended (signal 9)"
+
+
 def test_a_hint_stays_beside_its_task_until_the_task_starts_again() -> None:
     d = folded(failed_history(TrainingSettings()))
     assert d.rows["worker1"].hint == hints.UNAVAILABLE

@@ -26,7 +26,7 @@ import tui
 from tui.common.terminal import inert
 from tui.core.commands import Command
 from tui.core.events import Level, Notice
-from tui.core.inbox import Happening, Inbox
+from tui.core.inbox import CoreLost, Happening, Inbox
 from tui.core.options import RunOptions
 from tui.core.supervisor.records import SupervisorOptions
 from tui.core.wire import Batch, Close, Closed, Execute, Failed, Reply, Start, read_frame, send_frame
@@ -142,6 +142,7 @@ class ProcessBridge:
         if not self._closed.is_set() and not self._shut:
             why = self._death()
             self._inbox.put(Notice(level=Level.ERROR, text=why))
+            self._inbox.put(CoreLost(why))
             self._end(why)
         self._closed.set()
 

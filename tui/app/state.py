@@ -31,6 +31,7 @@ from tui.core.events import (
     TrainerEvent,
 )
 from tui.core.exits import ExitInfo
+from tui.core.inbox import CoreLost
 from tui.core.progress import ProgressSnapshot
 from tui.core.task_state import TaskState
 from tui.core.usage import UsageSample
@@ -139,7 +140,7 @@ class Dashboard:
 
     # -- folding events -------------------------------------------------------------------
 
-    def apply(self, event: ControllerEvent) -> None:
+    def apply(self, event: ControllerEvent | CoreLost) -> None:
         self.applied += 1
         if isinstance(event, TaskOutput):
             self._output(event)
@@ -164,6 +165,17 @@ class Dashboard:
             self._hint(event)
         elif isinstance(event, TaskHintCleared):
             self._hint_cleared(event)
+        elif isinstance(event, CoreLost):
+            self._core_lost(event)
+
+    def _core_lost(self, event: CoreLost) -> None:
+        """The core is gone and its tasks with it: no row may still say running."""
+        for row in self.rows.values():
+            if not row.state.is_finished:
+                row.state = TaskState.STOPPED
+                row.reason = inert(event.text)
+                self._add_line(row.name, f"── stopped: {row.reason}")
+        self.tasks_changed = True
 
     def _run_started(self, event: RunStarted) -> None:
         self.settings = event.settings

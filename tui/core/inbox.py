@@ -7,15 +7,28 @@ itself, has every line)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from tui.core.events import ControllerEvent, TaskOutput
 from tui.core.traffic import TrafficUpdate
 from tui.core.usage import UsageSample
 
-#: What reaches a front end from the core: the supervisor's events and the monitors' samples.
-Happening = ControllerEvent | TrafficUpdate | UsageSample
+
+@dataclass(frozen=True)
+class CoreLost:
+    """The core's process ended without being closed (killed, crashed): no task of it is
+    left (they die with it), and no event will come about them any more."""
+
+    text: str
+    t: float = field(default_factory=time.time)
+
+
+#: What reaches a front end from the core: the supervisor's events, the monitors' samples,
+#: and the end of a core that was not closed.
+Happening = ControllerEvent | TrafficUpdate | UsageSample | CoreLost
 
 #: Output lines waiting to be collected. If a front end falls this far behind, further lines
 #: are dropped (and counted).
