@@ -21,7 +21,7 @@ from tests.support.fakes import make_config
 from trainer import protocol
 from trainer.settings import Mode
 from tui.common.exit_codes import ExitCode
-from tui.config.cluster import RestartMode, RestartPolicy
+from tui.config.cluster import ClusterConfig, RestartMode, RestartPolicy
 from tui.core.events import ControllerEvent, RunOutcome, TaskStateChanged, TrainerEvent
 from tui.core.options import RunOptions
 from tui.core.supervisor.lifecycle import Supervisor
@@ -30,6 +30,15 @@ from tui.core.task_state import TaskState
 from tui.headless import run_headless
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+#: A run that hangs is stopped (exit 3) before the test's own limit, so that the failure
+#: shows the run's output: once, in a loaded full run, the sync run below hung for 300 s
+#: and pytest-timeout showed only an idle event loop (it passed 7 of 7 alone, 3 with busy loops).
+RUN_LIMIT = 200.0
+
+
+def limited(config: ClusterConfig, tmp_path: Path) -> RunOptions:
+    """The command line of these runs: ``--timeout RUN_LIMIT``."""
+    return RunOptions(config=config, runs_root=tmp_path / "runs", timeout=RUN_LIMIT)
 
 
 def killer(supervisor: Supervisor, plan: list[tuple[str, Callable[[protocol.Event], bool]]]
@@ -96,7 +105,7 @@ async def test_async_a_ps_then_the_chief_killed_mid_run(tmp_path: Path) -> None:
     supervisor.subscribe(checkpoints)
     supervisor.subscribe(lambda e: states.append(e) if isinstance(e, TaskStateChanged) else None)
     out, err = io.StringIO(), io.StringIO()
-    code = await run_headless(RunOptions(config=config, runs_root=tmp_path / "runs"), supervisor=supervisor,
+    code = await run_headless(limited(config, tmp_path), supervisor=supervisor,
                               out=out, err=err, handle_signals=False)
     text = out.getvalue()
     assert [name for name, _ in kills] == ["ps0", "worker0"], text[-4000:]
@@ -138,7 +147,7 @@ async def test_sync_mode_survives_the_chief_then_a_worker_being_killed(tmp_path:
                                           ("worker1", after_the_chief_rejoined(100))])
     supervisor.subscribe(on_event)
     out, err = io.StringIO(), io.StringIO()
-    code = await run_headless(RunOptions(config=config, runs_root=tmp_path / "runs"), supervisor=supervisor,
+    code = await run_headless(limited(config, tmp_path), supervisor=supervisor,
                               out=out, err=err, handle_signals=False)
     text = out.getvalue()
     assert [name for name, _ in kills] == ["worker0", "worker1"], text[-4000:]
