@@ -195,10 +195,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
             self._last_table_refresh = now
             if self.task_log.source is None and self.table.selected:
                 self._show_task_log(self.table.selected)
-        # A hidden pane would take a flood's every line for nothing: it catches up when shown.
-        if self.query_one(TabbedContent).active in LOG_TABS:
-            for pane in self.shown_log_panes:
-                pane.append_unseen()
+        self._show_new_log_lines()
         if d.placement_changed:
             self._show_placement()
             d.placement_changed = False
@@ -222,11 +219,17 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
             self._show_throughput()  # now, not at the next tick
         elif event.pane.id == "runs":
             self.query_one(RunsView).action_reload_runs()  # a run may have finished since
-        elif event.pane.id in LOG_TABS:
-            for pane in self.shown_log_panes:
-                pane.append_unseen()  # what it missed while hidden
+        else:
+            self._show_new_log_lines()  # what a log pane missed while hidden
         # Once every focus asked for so far has been given: the operator may have moved on.
         self.call_after_refresh(self._place_focus)
+
+    def _show_new_log_lines(self) -> None:
+        """The log panes on screen take what their sources got since; a hidden pane would take
+        a flood's every line for nothing, and catches up when shown."""
+        if self.query_one(TabbedContent).active in LOG_TABS:
+            for pane in self.shown_log_panes:
+                pane.append_unseen()
 
     def _place_focus(self) -> None:
         """The focus where the shown pane's keys act: the Runs pane's list (space, c) on the
