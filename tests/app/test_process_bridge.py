@@ -20,6 +20,7 @@ import pytest
 from tests.support import wait_until
 from tests.support.clirun import FAKE_TRAINER, REPO
 from tests.support.clirun import write_hosts as write_fake_hosts
+from tests.support.venvs import SHADOWING, plant_shadows
 from tui.app.process_bridge import ProcessBridge
 from tui.config.load import load_config
 from tui.core.commands import StartRun, StartTask, StopAll
@@ -75,9 +76,9 @@ def alive(pid: int) -> bool:
 def test_a_run_crosses_from_the_core_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_DIR", str(tmp_path))
     options, fake = options_for(tmp_path)
-    # A user's own "tui" folder where the app is started does not stand in for ours.
-    (tmp_path / "tui").mkdir()
-    (tmp_path / "tui" / "__init__.py").write_text("raise ImportError('the user s own tui')\n")
+    # A user's own "tui" folder, "secrets.py", "yaml.py" ... where the app is started (and
+    # beside hosts.yaml) do not stand in for ours in the core's process.
+    markers = plant_shadows(tmp_path, SHADOWING)
     monkeypatch.chdir(tmp_path)
     bridge = ProcessBridge(options, fake)  # type: ignore[arg-type]
     try:
@@ -98,6 +99,7 @@ def test_a_run_crosses_from_the_core_process(tmp_path: Path, monkeypatch: pytest
     finally:
         bridge.close(timeout=30)
     assert bridge.process.returncode == 0
+    assert [m.name for m in markers if m.exists()] == []
     # Closed: a command now fails at once, saying so.
     assert "closed" in str(bridge.send(StopAll()).exception(5))
 

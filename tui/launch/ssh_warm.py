@@ -83,8 +83,9 @@ class RemotePools:
             if not pool.noticed:
                 pool.noticed = True
                 why = pool.why or "the pool ended"
-                self.pending_notice = f"warm start on {host.name} unavailable ({why}); tasks start cold"
-                log.warning("%s", self.pending_notice)
+                self.pending_notice = (f"warm start on {host.name} unavailable ({why}); its tasks start "
+                                       f"cold: check that `{cold.argv[0]} -m trainer.warm {mode}` runs "
+                                       "there, or pass --cold")
             return None
         return RemoteCommand(argv=(cold.argv[0], "-m", "trainer.warm.client", pool.socket_path, mode, *args),
                              env=cold.env, cwd=cold.cwd, python_path=cold.python_path, prints_pid=False)

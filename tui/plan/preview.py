@@ -41,7 +41,8 @@ async def preview_placement(config: ClusterConfig, settings: TrainingSettings, *
     try:
         process = await asyncio.create_subprocess_exec(
             *argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            # ``-m`` imports from the working folder first: ours, not the user's.
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, cwd=str(trainer_root()))
     except OSError as exc:
         raise PreviewError(f"cannot run {python}: {exc.strerror or exc}") from None
     try:

@@ -55,8 +55,8 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     # pool failed, so this task started cold).
     run.set_state(task, TaskState.STARTING, reason=WARM_REASON if getattr(process, "warm", False) else "")
     notice = getattr(process, "launch_notice", "")
-    if notice:
-        run.notify(Level.WARNING, notice, task.name)
+    if notice:  # the controller's (its warm pools'), not the task's: said once, as tfdist
+        run.notify(Level.WARNING, notice)
     run.spawn(_watch(run, task, process))
     if task in run.workers():
         run.hangs.started(task.name, run.clock.monotonic())
