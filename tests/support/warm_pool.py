@@ -72,7 +72,7 @@ def start_task(pool: Pool, args: list[str], env: dict[str, str], cwd: Path,
     answer, sock = ask(pool, wire.Request(tuple(args), {**os.environ, "PYTHONPATH": str(REPO), **env},
                                           str(cwd)), (pipes[0][0], pipes[1][1], pipes[2][1]))
     assert "pid" in answer, answer
-    return sock, int(answer["pid"])
+    return sock, int(str(answer["pid"]))
 
 
 def ask(pool: Pool, request: wire.Request, fds: tuple[int, int, int],
