@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -108,7 +109,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                                server_mod.trainer_dir(), server_mod.base_path())
     _emit(ready=server.path, pid=os.getpid(), seconds=round(time.time() - started, 3))
     server.serve()
-    lifecycle.exit_now(lifecycle.EXIT_OK)
+    # Told to end by SIGTERM: as the default action would have said, once cleaned up.
+    lifecycle.exit_now(128 + signal.SIGTERM if server.stopping else lifecycle.EXIT_OK)
 
 
 if __name__ == "__main__":
