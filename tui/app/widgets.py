@@ -26,6 +26,7 @@ STATE_STYLES: dict[TaskState, str] = {
     TaskState.SUCCEEDED: "cyan",
     TaskState.FAILED: "bold red",
     TaskState.STOPPED: "magenta",
+    TaskState.UNREACHABLE: "bold magenta",
 }
 
 

@@ -10,6 +10,7 @@ from enum import Enum
 from pathlib import Path
 
 from trainer.settings import TrainingSettings
+from tui.config.network import NetworkSettings
 from tui.config.program_spec import ProgramSpec
 from tui.config.resources import ResourceSettings
 from tui.config.slurm import SlurmSettings
@@ -151,6 +152,8 @@ class ClusterConfig:
     program: ProgramSpec | None = None
     #: How each host's cores and GPUs are shared among its tasks (tui.plan.allocation).
     resources: ResourceSettings = field(default_factory=ResourceSettings)
+    #: What happens when a remote host stops answering (tui.config.network).
+    network: NetworkSettings = NetworkSettings()
 
     @property
     def ps_tasks(self) -> tuple[TaskSpec, ...]:

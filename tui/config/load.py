@@ -18,6 +18,7 @@ from yaml.nodes import MappingNode, Node
 
 from trainer.settings import FIELD_NAMES, TrainingSettings, convert, shown
 from tui.config import program as program_section
+from tui.config import network as network_settings
 from tui.config import resources as resource_settings
 from tui.config import slurm as slurm_settings
 from tui.config.cluster import (
@@ -93,7 +94,7 @@ def _command_line_error(message: str) -> ConfigError:
     return ConfigError("command line", None, None, message)
 
 
-_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart", "program", "resources")
+_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart", "program", "resources", "network")
 _HOST_KEYS = ("address", "port", "user", "identity", "known_hosts", "jump", "python", "workdir", "env",
               "kind", "warm")
 _HOST_TEXT_KEYS = ("address", "user", "identity", "known_hosts", "jump", "python", "workdir")
@@ -145,9 +146,10 @@ class _Loader(NodeReader):
         run_dir = self.run_dir(top["run_dir"].value) if "run_dir" in top \
             else (self.base_dir / _DEFAULT_RUN_DIR).resolve()
         resources = resource_settings.load(self, top.get("resources"), _JOB_KEYS, (t.name for t in tasks))
+        network = network_settings.load(self, top.get("network"))
         return ClusterConfig(path=path, hosts=hosts, tasks=tasks, training=training,
                              run_dir=run_dir, restart=restart, restart_overrides=overrides, program=program,
-                             resources=resources)
+                             resources=resources, network=network)
 
     def hosts(self, node: Node) -> dict[str, HostSpec]:
         items = self.mapping(node, "hosts", "a mapping of host names to how to reach them")

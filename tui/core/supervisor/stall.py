@@ -107,8 +107,8 @@ def check_stalls(run: RunRecord) -> None:
             _report(run, task, idle, task.name in stopped)
 
 
-#: States of a task being (re)started or stopped.
-_UNSETTLED = frozenset({TaskState.STARTING, TaskState.STOPPING, TaskState.BACKOFF})
+#: States of a task being (re)started or stopped, or out of reach (the others may wait for it).
+_UNSETTLED = frozenset({TaskState.STARTING, TaskState.STOPPING, TaskState.BACKOFF, TaskState.UNREACHABLE})
 
 
 def _clear(run: RunRecord, task: TaskRecord, why: str) -> None:
