@@ -22,6 +22,7 @@ from tui.launch.base import (
     PortReservation,
     RunningTask,
 )
+from tui.launch.command_stream import CommandStream, CommandStreamer, StreamNotSupported, open_local_command
 from tui.launch.kinds import LAUNCHERS
 from tui.launch.local import run_local_command
 
@@ -172,6 +173,17 @@ class Router:
         if isinstance(launcher, CommandRunner):
             return await launcher.run_command(host, argv)
         return await run_local_command(argv)
+
+    async def open_command(self, host: HostSpec, argv: Sequence[str]) -> CommandStream:
+        """Keep ``argv`` running on ``host``, fed line by line (the traffic sampler). A
+        launcher that runs short commands only raises :class:`StreamNotSupported`; one that
+        runs none leaves it to this machine, as :meth:`run_command` does."""
+        launcher = self._for(host)
+        if isinstance(launcher, CommandStreamer):
+            return await launcher.open_command(host, argv)
+        if isinstance(launcher, CommandRunner):
+            raise StreamNotSupported(f"host {host.name}: its launcher runs short commands only")
+        return await open_local_command(argv)
 
     async def close(self) -> None:
         for launcher in self._launchers.values():

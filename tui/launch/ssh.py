@@ -38,6 +38,7 @@ from tui.launch.base import (
     PortProblem,
     PortReservation,
 )
+from tui.launch.command_stream import SshCommandStream
 from tui.launch.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
@@ -389,6 +390,14 @@ class SSHLauncher:
                                f"{argv[0]} failed ({deploy.describe_status(result)}): "
                                f"{deploy.last_lines(str(result.stderr or ''))}")
         return str(result.stdout or "")
+
+    async def open_command(self, host: HostSpec, argv: Sequence[str]) -> SshCommandStream:
+        """Keep ``argv`` running on ``host`` over its connection, fed line by line."""
+        remote = await self._remote(host)
+        try:
+            return SshCommandStream(await remote.open_process(shlex.join(argv), encoding="utf-8"))
+        except (asyncssh.Error, OSError) as exc:
+            raise remote.error(HostFailure.CONNECTION_LOST, str(exc)) from None
 
     async def close(self) -> None:
         """Close every connection; remote tasks still running see EOF and exit."""
