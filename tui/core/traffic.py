@@ -283,10 +283,15 @@ class TrafficMonitor:
                 # The end is near: sample now, while the ps's channels are still open.
                 self._soon.set()
         elif isinstance(event, ProgressUpdate):
-            self._global_step = max(self._global_step, event.progress.global_step)
+            progress = event.progress
+            if 0 < progress.target <= progress.global_step and self._global_step < progress.target:
+                self._soon.set()  # training is over: the ps leave within moments
+            self._global_step = max(self._global_step, progress.global_step)
         elif isinstance(event, TrainerEvent):
             if isinstance(event.event, protocol.Placement) and self.placement is None:
                 self.placement = event.event
+            elif isinstance(event.event, protocol.Done):
+                self._soon.set()
         elif isinstance(event, RunFinished):
             self._finish()
 

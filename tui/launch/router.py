@@ -18,6 +18,7 @@ from tui.launch.base import (
     ConnectReport,
     Launcher,
     LaunchError,
+    PoolStarter,
     PortProblem,
     PortReservation,
     RunningTask,
@@ -83,6 +84,14 @@ class Router:
         """Where a launcher sends what people should see before a run starts (a Slurm
         allocation that pends, and why). Call before the first run."""
         self._options.setdefault(HostKind.SLURM, {})["notify"] = notify
+
+    def expect_pools(self, mode: str | None) -> None:
+        """Tasks of the coming run start from warm pools of ``mode``: each SSH host starts
+        its pool while it is prepared (:meth:`SSHLauncher.expect_pools`)."""
+        self._options[HostKind.SSH]["warm_mode"] = mode
+        launcher = self._launchers.get(HostKind.SSH)
+        if isinstance(launcher, PoolStarter):
+            launcher.expect_pools(mode)
 
     def launcher(self, kind: HostKind) -> Launcher:
         """The launcher of ``kind``'s hosts, made on first use."""
