@@ -14,7 +14,9 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict
 from typing import TextIO, cast
 
 from trainer import protocol
@@ -36,6 +38,7 @@ from tui.core.events import (
     TaskStateChanged,
     TrainerEvent,
     to_json,
+    to_record,
 )
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.options import RunOptions
@@ -43,7 +46,7 @@ from tui.core.progress import ProgressSnapshot
 from tui.core.session import Session
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.task_state import TaskState
-from tui.core.traffic import TrafficMonitor
+from tui.core.traffic import TrafficMonitor, TrafficUpdate
 from tui.plan.preflight import PreflightError
 
 PROGRESS_INTERVAL = 5.0
@@ -161,8 +164,8 @@ class Printer:
         if monitor.summary is not None:
             for number, line in enumerate(monitor.summary.lines()):
                 self._out.write(f"  {'traffic' if number == 0 else '':<12} {inert(line)}\n")
-        elif monitor.failure:  # a host's words (ss's stderr)
-            self._out.write(f"  traffic      not measured: {inert(monitor.failure)}\n")
+        elif monitor.not_measured:  # may hold a host's words (ss's stderr)
+            self._out.write(f"  traffic      not measured: {inert(monitor.not_measured)}\n")
         self._out.flush()
 
     # -- pieces -------------------------------------------------------------------------
@@ -242,10 +245,15 @@ class Printer:
 
 class JsonPrinter:
     """``--json``: every controller event as one JSON line (protocol event lines appear
-    once, as ``trainer_event`` records, not again as output)."""
+    once, as ``trainer_event`` records, not again as output). With a traffic monitor, each
+    of its samples is a ``traffic`` record, and ``run_finished`` carries the run's traffic
+    (``traffic.json``'s content: the monitor handles the event before this printer)."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, traffic: TrafficMonitor | None = None) -> None:
         self._out = out
+        self._traffic = traffic
+        if traffic is not None:
+            traffic.subscribe(self.traffic_update)
 
     def handle(self, event: ControllerEvent) -> None:
         if isinstance(event, ProgressUpdate):
@@ -253,8 +261,20 @@ class JsonPrinter:
         if isinstance(event, TaskOutput):
             self._out.write("".join(json.dumps(record, separators=(",", ":")) + "\n"
                                     for record in event.records() if not record["is_event"]))
+        elif isinstance(event, RunFinished) and self._traffic is not None:
+            record = {**to_record(event), "traffic": self._traffic.record()}
+            self._out.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
         else:
             self._out.write(to_json(event) + "\n")
+        self._out.flush()
+
+    def traffic_update(self, update: TrafficUpdate) -> None:
+        """A ``traffic`` record: each ps's rates and totals so far, and what it should carry."""
+        sample = update.sample
+        expected = [*update.expected_per_sec, *[None] * len(sample.ps)]  # empty while not known
+        record = {"type": "traffic", "t": time.time(), "global_step": sample.global_step,
+                  "ps": [{**asdict(ps), "expected_per_sec": expected[i]} for i, ps in enumerate(sample.ps)]}
+        self._out.write(json.dumps(record, separators=(",", ":")) + "\n")
         self._out.flush()
 
     def progress_line(self) -> None:
@@ -352,7 +372,7 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     supervisor = session.supervisor
     printer: Printer | JsonPrinter
     if options.json_output:
-        printer = JsonPrinter(out_stream)
+        printer = JsonPrinter(out_stream, session.traffic)
     else:
         printer = Printer(out_stream, colour=out_stream.isatty() and "NO_COLOR" not in os.environ)
     supervisor.subscribe(printer.handle)

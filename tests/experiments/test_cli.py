@@ -1,6 +1,6 @@
-"""Sweeps, comparisons and traffic counters as logic: the grid, resuming, reading run
-directories with known results, and ``ss`` output. The real runs are in
-tests/core/test_sweep_traffic.py."""
+"""Sweeps and comparisons as logic: the grid, resuming, reading run directories with known
+results. The real runs are in tests/experiments/test_sweep_traffic.py; traffic counters in
+tests/core/test_traffic.py."""
 
 from __future__ import annotations
 
@@ -15,13 +15,11 @@ import pytest
 import yaml
 
 from tests.support.runfixtures import write_run
-from trainer import protocol
 from tui import cli
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import ClusterConfig
 from tui.config.load import load_config
 from tui.config.yamlload import ConfigError
-from tui.core.traffic import SocketCounters, TrafficMeter, parse_ss, summarise
 from tui.experiments.compare import compare, render_html, render_text
 from tui.experiments.finished_runs import read_run
 from tui.experiments.sweep import (
@@ -33,52 +31,6 @@ from tui.experiments.sweep import (
     point_config,
     run_points,
 )
-
-SS_OUTPUT = """\
-0      0      [::ffff:127.0.0.1]:41000 [::ffff:127.0.0.1]:50001 users:(("python",pid=11,fd=9))
-\t cubic wscale:7,7 rto:204 bytes_sent:1000 bytes_acked:1001 bytes_received:200 segs_out:4
-0      0      127.0.0.1:50002 127.0.0.1:42000 users:(("python",pid=12,fd=7))
-\t cubic bytes_sent:300 bytes_acked:301 bytes_received:4000 segs_out:2
-0      0      127.0.0.1:50003 127.0.0.1:41000 users:(("python",pid=99,fd=7))
-\t cubic bytes_sent:5 bytes_received:7
-0      0      127.0.0.1:42000 127.0.0.1:50009
-\t cubic bytes_sent:10 bytes_received:20
-"""
-
-
-def test_ss_sockets_are_told_apart_by_owner_else_by_port() -> None:
-    sockets = parse_ss(SS_OUTPUT)
-    assert sockets[0] == SocketCounters("[::ffff:127.0.0.1]:41000", "[::ffff:127.0.0.1]:50001",
-                                        1000, 200, (11,))
-    assert [s.local_port for s in sockets] == [41000, 50002, 50003, 42000]
-    meter = TrafficMeter({41000: "ps0", 42000: "ps1"}, {11: "ps0", 12: "ps1"})
-    # ps1's own channel to a worker (pid 12), a worker's socket (pid 99, not a ps) and an
-    # ownerless socket on ps1's port.
-    assert [meter.owner(s) for s in sockets] == ["ps0", "ps1", None, "ps1"]
-    first = meter.update(0.0, 0, sockets)
-    assert [(p.task, p.sent_total, p.received_total) for p in first.ps] == [
-        ("ps0", 1000, 200), ("ps1", 310, 4020)]
-    grown = [SocketCounters(s.local, s.peer, s.bytes_sent * 2, s.bytes_received * 2, s.pids)
-             for s in sockets]
-    second = meter.update(2.0, 100, grown)
-    assert [(p.sent_per_sec, p.received_per_sec) for p in second.ps] == [(500.0, 100.0), (155.0, 2010.0)]
-
-
-def test_traffic_summary_needs_two_samples_while_training_moved() -> None:
-    meter = TrafficMeter({1: "ps0"})
-    samples = [meter.update(t, step, [SocketCounters("h:1", "w:9", 100 * int(t), 100 * int(t))])
-               for t, step in ((0.0, 0), (1.0, 10), (2.0, 30), (3.0, 30))]
-    placement = protocol.Placement(role="worker", index=0, model="m", strategy="greedy", partitions=1,
-                                   num_ps=1, variables=(), ps_bytes=(50,))
-    summary = summarise(samples, placement)
-    assert summary is not None
-    # From the first sample with steps to the first at the final step.
-    assert (summary.window_seconds, summary.steps_per_sec) == (1.0, 20.0)
-    assert summary.ps[0].measured_per_sec == 200.0
-    assert summary.ps[0].expected_per_sec == 50 * 2 * 20.0
-    assert summary.lines() == ["ps0    200 B/s measured, expected 2.0 KiB/s (sent 100 B, received 100 B)",
-                               "max/mean traffic per ps 1.00 (placement predicts 1.00)"]
-    assert summarise(samples[:2], None) is None
 
 
 def test_the_grid_varies_the_first_axis_slowest_and_repeats_each_point(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from pathlib import Path
 from tests.support.ssh import host_entry
 from tests.support.sshd import SSHD, keygen, sshd_config
 from tui.config.cluster import HostSpec
+from tui.core.traffic_sampler import parse_ss
 
 #: One file per reserved /24 (``10.A.B``), its content a :class:`_Record`.
 LOCKS = Path("/run/tfdist-netlab")
@@ -333,6 +334,13 @@ class NetLab:
         statistics = Path("/sys/class/net") / self.hosts[name].veth / "statistics"
         return LinkCounters(to_host=int((statistics / "tx_bytes").read_text()),
                             from_host=int((statistics / "rx_bytes").read_text()))
+
+    def served_bytes(self, name: str, port: int) -> dict[tuple[str, str], int]:
+        """Bytes (both ways) of each established TCP connection to ``port`` of host ``name``
+        (its sshd's: the controller's sessions), from the host's own ``ss``."""
+        listing = self.run(name, "ss", "-tinH", "state", "established", f"( sport = :{port} )").stdout
+        sockets = parse_ss(listing)
+        return {(s.local, s.peer): s.bytes_sent + s.bytes_received for s in sockets}
 
     def pids(self, name: str) -> list[int]:
         """Every process inside host ``name``'s namespace."""

@@ -1,7 +1,7 @@
 """``python -m trainer.warm MODE``: the fork server (see :mod:`trainer.warm`).
 
-Prints ``{"ready": SOCKET, "pid": PID, "seconds": IMPORT_SECONDS}`` on stdout once it
-serves, or ``{"failed": WHY}`` and exits 1. Exits when stdin reaches EOF; dies with its
+Prints ``{"ready": SOCKET, "pid": PID, "seconds": IMPORT_SECONDS, "tf_version": VERSION}`` on
+stdout once it serves (the version lets a host check skip an import of its own), or ``{"failed": WHY}`` and exits 1. Exits when stdin reaches EOF; dies with its
 parent (PR_SET_PDEATHSIG), taking its tasks along (theirs is tied to it)."""
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         lifecycle.exit_now(lifecycle.EXIT_FAILED)
     server = server_mod.Server(mode, folder, sock, effective_import_env(mode, [], os.environ),
                                server_mod.trainer_dir(), server_mod.base_path())
-    _emit(ready=server.path, pid=os.getpid(), seconds=round(time.time() - started, 3))
+    tf_version = str(getattr(sys.modules.get("tensorflow"), "__version__", ""))
+    _emit(ready=server.path, pid=os.getpid(), seconds=round(time.time() - started, 3), tf_version=tf_version)
     server.serve()
     # Told to end by SIGTERM: as the default action would have said, once cleaned up.
     lifecycle.exit_now(128 + signal.SIGTERM if server.stopping else lifecycle.EXIT_OK)

@@ -14,6 +14,9 @@ class Background:
 
     def __init__(self) -> None:
         self._task: asyncio.Task[None] | None = None
+        #: Cancelled tasks that may still be cleaning up (closing a sampler): :meth:`close`
+        #: waits for them too.
+        self._ending: set[asyncio.Task[None]] = set()
 
     @property
     def running(self) -> bool:
@@ -28,12 +31,13 @@ class Background:
         """Cancel the task, if any (without waiting for it)."""
         if self._task is not None:
             self._task.cancel()
+            self._ending.add(self._task)
+            self._task.add_done_callback(self._ending.discard)
             self._task = None
 
     async def close(self) -> None:
-        """Cancel the task and wait for it to end (idempotent)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
+        """Cancel the task and wait for it, and those cancelled before, to end (idempotent)."""
+        self.cancel()
+        for task in list(self._ending):
             with contextlib.suppress(asyncio.CancelledError):
                 await task

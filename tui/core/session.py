@@ -52,7 +52,8 @@ class Session:
                                 options=supervisor_options or options.supervisor_options())
         router.on_notice(lambda text: supervisor.notify(Level.WARNING, text))
         return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers,
-                   traffic=TrafficMonitor(options.config, router.run_command),
+                   traffic=TrafficMonitor(options.config, router.run_command,
+                                          open_command=router.open_command),
                    usage=UsageMonitor(options.config, router.run_command))
 
     async def sweep_leftovers(self) -> None:

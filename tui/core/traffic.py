@@ -1,14 +1,18 @@
 """Measured network traffic of each parameter server, from the kernel's TCP counters.
 
 Every ``interval`` seconds the monitor asks each ps host for its established TCP sockets
-(``ss -tinpH state established``, run locally or over the run's SSH connection) and sums
-the ``bytes_sent`` and ``bytes_received`` counters of the sockets each ps process owns. Both
+(``ss -tinpH state established``, from one sampler process per host that lives as long as the
+run, locally or over the run's SSH connection: :mod:`tui.core.traffic_sampler`) and sums
+the ``bytes_sent`` and ``bytes_received`` counters of the sockets each ps process owns. A ps
+is known by its host and port, and its process by host and pid: in the usual layout every ps
+listens on the same port of its own host. Both
 directions matter and both kinds of socket: TensorFlow's gRPC runtime *pulls* tensors (the
 consumer calls ``RecvTensor`` on the producer), so a ps sends variables over the channels
 the workers opened to its port and fetches gradients over channels it opened to theirs.
 Where ``ss`` shows no owner (another user's process) a socket on a ps port counts for that
 ps. A socket that closes between two samples loses its last increment; gRPC channels live
-for the whole run.
+for the whole run, and a task ending or stopping triggers a sample at once, while the ps's
+channels are still open. The summary's bytes cover the whole run, its rates the training.
 
 Beside the measurement stands the placement's prediction: every step a worker reads every
 variable and sends back a gradient of the same size, so a ps holding ``B`` bytes of dense
@@ -22,9 +26,9 @@ The monitor is a supervisor subscriber like any front end; it writes ``traffic.j
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -42,63 +46,18 @@ from tui.core.events import (
     TaskStateChanged,
     TrainerEvent,
 )
-from tui.launch.base import LaunchError
+from tui.core.task_state import TaskState
+from tui.core.traffic_sampler import (
+    CommandOpener,
+    CommandRunner,
+    HostSampler,
+    SamplingFailed,
+    SocketCounters,
+)
 
 SAMPLE_INTERVAL = 0.5
 TRAFFIC_SAMPLES = "traffic.jsonl"
 TRAFFIC_SUMMARY = "traffic.json"
-
-#: Runs a command (argv) on a host and returns its stdout; raises OSError or LaunchError.
-CommandRunner = Callable[[HostSpec, Sequence[str]], Awaitable[str]]
-
-_COUNTER = re.compile(r"\b(bytes_sent|bytes_received):(\d+)")
-_PID = re.compile(r"\bpid=(\d+)")
-
-
-@dataclass(frozen=True)
-class SocketCounters:
-    """One established TCP socket as ``ss -ti`` shows it."""
-
-    local: str
-    peer: str
-    bytes_sent: int
-    bytes_received: int
-    pids: tuple[int, ...] = ()
-
-    @property
-    def local_port(self) -> int:
-        return int(self.local.rpartition(":")[2])
-
-
-def ss_argv(ports: Sequence[int]) -> list[str]:
-    """The ``ss`` command listing established sockets to or from any of ``ports`` (the
-    cluster's), with TCP info and owning processes."""
-    expression = " or ".join(f"{side} = :{p}" for p in ports for side in ("sport", "dport"))
-    return ["ss", "-tinpH", "state", "established", f"( {expression} )"]
-
-
-def parse_ss(text: str) -> list[SocketCounters]:
-    """Sockets from ``ss -tinpH state established`` output: an address line (recv-q,
-    send-q, local, peer, owners), then an indented line of TCP info with the counters."""
-    found: list[SocketCounters] = []
-    head: list[str] | None = None
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if not line[0].isspace():
-            fields = line.split()
-            ok = len(fields) >= 4 and fields[2].rpartition(":")[2].isdigit()
-            head = fields if ok else None
-            continue
-        if head is None:
-            continue
-        counters = dict(_COUNTER.findall(line))
-        pids = tuple(int(p) for p in _PID.findall(" ".join(head[4:])))
-        found.append(SocketCounters(head[2], head[3], int(counters.get("bytes_sent", 0)),
-                                    int(counters.get("bytes_received", 0)), pids))
-        head = None
-    return found
-
 
 @dataclass(frozen=True)
 class PsTraffic:
@@ -131,8 +90,8 @@ class TrafficSample:
 
 @dataclass(frozen=True)
 class PsTrafficSummary:
-    """One ps over the training window: measured bytes per second (both directions) beside
-    the placement's prediction."""
+    """One ps: bytes over the whole run (each direction), and bytes per second (both
+    directions) over the training window beside the placement's prediction."""
 
     task: str
     bytes_sent: int
@@ -168,39 +127,54 @@ class TrafficSummary:
         return out
 
 
-class TrafficMeter:
-    """Turns successive socket listings into per-ps increments. Pure bookkeeping."""
+#: Where a ps listens: its host (as hosts.yaml names it) and port. Every ps may listen on the
+#: same port of its own host (``ps: [h1:2222, h2:2222]``), so a port alone names none.
+PsAddress = tuple[str, int]
+#: A process on a host: pids of different hosts may be equal.
+HostPid = tuple[str, int]
 
-    def __init__(self, ports: dict[int, str], pids: dict[int, str] | None = None) -> None:
-        self._ports = ports
-        self.pids: dict[int, str] = dict(pids or {})
+
+class TrafficMeter:
+    """Turns successive socket listings, one per host, into per-ps increments. Pure
+    bookkeeping. ``ports``: each ps task by its address; ``pids``: each ps process by host
+    and pid (kept up to date as tasks start)."""
+
+    def __init__(self, ports: Mapping[PsAddress, str], pids: Mapping[HostPid, str] | None = None) -> None:
+        self._ports = dict(ports)
+        self.pids: dict[HostPid, str] = dict(pids or {})
         self._tasks = sorted(set(ports.values()), key=lambda name: (len(name), name))
-        self._last: dict[tuple[str, str], SocketCounters] = {}
+        self._last: dict[str, dict[tuple[str, str], SocketCounters]] = {}
         self._totals = {task: [0, 0] for task in self._tasks}
         self._t: float | None = None
 
-    def owner(self, sock: SocketCounters) -> str | None:
-        """The ps task a socket belongs to: by owning process, else by listening port."""
+    def owner(self, host: str, sock: SocketCounters) -> str | None:
+        """The ps task a socket on ``host`` belongs to: by owning process, else (no owner
+        shown: another user's process) by the port it listens on there."""
         if sock.pids:
-            return next((self.pids[p] for p in sock.pids if p in self.pids), None)
-        return self._ports.get(sock.local_port)
+            return next((self.pids[(host, p)] for p in sock.pids if (host, p) in self.pids), None)
+        return self._ports.get((host, sock.local_port))
 
-    def update(self, t: float, global_step: int, sockets: Sequence[SocketCounters]) -> TrafficSample:
+    def update(self, t: float, global_step: int,
+               listings: Mapping[str, Sequence[SocketCounters]]) -> TrafficSample:
+        """A sample from each host's listing now. A host missing from ``listings`` (it did
+        not answer in time) keeps its last counters: its increments arrive with its next."""
         increments = {task: [0, 0] for task in self._tasks}
-        seen: dict[tuple[str, str], SocketCounters] = {}
-        for sock in sockets:
-            task = self.owner(sock)
-            if task is None:
-                continue
-            key = (sock.local, sock.peer)
-            seen[key] = sock
-            before = self._last.get(key)
-            # A socket first seen counts in full: it opened during the run.
-            sent = sock.bytes_sent - (before.bytes_sent if before else 0)
-            received = sock.bytes_received - (before.bytes_received if before else 0)
-            increments[task][0] += max(sent, 0)
-            increments[task][1] += max(received, 0)
-        self._last = seen
+        for host, sockets in listings.items():
+            last = self._last.get(host, {})
+            seen: dict[tuple[str, str], SocketCounters] = {}
+            for sock in sockets:
+                task = self.owner(host, sock)
+                if task is None:
+                    continue
+                key = (sock.local, sock.peer)
+                seen[key] = sock
+                before = last.get(key)
+                # A socket first seen counts in full: it opened during the run.
+                sent = sock.bytes_sent - (before.bytes_sent if before else 0)
+                received = sock.bytes_received - (before.bytes_received if before else 0)
+                increments[task][0] += max(sent, 0)
+                increments[task][1] += max(received, 0)
+            self._last[host] = seen
         elapsed = t - self._t if self._t is not None else 0.0
         self._t = t
         ps = []
@@ -224,7 +198,8 @@ def predicts_traffic(placement: protocol.Placement | None) -> bool:
 
 def summarise(samples: Sequence[TrafficSample],
               placement: protocol.Placement | None) -> TrafficSummary | None:
-    """Totals over the training window (None when fewer than two samples fall in it)."""
+    """Bytes per ps over the whole run (to the last sample) and rates over the training
+    window (None when fewer than two samples fall in it: "not measured")."""
     window = training_window(samples)
     if window is None:
         return None
@@ -233,14 +208,13 @@ def summarise(samples: Sequence[TrafficSample],
     steps_per_sec = (last.global_step - first.global_step) / seconds
     placed = list(placement.ps_bytes) if placement is not None else None
     rows = []
-    for index, (start, end) in enumerate(zip(first.ps, last.ps, strict=True)):
-        sent = end.sent_total - start.sent_total
-        received = end.received_total - start.received_total
+    for index, (start, end, final) in enumerate(zip(first.ps, last.ps, samples[-1].ps, strict=True)):
+        moved = end.total - start.total
         on_ps = placed[index] if placed is not None and index < len(placed) else None
         expected = on_ps * 2 * steps_per_sec if on_ps is not None and predicts_traffic(placement) else None
-        rows.append(PsTrafficSummary(end.task, sent, received, (sent + received) / seconds,
+        rows.append(PsTrafficSummary(final.task, final.sent_total, final.received_total, moved / seconds,
                                      expected, on_ps))
-    if not any(row.bytes_sent or row.bytes_received for row in rows):
+    if not any(row.measured_per_sec for row in rows):
         return None  # training ended between two samples: nothing was measured
     return TrafficSummary(seconds, steps_per_sec, tuple(rows), _max_mean([r.measured_per_sec for r in rows]),
                           placement.max_mean_ratio if placement is not None else None)
@@ -275,12 +249,14 @@ class TrafficUpdate:
 class TrafficMonitor:
     """Samples each ps task's traffic while a run is on. Subscribe :meth:`handle` to the
     supervisor, and a listener with :meth:`subscribe` for each sample; :meth:`close` stops the
-    sampler (a run's end stops it too)."""
+    sampler (a run's end stops it too). ``open_command`` (a router's) keeps one sampler
+    running per ps host; without it each sample runs ``ss`` with ``run_command``."""
 
     def __init__(self, config: ClusterConfig, run_command: CommandRunner,
-                 interval: float = SAMPLE_INTERVAL) -> None:
+                 interval: float = SAMPLE_INTERVAL, open_command: CommandOpener | None = None) -> None:
         self._config = config
         self._run_command = run_command
+        self._open_command = open_command
         self._interval = interval
         self._listeners: list[Callable[[TrafficUpdate], None]] = []
         self._sampler = Background()
@@ -291,8 +267,10 @@ class TrafficMonitor:
         self.failure: str | None = None
         self.summary: TrafficSummary | None = None
         self._hosts: dict[str, list[int]] = {}
+        self._task_hosts: dict[str, str] = {}
         self._ps_names: set[str] = set()
         self._meter = TrafficMeter({})
+        self._soon = asyncio.Event()
 
     def handle(self, event: ControllerEvent) -> None:
         """The supervisor's sink."""
@@ -300,12 +278,20 @@ class TrafficMonitor:
             self._start(event)
         elif isinstance(event, TaskStateChanged):
             if event.pid is not None and event.task in self._ps_names:
-                self._meter.pids[event.pid] = event.task
+                self._meter.pids[(self._task_hosts.get(event.task, ""), event.pid)] = event.task
+            if event.new.is_finished or event.new is TaskState.STOPPING:
+                # The end is near: sample now, while the ps's channels are still open.
+                self._soon.set()
         elif isinstance(event, ProgressUpdate):
-            self._global_step = max(self._global_step, event.progress.global_step)
+            progress = event.progress
+            if 0 < progress.target <= progress.global_step and self._global_step < progress.target:
+                self._soon.set()  # training is over: the ps leave within moments
+            self._global_step = max(self._global_step, progress.global_step)
         elif isinstance(event, TrainerEvent):
             if isinstance(event.event, protocol.Placement) and self.placement is None:
                 self.placement = event.event
+            elif isinstance(event.event, protocol.Done):
+                self._soon.set()
         elif isinstance(event, RunFinished):
             self._finish()
 
@@ -323,6 +309,22 @@ class TrafficMonitor:
         steps_per_sec = (recent[-1].global_step - recent[0].global_step) / (recent[-1].t - recent[0].t)
         return [size * 2 * steps_per_sec for size in self.placement.ps_bytes]
 
+    @property
+    def not_measured(self) -> str | None:
+        """Why the finished run has no traffic summary (None when it has one)."""
+        if self.summary is not None:
+            return None
+        if self.failure:
+            return self.failure
+        if not self._ps_names:
+            return "no ps task in this run"
+        return "the run was too short to sample (fewer than two samples while training advanced)"
+
+    def record(self) -> dict[str, object]:
+        """The run's traffic as ``traffic.json`` and ``--json``'s ``run_finished`` hold it."""
+        return {"summary": asdict(self.summary) if self.summary else None, "failure": self.failure,
+                "not_measured": self.not_measured}
+
     def _start(self, event: RunStarted) -> None:
         self._sampler.cancel()
         self._run_dir = event.run_dir
@@ -330,17 +332,15 @@ class TrafficMonitor:
         self.placement = None
         self.samples = []
         self.summary = None
+        self.failure = None
         self._hosts = {}
-        ports: dict[int, str] = {}
-        for info in event.tasks:
-            if info.job is Job.PS:
-                ports[info.port] = info.name
+        self._task_hosts = {info.name: info.host for info in event.tasks}
+        ports = {(info.host, info.port): info.name for info in event.tasks if info.job is Job.PS}
         # On each ps host, sockets to or from any cluster port: a ps's own channels to the
         # workers too (those of other processes are told apart by owner).
         every_port = sorted({info.port for info in event.tasks})
-        for info in event.tasks:
-            if info.job is Job.PS:
-                self._hosts[info.host] = every_port
+        for host, _ in ports:
+            self._hosts[host] = every_port
         self._ps_names = set(ports.values())
         self._meter = TrafficMeter(ports)
         if self._hosts:
@@ -350,9 +350,7 @@ class TrafficMonitor:
         self._sampler.cancel()
         self.summary = summarise(self.samples, self.placement)
         if self._run_dir is not None and self._run_dir.is_dir():
-            record = {"summary": asdict(self.summary) if self.summary else None,
-                      "failure": self.failure}
-            (self._run_dir / TRAFFIC_SUMMARY).write_text(json.dumps(record, indent=2) + "\n",
+            (self._run_dir / TRAFFIC_SUMMARY).write_text(json.dumps(self.record(), indent=2) + "\n",
                                                          encoding="utf-8")
 
     async def close(self) -> None:
@@ -361,22 +359,36 @@ class TrafficMonitor:
 
     async def _sample_forever(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
-            try:
-                await self.sample_once(loop.time())
-            except (OSError, LaunchError) as exc:
-                self.failure = f"cannot read TCP counters: {exc}"
-                return
-            await asyncio.sleep(self._interval)
+        samplers = [HostSampler(self._config.hosts.get(name) or HostSpec(name=name, address=name), ports,
+                                self._run_command, self._open_command) for name, ports in self._hosts.items()]
+        # A host slower than this is left out of a sample (its bytes come with its next).
+        patience = max(2 * self._interval, 1.0)
+        try:
+            while True:
+                started = loop.time()
+                self._soon.clear()
+                try:
+                    await self._sample(samplers, started, patience)
+                except SamplingFailed as exc:
+                    self.failure = f"cannot read TCP counters: {exc}"
+                    return
+                # Every interval from the last sample's start, however long its reads took.
+                left = max(0.0, started + self._interval - loop.time())
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._soon.wait(), left)
+        finally:
+            for sampler in samplers:
+                sampler.end()  # now: a second cancel may cut the wait below short
+            await asyncio.gather(*(sampler.close() for sampler in samplers), return_exceptions=True)
 
-    async def sample_once(self, t: float) -> TrafficSample:
-        """List every ps host's sockets once and record the sample."""
-        sockets: list[SocketCounters] = []
-        for host_name, ports in self._hosts.items():
-            host = self._config.hosts.get(host_name) or HostSpec(name=host_name, address=host_name)
-            text = await self._run_command(host, ss_argv(ports))
-            sockets += parse_ss(text)
-        sample = self._meter.update(t, self._global_step, sockets)
+    async def _sample(self, samplers: Sequence[HostSampler], t: float, patience: float) -> None:
+        answers = await asyncio.gather(*(sampler.read(patience) for sampler in samplers))
+        listings = {sampler.host.name: sockets for sampler, sockets in zip(samplers, answers, strict=True)
+                    if sockets is not None}
+        self.record_sample(self._meter.update(t, self._global_step, listings))
+
+    def record_sample(self, sample: TrafficSample) -> None:
+        """Keep ``sample``, append it to the run's ``traffic.jsonl`` and tell the listeners."""
         self.samples.append(sample)
         if self._run_dir is not None and self._run_dir.is_dir():
             with open(self._run_dir / TRAFFIC_SAMPLES, "a", encoding="utf-8",
@@ -385,5 +397,3 @@ class TrafficMonitor:
         update = TrafficUpdate(sample, tuple(self.expected_per_sec()))
         for listener in self._listeners:
             listener(update)
-        return sample
-

@@ -164,3 +164,11 @@ class CommandRunner(Protocol):
     ``ps`` for a task's CPU time). Raises OSError or :class:`LaunchError` when it cannot."""
 
     async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str: ...
+
+
+@runtime_checkable
+class PoolStarter(Protocol):
+    """A launcher whose hosts can start their warm pool while they are prepared, when told
+    which kind of task will come (:data:`trainer.warm.MODES`; None: none known)."""
+
+    def expect_pools(self, mode: str | None) -> None: ...

@@ -84,13 +84,15 @@ class HostProbe:
 
 
 async def probe(conn: asyncssh.SSHClientConnection, spec: HostSpec,
-                timeout: float = DEFAULT_PROBE_TIMEOUT) -> HostProbe:
-    """Run ``<python> -c "import tensorflow ..."`` on the host. Raises :class:`HostError`:
-    PYTHON_MISSING, TENSORFLOW_MISSING, or COMMAND_FAILED for anything else."""
+                timeout: float = DEFAULT_PROBE_TIMEOUT, *, import_tf: bool = True) -> HostProbe:
+    """Run ``<python> -c "import tensorflow ..."`` on the host (without ``import_tf``, only
+    the interpreter and folders are checked: ``tf_version`` is then ""). Raises
+    :class:`HostError`: PYTHON_MISSING, TENSORFLOW_MISSING, or COMMAND_FAILED for anything else."""
     def fail(failure: HostFailure, detail: str) -> HostError:
         return HostError(spec.name, where(spec), failure, detail)
 
-    command = python_command(spec.interpreter, snippets.source("probe"), [spec.workdir], env=spec.env)
+    args = [spec.workdir] if import_tf else [spec.workdir, "no-tf"]
+    command = python_command(spec.interpreter, snippets.source("probe"), args, env=spec.env)
     try:
         # The environment on stdin, never in the command line (tui.launch.remote_command).
         env = command.env_input().decode("utf-8", "surrogateescape")
@@ -112,13 +114,13 @@ async def probe(conn: asyncssh.SSHClientConnection, spec: HostSpec,
         raise fail(HostFailure.PYTHON_MISSING if "SyntaxError" in stderr else HostFailure.COMMAND_FAILED,
                    f"{spec.interpreter} did not run the probe ({describe_status(result)}): "
                    f"{last_lines(stderr)}")
-    if answer.get("tf_error") or not answer.get("tf_version"):
+    if import_tf and (answer.get("tf_error") or not answer.get("tf_version")):
         raise fail(HostFailure.TENSORFLOW_MISSING,
                    f"{spec.interpreter} ({answer.get('executable') or answer.get('python')}, Python "
                    f"{answer.get('python_version')}) cannot import tensorflow: {answer.get('tf_error')}")
     return HostProbe(python=spec.interpreter, executable=str(answer.get("python", "")),
                      python_version=str(answer.get("python_version", "")),
-                     tf_version=str(answer["tf_version"]), workdir=str(answer["workdir"]),
+                     tf_version=str(answer["tf_version"] or ""), workdir=str(answer["workdir"]),
                      home=str(answer.get("home", "")))
 
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
+from tui.launch.command_stream import LocalCommandStream, open_local_command
 from tui.launch.deathsig import dying_with_parent
 from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, ByteSource, OutputBatch
 from tui.launch.pipes import output_pipe, pipe_reader
@@ -165,6 +166,11 @@ class LocalLauncher:
         """Run a short command on this machine; its stdout (OSError when it fails)."""
         self._require_local(host)
         return await run_local_command(argv)
+
+    async def open_command(self, host: HostSpec, argv: Sequence[str]) -> LocalCommandStream:
+        """Keep ``argv`` running on this machine, fed line by line (OSError when it cannot start)."""
+        self._require_local(host)
+        return await open_local_command(argv)
 
     @staticmethod
     def _require_local(host: HostSpec) -> None:

@@ -18,10 +18,12 @@ from tui.launch.base import (
     ConnectReport,
     Launcher,
     LaunchError,
+    PoolStarter,
     PortProblem,
     PortReservation,
     RunningTask,
 )
+from tui.launch.command_stream import CommandStream, CommandStreamer, StreamNotSupported, open_local_command
 from tui.launch.kinds import LAUNCHERS
 from tui.launch.local import run_local_command
 
@@ -82,6 +84,14 @@ class Router:
         """Where a launcher sends what people should see before a run starts (a Slurm
         allocation that pends, and why). Call before the first run."""
         self._options.setdefault(HostKind.SLURM, {})["notify"] = notify
+
+    def expect_pools(self, mode: str | None) -> None:
+        """Tasks of the coming run start from warm pools of ``mode``: each SSH host starts
+        its pool while it is prepared (:meth:`SSHLauncher.expect_pools`)."""
+        self._options[HostKind.SSH]["warm_mode"] = mode
+        launcher = self._launchers.get(HostKind.SSH)
+        if isinstance(launcher, PoolStarter):
+            launcher.expect_pools(mode)
 
     def launcher(self, kind: HostKind) -> Launcher:
         """The launcher of ``kind``'s hosts, made on first use."""
@@ -172,6 +182,17 @@ class Router:
         if isinstance(launcher, CommandRunner):
             return await launcher.run_command(host, argv)
         return await run_local_command(argv)
+
+    async def open_command(self, host: HostSpec, argv: Sequence[str]) -> CommandStream:
+        """Keep ``argv`` running on ``host``, fed line by line (the traffic sampler). A
+        launcher that runs short commands only raises :class:`StreamNotSupported`; one that
+        runs none leaves it to this machine, as :meth:`run_command` does."""
+        launcher = self._for(host)
+        if isinstance(launcher, CommandStreamer):
+            return await launcher.open_command(host, argv)
+        if isinstance(launcher, CommandRunner):
+            raise StreamNotSupported(f"host {host.name}: its launcher runs short commands only")
+        return await open_local_command(argv)
 
     async def close(self) -> None:
         for launcher in self._launchers.values():

@@ -38,6 +38,7 @@ from tui.launch.base import (
     PortProblem,
     PortReservation,
 )
+from tui.launch.command_stream import SshCommandStream
 from tui.launch.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
@@ -183,11 +184,13 @@ class SSHLauncher:
                  probe_timeout: float = deploy.DEFAULT_PROBE_TIMEOUT,
                  ssh_config: tuple[str, ...] | None = (),
                  max_line: int = MAX_LINE_BYTES, upload: Path | None = None,
-                 upload_exclude: tuple[Path, ...] = (), warm: bool = True) -> None:
+                 upload_exclude: tuple[Path, ...] = (), warm: bool = True,
+                 warm_mode: str | None = None) -> None:
         self._specs = dict(hosts or {})
         # Warm pools per host (tui.launch.ssh_warm), made on the first task; off with --cold.
         self._warm_on = warm
         self._warm: RemotePools | None = None
+        self._warm_mode = warm_mode  # the pool every host starts while it is prepared
         # A user's program: its folder, copied to each host next to the trainer.
         self._upload = UploadCopies(upload, upload_exclude) if upload is not None else None
         self._options = ConnectOptions(
@@ -273,18 +276,38 @@ class SSHLauncher:
 
     async def _prepare(self, host: RemoteHost) -> HostInfo:
         conn = await host.first_connection()
-        found = await deploy.probe(conn, host.spec, self._probe_timeout)
+        # With a warm pool to come, the pool's import is the host's TensorFlow check: one
+        # import per host, on every host at once (the tasks would otherwise wait for each
+        # host's pool in turn), and none in the probe.
+        pool_mode = self._warm_mode if self._warm_on and host.spec.warm else None
+        found = await deploy.probe(conn, host.spec, self._probe_timeout, import_tf=pool_mode is None)
         deployment, resources = await asyncio.gather(deploy.deploy(conn, host.spec, found.workdir),
                                                      self._probe_resources(host))
         if self._upload is not None:
             await self._upload.ensure(host, found.workdir)
+        tf_version = found.tf_version
+        if pool_mode is not None:
+            tf_version = await self._pools().prestart(host, host.spec, pool_mode, found.workdir,
+                                                      deployment.path) or ""
+            if not tf_version:  # no pool: the probe's import says whether TensorFlow works
+                tf_version = (await deploy.probe(conn, host.spec, self._probe_timeout)).tf_version
         log.info("host %s: Python %s, TensorFlow %s, trainer in %s (%s)", host.spec.name,
-                 found.python_version, found.tf_version, deployment.path,
+                 found.python_version, tf_version, deployment.path,
                  "uploaded" if deployment.uploaded else "already there")
         return HostInfo(name=host.spec.name, python=found.python, python_version=found.python_version,
-                        tf_version=found.tf_version, workdir=found.workdir, home=found.home,
+                        tf_version=tf_version, workdir=found.workdir, home=found.home,
                         trainer_path=deployment.path, uploaded=deployment.uploaded,
                         configured_workdir=host.spec.workdir, resources=resources)
+
+    def _pools(self) -> RemotePools:
+        if self._warm is None:
+            self._warm = RemotePools()
+        return self._warm
+
+    def expect_pools(self, mode: str | None) -> None:
+        """Tasks will start from warm pools of ``mode`` (:data:`trainer.warm.MODES`; None:
+        not known): preparing a host starts its pool (:meth:`RemotePools.prestart`)."""
+        self._warm_mode = mode
 
     async def _probe_resources(self, host: RemoteHost) -> HostResources:
         """The host's cores and GPUs, as its tasks (with the host's env) will see them."""
@@ -332,9 +355,9 @@ class SSHLauncher:
                                     python_path=info.trainer_path, watch_connection=True)
         except ValueError as exc:
             raise LaunchError(f"{task.name}: {exc}") from None
-        if self._warm is None and self._warm_on:
-            self._warm = RemotePools()
-        warm = await self._warm.command(remote, info, host, command) if self._warm and host.warm else None
+        warm = None
+        if self._warm_on and host.warm:
+            warm = await self._pools().command(remote, info, host, command)
         try:
             started_command = warm or command
             process = await remote.open_process(started_command.shell_line())
@@ -389,6 +412,14 @@ class SSHLauncher:
                                f"{argv[0]} failed ({deploy.describe_status(result)}): "
                                f"{deploy.last_lines(str(result.stderr or ''))}")
         return str(result.stdout or "")
+
+    async def open_command(self, host: HostSpec, argv: Sequence[str]) -> SshCommandStream:
+        """Keep ``argv`` running on ``host`` over its connection, fed line by line."""
+        remote = await self._remote(host)
+        try:
+            return SshCommandStream(await remote.open_process(shlex.join(argv), encoding="utf-8"))
+        except (asyncssh.Error, OSError) as exc:
+            raise remote.error(HostFailure.CONNECTION_LOST, str(exc)) from None
 
     async def close(self) -> None:
         """Close every connection; remote tasks still running see EOF and exit."""

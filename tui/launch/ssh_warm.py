@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import asyncssh
@@ -41,11 +42,23 @@ class _RemotePool:
     socket_path: str = ""
     why: str = ""
     noticed: bool = False
+    tf_version: str = ""
 
     @property
     def ready(self) -> bool:
         return bool(self.socket_path) and self.process is not None and self.process.returncode is None \
             and not self.process.is_closing()
+
+
+@dataclass(frozen=True)
+class _PoolCommand:
+    """What a pool starts with: the interpreter, the environment its import-time values and
+    PYTHONPATH come from, its folder and the trainer's path."""
+
+    python: str
+    env: Mapping[str, str]
+    workdir: str
+    python_path: str
 
 
 def parse_pid(line: str) -> tuple[int | None, bool]:
@@ -74,11 +87,8 @@ class RemotePools:
             return None
         mode, args = served
         key = (host.name, cold.argv[0], mode, pool_key(mode, args, {**host.env, **cold.env}))
-        pool = self._pools.get(key)
-        if pool is None:
-            pool = self._pools[key] = _RemotePool()
-            self._starting[key] = asyncio.ensure_future(self._start(pool, remote, info, cold, mode))
-        await asyncio.shield(self._starting[key])
+        started = _PoolCommand(cold.argv[0], cold.env, info.workdir, cold.python_path)
+        pool = await self._pool(key, remote, started)
         if not pool.ready:
             if not pool.noticed:
                 pool.noticed = True
@@ -90,17 +100,37 @@ class RemotePools:
         return RemoteCommand(argv=(cold.argv[0], "-m", "trainer.warm.client", pool.socket_path, mode, *args),
                              env=cold.env, cwd=cold.cwd, python_path=cold.python_path, prints_pid=False)
 
+    async def prestart(self, remote: RemoteHost, host: HostSpec, mode: str, workdir: str,
+                       python_path: str) -> str | None:
+        """Start ``host``'s pool for ``mode`` now, as its tasks will ask for it (the host's
+        interpreter and environment, no task arguments), while the other hosts are checked:
+        pools then import TensorFlow on every host at once, not one host after another as
+        the tasks start. The TensorFlow version it imported, or None when it failed (its
+        tasks will start cold, with the notice)."""
+        key = (host.name, host.interpreter, mode, pool_key(mode, (), host.env))
+        pool = await self._pool(key, remote, _PoolCommand(host.interpreter, host.env, workdir, python_path))
+        return (pool.tf_version or None) if pool.ready else None
+
+    async def _pool(self, key: tuple[str, str, str, str], remote: RemoteHost,
+                    command: _PoolCommand) -> _RemotePool:
+        """The pool of ``key``, started once however many callers ask at the same time."""
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = _RemotePool()
+            self._starting[key] = asyncio.ensure_future(self._start(pool, remote, command, key[2]))
+        await asyncio.shield(self._starting[key])
+        return pool
+
     def take_notice(self) -> str:
         notice, self.pending_notice = self.pending_notice, ""
         return notice
 
-    async def _start(self, pool: _RemotePool, remote: RemoteHost, info: HostInfo,
-                     cold: RemoteCommand, mode: str) -> None:
-        env = {k: v for k, v in cold.env.items() if k in IMPORT_TIME_ENV or k == "PYTHONPATH"}
+    async def _start(self, pool: _RemotePool, remote: RemoteHost, started: _PoolCommand, mode: str) -> None:
+        env = {k: v for k, v in started.env.items() if k in IMPORT_TIME_ENV or k == "PYTHONPATH"}
         env[RUN_ID_ENV] = POOL_RUN_ID
         env[CONTROLLER_ENV] = str(this_controller())
-        command = RemoteCommand(argv=(cold.argv[0], "-m", "trainer.warm", mode), env=env,
-                                cwd=info.workdir, python_path=cold.python_path)
+        command = RemoteCommand(argv=(started.python, "-m", "trainer.warm", mode), env=env,
+                                cwd=started.workdir, python_path=started.python_path)
         try:
             pool.process = await remote.open_process(command.shell_line())
             pool.process.stdin.write(command.env_input())  # the env: never in a command line
@@ -122,6 +152,7 @@ class RemotePools:
             await self._close(pool)
             return
         pool.socket_path = str(answer["ready"])
+        pool.tf_version = str(answer.get("tf_version") or "")
 
     async def _close(self, pool: _RemotePool) -> None:
         if pool.process is not None:

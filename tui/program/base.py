@@ -142,6 +142,9 @@ class TaskProgram(ABC):
 
     #: Tasks are launched with ``--hold`` and wait for ``go`` before starting their servers.
     holds: bool = False
+    #: The warm pool its tasks start from (a :data:`trainer.warm.MODES` key), or None: known
+    #: before anything is planned, so each host can start its pool while it is checked.
+    warm_mode: str | None = None
     readiness: Readiness = Readiness.EVENT
     ps_ending: PsEnding = PsEnding.EXITS
     #: Its output on stderr means something too (TensorFlow's own log lines).

@@ -25,6 +25,7 @@ class BuiltinTrainer(TaskProgram):
     def __init__(self, *, trainer_argv: Sequence[str] = TRAINER_ARGV, hold: bool = True) -> None:
         self._argv = tuple(trainer_argv)
         self.holds = hold
+        self.warm_mode = "trainer" if self._argv == TRAINER_ARGV else None
 
     @property
     def name(self) -> str:

@@ -58,6 +58,7 @@ class UserProgram(TaskProgram):
         self.spec = spec
         self.workers = workers  # tasks that train: workers and the chief
         self.ps_ending = PsEnding.END_LINE if self.uses_shim else PsEnding.STOP
+        self.warm_mode = "shim" if self.uses_shim else None
 
     @property
     def name(self) -> str:

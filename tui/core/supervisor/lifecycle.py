@@ -66,7 +66,7 @@ from tui.core.supervisor.stall import watch_stalls
 from tui.core.supervisor.stopping import kill_everything, let_ps_exit, stop_one, stop_tasks
 from tui.core.supervisor.summary import summarize
 from tui.core.task_state import RunPhase
-from tui.launch.base import Launcher
+from tui.launch.base import Launcher, PoolStarter
 from tui.launch.local import LocalLauncher
 from tui.plan.allocation import ResourceError, allocate_for
 from tui.plan.preflight import PreflightError, resolve_ports
@@ -173,7 +173,10 @@ class Supervisor:
         Raises :class:`PreflightError` (nothing started) or RuntimeError (a run is active)."""
         if self.is_running:
             raise RuntimeError("a run is already in progress")
-        # Every host at once: preparing a remote host imports TensorFlow there (seconds).
+        # Every host at once: preparing a remote host imports TensorFlow there (seconds), in
+        # the warm pool its tasks will start from when the launcher can start it meanwhile.
+        if isinstance(self._launcher, PoolStarter):
+            self._launcher.expect_pools(self._program.warm_mode)
         report = await self._launcher.connect_all(self._config.host_of(t) for t in self._config.tasks)
         if report.failures:
             raise PreflightError([str(f) for f in report.failures])

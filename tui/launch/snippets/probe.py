@@ -1,6 +1,7 @@
-"""Remote probe: ``python -c SOURCE WORKDIR``. Reports this interpreter, the workdir made
-absolute (``~`` expanded by the remote user's home), the home directory, and whether
-TensorFlow imports."""
+"""Remote probe: ``python -c SOURCE WORKDIR [no-tf]``. Reports this interpreter, the workdir
+made absolute (``~`` expanded by the remote user's home), the home directory, and whether
+TensorFlow imports (not tried with ``no-tf``: the host's warm pool imports it anyway, and says
+its version)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ def main(argv: list[str]) -> None:
         "tf_error": None,
     }
     sys.stdout.flush()
+    if argv[1:] == ["no-tf"]:
+        sys.stdout.write(RESULT_PREFIX + json.dumps(result) + "\n")
+        sys.stdout.flush()
+        return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # quiet start-up banners on stderr
     try:
         import tensorflow
