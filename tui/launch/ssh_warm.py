@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -86,8 +87,8 @@ class RemotePools:
                 self.pending_notice = f"warm start on {host.name} unavailable ({why}); tasks start cold"
                 log.warning("%s", self.pending_notice)
             return None
-        return RemoteCommand(argv=(cold.argv[0], "-m", "trainer.warm.client", pool.socket_path, mode, *args),
-                             env=cold.env, cwd=cold.cwd, python_path=cold.python_path, prints_pid=False)
+        client = (cold.argv[0], "-m", "trainer.warm.client", pool.socket_path, mode, *args)
+        return dataclasses.replace(cold, argv=client, prints_pid=False)
 
     def take_notice(self) -> str:
         notice, self.pending_notice = self.pending_notice, ""
@@ -98,8 +99,12 @@ class RemotePools:
         env = {k: v for k, v in cold.env.items() if k in IMPORT_TIME_ENV or k == "PYTHONPATH"}
         env[RUN_ID_ENV] = POOL_RUN_ID
         env[CONTROLLER_ENV] = str(this_controller())
+        # The pool holds the host's lease too: a pool cut off from the controller ends, and
+        # its tasks with it (their parent-death signal), when the lease runs out.
         command = RemoteCommand(argv=(cold.argv[0], "-m", "trainer.warm", mode), env=env,
-                                cwd=info.workdir, python_path=cold.python_path)
+                                cwd=info.workdir, python_path=cold.python_path,
+                                watch_connection=cold.watch_connection, lease_file=cold.lease_file,
+                                lease=cold.lease)
         try:
             pool.process = await remote.open_process(command.shell_line())
             pool.process.stdin.write(command.env_input())  # the env: never in a command line
