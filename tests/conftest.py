@@ -7,7 +7,7 @@ import os
 import pytest
 
 #: Fixtures of real parts any test file may ask for (a private sshd, ...), shared by name.
-pytest_plugins = ["tests.support.sshd", "tests.support.slurm_fixture"]
+pytest_plugins = ["tests.support.sshd", "tests.support.slurm_fixture", "tests.support.netlab_fixture"]
 
 #: The suite runs on pytest-xdist workers (``-n auto`` in pyproject.toml). Its integration tests
 #: each start whole TensorFlow clusters, so past a few workers they only compete for cores and
@@ -21,7 +21,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 #: Fixtures whose users carry a marker of the same name, so ``-m "not sshd"`` deselects them.
-MARKED_FIXTURES = ("sshd", "slurm")
+MARKED_FIXTURES = ("sshd", "slurm", "netlab")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

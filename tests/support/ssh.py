@@ -45,12 +45,17 @@ class SshServer:
 
     def yaml_entry(self, spec: HostSpec) -> dict[str, object]:
         """``spec`` as a hosts.yaml ``hosts:`` entry."""
-        entry: dict[str, object] = {"address": spec.address, "port": spec.port, "user": spec.user,
-                                    "identity": spec.identity, "known_hosts": spec.known_hosts,
-                                    "python": spec.python, "workdir": spec.workdir}
-        if spec.env:
-            entry["env"] = dict(spec.env)
-        return entry
+        return host_entry(spec)
+
+
+def host_entry(spec: HostSpec) -> dict[str, object]:
+    """An SSH host's :class:`HostSpec` as a hosts.yaml ``hosts:`` entry."""
+    entry: dict[str, object] = {"address": spec.address, "port": spec.port, "user": spec.user,
+                                "identity": spec.identity, "known_hosts": spec.known_hosts,
+                                "python": spec.python, "workdir": spec.workdir}
+    if spec.env:
+        entry["env"] = dict(spec.env)
+    return entry
 
 
 def task(index: int = 0, job: Job = Job.WORKER, host: str = "remote") -> TaskSpec:

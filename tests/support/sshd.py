@@ -46,7 +46,7 @@ __version__ = "0.0+stub"
 """
 
 
-def _keygen(path: Path, comment: str) -> Path:
+def keygen(path: Path, comment: str) -> Path:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
                    check=True, stdin=subprocess.DEVNULL)
     return path
@@ -77,13 +77,16 @@ class _Keys:
     wrong_user: Path
 
 
-def _config(directory: Path, port: int, keys: _Keys) -> Path:
+def sshd_config(path: Path, port: int, addresses: tuple[str, ...], host_key: Path,
+                authorized: Path) -> Path:
+    """Write an sshd_config at ``path``: root by key only, listening on ``port`` of each of
+    ``addresses`` (also used by the network-namespace lab, tests/support/netlab.py)."""
     lines = [
         f"Port {port}",
-        *(f"ListenAddress {address}" for address in ADDRESSES),
-        f"HostKey {keys.host}",
-        f"PidFile {directory / 'sshd.pid'}",
-        f"AuthorizedKeysFile {keys.user}.pub",
+        *(f"ListenAddress {address}" for address in addresses),
+        f"HostKey {host_key}",
+        f"PidFile {path.with_suffix('.pid')}",
+        f"AuthorizedKeysFile {authorized}",
         "PermitRootLogin prohibit-password",
         "UsePAM no",
         "StrictModes no",
@@ -94,7 +97,6 @@ def _config(directory: Path, port: int, keys: _Keys) -> Path:
         "MaxStartups 100",
         "LogLevel VERBOSE",
     ]
-    path = directory / "sshd_config"
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -104,17 +106,18 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
     if not SSHD.exists() or shutil.which("ssh-keygen") is None:
         pytest.skip("openssh-server is not installed (.ci/run installs it)")
     directory = tmp_path_factory.mktemp("sshd")
-    keys = _Keys(host=_keygen(directory / "host_key", "test host"),
-                 other_host=_keygen(directory / "other_host_key", "another host"),
-                 user=_keygen(directory / "user_key", "test user"),
-                 wrong_user=_keygen(directory / "wrong_key", "not authorized"))
+    keys = _Keys(host=keygen(directory / "host_key", "test host"),
+                 other_host=keygen(directory / "other_host_key", "another host"),
+                 user=keygen(directory / "user_key", "test user"),
+                 wrong_user=keygen(directory / "wrong_key", "not authorized"))
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
     log = directory / "sshd.log"
     process: subprocess.Popen[bytes] | None = None
     port = 0
     for _ in range(5):  # the free port may be taken before sshd binds it
         port = _free_port()
-        config = _config(directory, port, keys)
+        config = sshd_config(directory / "sshd_config", port, ADDRESSES, keys.host,
+                             keys.user.with_suffix(".pub"))
         with log.open("ab") as log_file:
             process = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
                                        stdout=log_file, stderr=log_file)
