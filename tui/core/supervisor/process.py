@@ -20,7 +20,7 @@ from tui.core.events import Level, TaskHint, TaskOutput, TrainerEvent
 from tui.core.exits import describe_exit
 from tui.core.hints import CREATE_SESSION, hint_for_exit, hints_in
 from tui.core.supervisor.records import RunRecord, TaskRecord
-from tui.core.supervisor.unreachable import task_lost
+from tui.core.supervisor.unreachable import out_of_reach_note, task_lost
 from tui.core.task_state import TaskState
 from tui.launch.base import WARM_REASON, LaunchError, RunningTask
 from tui.launch.lines import OutputBatch, Stream
@@ -240,7 +240,6 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = 
     settled = task.settled_state
     was_running = settled is TaskState.RUNNING
     verdict = task.verdict
-    out_of_reach = task.state is TaskState.UNREACHABLE
     if verdict is not None:
         state, reason = verdict.state, verdict.reason
         if code is None:
@@ -249,13 +248,9 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = 
         state, reason = TaskState.FAILED, lost or "lost: no exit status came"
     elif code == 0:
         state, reason = TaskState.SUCCEEDED, ""
-    elif out_of_reach:
-        # It ended while its host did not answer: most likely its lease ran out.
-        state, reason = TaskState.FAILED, (f"{describe_exit(code)} while its host was unreachable "
-                                           f"(a task stops itself when its lease runs out)")
     else:
         before = " before reporting ready" if settled is TaskState.STARTING else ""
-        state, reason = TaskState.FAILED, describe_exit(code) + before
+        state, reason = TaskState.FAILED, describe_exit(code) + before + out_of_reach_note(run, task)
         if not task.hint:  # what it said while waiting for its peers, if it then died of it
             offer_hint(run, task, task.withheld_hint or None)
         if not task.hint:  # it died by itself: the exit code alone may tell why

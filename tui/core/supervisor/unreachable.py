@@ -126,6 +126,18 @@ async def _give_up_after_lease(run: RunRecord, link: HostLink, since: float) -> 
         link.abandon()
 
 
+def out_of_reach_note(run: RunRecord, task: TaskRecord) -> str:
+    """For the reason of an exit that came while the task's host did not answer: that it
+    did, and whether the task's lease had run out by then (it stopped itself)."""
+    if task.state is not TaskState.UNREACHABLE:
+        return ""
+    host = task.plan.host.name
+    since, link = run.unreachable.get(host), run.links.get(host)
+    if since is None or link is None or run.clock.monotonic() - since < link.lease:
+        return " while its host was unreachable"
+    return f" while its host was unreachable: its {link.lease:g} s lease had run out, so it stopped itself"
+
+
 async def task_lost(run: RunRecord, task: TaskRecord, error: str) -> str:
     """The task's connection went before its exit came (``error``). Unless the run is ending
     or the task was being stopped, wait for its host (reconnecting) and stop what is left of
