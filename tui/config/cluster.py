@@ -153,7 +153,7 @@ class ClusterConfig:
     #: How each host's cores and GPUs are shared among its tasks (tui.plan.allocation).
     resources: ResourceSettings = field(default_factory=ResourceSettings)
     #: What happens when a remote host stops answering (tui.config.network).
-    network: NetworkSettings = NetworkSettings()
+    network: NetworkSettings = field(default_factory=NetworkSettings)
 
     @property
     def ps_tasks(self) -> tuple[TaskSpec, ...]:

@@ -17,8 +17,8 @@ from typing import Any
 from yaml.nodes import MappingNode, Node
 
 from trainer.settings import FIELD_NAMES, TrainingSettings, convert, shown
-from tui.config import program as program_section
 from tui.config import network as network_settings
+from tui.config import program as program_section
 from tui.config import resources as resource_settings
 from tui.config import slurm as slurm_settings
 from tui.config.cluster import (

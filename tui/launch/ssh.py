@@ -12,7 +12,9 @@ A remote task is ``sh`` printing its pid, then exec'ing the trainer
 (:mod:`tui.launch.remote_command`). sshd makes it a session and process group leader, so
 stopping it signals that group (``kill -s TERM -- -PGID``) over the same connection. Its stdin
 is the SSH channel: when the controller closes it, the connection drops or the controller
-dies, the trainer reads EOF and exits.
+dies, the trainer reads EOF and exits. A link that is cut rather than closed is noticed by
+the host's lease (:mod:`tui.launch.host_link`): the controller sees the host stop answering,
+and the task stops itself once its lease runs out.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 import asyncssh
 
 from tui.config.cluster import HostSpec, TaskSpec
+from tui.config.network import NetworkSettings
 from tui.launch import deploy
 from tui.launch import leftover_search as sweep
 from tui.launch.base import (
@@ -41,6 +44,7 @@ from tui.launch.base import (
 from tui.launch.command_stream import SshCommandStream
 from tui.launch.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.errors import HostError, HostFailure
+from tui.launch.host_link import SSHHostLink
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
 from tui.launch.probe import HostResources
@@ -91,8 +95,9 @@ class SSHTask:
     """A task running on a remote host. Implements :class:`tui.launch.base.RunningTask`."""
 
     def __init__(self, host: RemoteHost, process: asyncssh.SSHClientProcess, pid: int, head: bytes,
-                 max_line: int = MAX_LINE_BYTES) -> None:
+                 max_line: int = MAX_LINE_BYTES, link: SSHHostLink | None = None) -> None:
         self._host = host
+        self._link = link
         self._process = process
         self._pid = pid
         self._head = head
@@ -129,8 +134,8 @@ class SSHTask:
         if code is None or (code == -1 and not self._process.exit_signal):
             raise self._host.error(HostFailure.CONNECTION_LOST,
                                    f"the connection closed before pid {self._pid} reported its exit; "
-                                   f"on the host the task ends too (EOF on its stdin, or the connection "
-                                   f"watcher of tui.launch.remote_command)")
+                                   f"on the host the task ends too (EOF on its stdin, or the watcher "
+                                   f"beside it: tui.launch.remote_command)")
         return code
 
     async def send(self, line: str) -> None:
@@ -162,6 +167,11 @@ class SSHTask:
     async def _signal(self, name: str) -> None:
         if self._process.returncode is not None or self._host.lost.is_set():
             return  # exited, or its connection is gone and EOF on stdin ends it
+        if self._link is not None and self._link.silent_for() is not None:
+            # A signal cannot reach a host that does not answer: give up on the connection
+            # (the exit is reported as lost) and leave the task to its lease.
+            self._link.abandon()
+            return
         try:
             await self._host.signal_group(self._pid, name)
         except HostError as exc:
@@ -185,8 +195,12 @@ class SSHLauncher:
                  ssh_config: tuple[str, ...] | None = (),
                  max_line: int = MAX_LINE_BYTES, upload: Path | None = None,
                  upload_exclude: tuple[Path, ...] = (), warm: bool = True,
-                 warm_mode: str | None = None) -> None:
+                 warm_mode: str | None = None,
+                 lease: float = NetworkSettings().lease) -> None:
         self._specs = dict(hosts or {})
+        # Each host's beats and lease (tui.launch.host_link), kept across reconnections.
+        self._lease = lease
+        self._links: dict[str, SSHHostLink] = {}
         # Warm pools per host (tui.launch.ssh_warm), made on the first task; off with --cold.
         self._warm_on = warm
         self._warm: RemotePools | None = None
@@ -195,7 +209,7 @@ class SSHLauncher:
         self._upload = UploadCopies(upload, upload_exclude) if upload is not None else None
         self._options = ConnectOptions(
             host_key_policy=HostKeyPolicy.from_flags(accept_new_host_keys, insecure_no_host_key_check),
-            connect_timeout=connect_timeout, ssh_config=ssh_config)
+            connect_timeout=connect_timeout, ssh_config=ssh_config, lease=lease)
         self._probe_timeout = probe_timeout
         self._max_line = max_line
         self._hosts: dict[str, _Entry] = {}
@@ -285,10 +299,12 @@ class SSHLauncher:
                                                      self._probe_resources(host))
         if self._upload is not None:
             await self._upload.ensure(host, found.workdir)
+        link = self._link_for(host.spec)
+        await link.attach(host)
         tf_version = found.tf_version
         if pool_mode is not None:
             tf_version = await self._pools().prestart(host, host.spec, pool_mode, found.workdir,
-                                                      deployment.path) or ""
+                                                      deployment.path, link.lease_file, self._lease) or ""
             if not tf_version:  # no pool: the probe's import says whether TensorFlow works
                 tf_version = (await deploy.probe(conn, host.spec, self._probe_timeout)).tf_version
         log.info("host %s: Python %s, TensorFlow %s, trainer in %s (%s)", host.spec.name,
@@ -340,6 +356,33 @@ class SSHLauncher:
         return await open_connection(spec, self._options, tunnel=tunnel, on_lost=on_lost,
                                      notify=self._notices.append)
 
+    # -- hosts that stop answering -------------------------------------------------------
+
+    def link(self, host: HostSpec) -> SSHHostLink | None:
+        """Whether ``host`` answers (implements :class:`tui.launch.base.LinkWatching`)."""
+        return None if host.is_local else self._link_for(host)
+
+    def _link_for(self, spec: HostSpec) -> SSHHostLink:
+        link = self._links.get(spec.name)
+        if link is None:
+            link = SSHHostLink(spec.name, where(spec), self._lease, reconnect=lambda: self._reconnect(spec),
+                               abandon=lambda: self._abandon(spec.name))
+            self._links[spec.name] = link
+        return link
+
+    def _abandon(self, name: str) -> None:
+        """Drop the host's connections at once (no goodbye: the host does not answer)."""
+        entry = self._hosts.get(name)
+        if entry is not None:
+            for conn in entry.remote.connections:
+                conn.abort()
+
+    async def _reconnect(self, spec: HostSpec) -> None:
+        """A new connection to a host whose connection was lost, prepared like the first."""
+        self._abandon(spec.name)
+        await self._forget(spec.name)
+        await self.prepare(spec)
+
     # -- the Launcher protocol ----------------------------------------------------------
 
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
@@ -350,9 +393,11 @@ class SSHLauncher:
             await self._upload.ensure(remote, info.workdir)
         await remote.releases_settled()
         try:
+            link = self._link_for(host)
             command = RemoteCommand(argv=tuple(argv), env=dict(env),
                                     cwd=resolve_remote_dir(cwd, info) if cwd is not None else "",
-                                    python_path=info.trainer_path, watch_connection=True)
+                                    python_path=info.trainer_path, watch_connection=True,
+                                    lease_file=link.lease_file, lease=self._lease)
         except ValueError as exc:
             raise LaunchError(f"{task.name}: {exc}") from None
         warm = None
@@ -376,7 +421,7 @@ class SSHLauncher:
         if pid is None:
             raise await _start_failure(remote, task, process, command)
         log.info("host %s: started %s as pid %d%s", host.name, task.name, pid, " (warm)" if forked else "")
-        started = SSHTask(remote, process, pid, head, self._max_line)
+        started = SSHTask(remote, process, pid, head, self._max_line, link)
         started.warm = forked
         started.launch_notice = self._warm.take_notice() if self._warm else ""
         return started
@@ -423,6 +468,8 @@ class SSHLauncher:
 
     async def close(self) -> None:
         """Close every connection; remote tasks still running see EOF and exit."""
+        for link in self._links.values():
+            link.close()
         if self._warm is not None:
             await self._warm.close()
         for name in list(self._hosts):

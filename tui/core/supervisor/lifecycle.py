@@ -65,6 +65,7 @@ from tui.core.supervisor.staged import expect_ready, start_in_order
 from tui.core.supervisor.stall import watch_stalls
 from tui.core.supervisor.stopping import kill_everything, let_ps_exit, stop_one, stop_tasks
 from tui.core.supervisor.summary import summarize
+from tui.core.supervisor.unreachable import watch_links
 from tui.core.task_state import RunPhase
 from tui.launch.base import Launcher, PoolStarter
 from tui.launch.local import LocalLauncher
@@ -227,6 +228,7 @@ class Supervisor:
         run.spawn(directory.flush_periodically(self._clock))
         run.spawn(watch_stalls(run))
         run.spawn(watch_pauses(run))
+        watch_links(run)
         run.spawn(self._lifecycle(run))
 
     async def wait(self) -> RunSummary:

@@ -19,7 +19,8 @@ from tui.core.describe import describe_event
 from tui.core.events import Level, TaskHint, TaskOutput, TrainerEvent
 from tui.core.exits import describe_exit
 from tui.core.hints import CREATE_SESSION, hint_for_exit, hints_in
-from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
+from tui.core.supervisor.records import RunRecord, TaskRecord
+from tui.core.supervisor.unreachable import out_of_reach_note, task_lost
 from tui.core.task_state import TaskState
 from tui.launch.base import WARM_REASON, LaunchError, RunningTask
 from tui.launch.lines import OutputBatch, Stream
@@ -50,6 +51,7 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     task.process = process
     task.pid = process.pid
     task.launches += 1
+    task.launched_at = run.clock.monotonic()
     task.last_activity = run.clock.monotonic()
     # A launcher may say more than the protocol asks: forked warm, or a notice (its warm
     # pool failed, so this task started cold).
@@ -78,7 +80,12 @@ async def _probe_port(run: RunRecord, task: TaskRecord) -> None:
 
 def became_ready(run: RunRecord, task: TaskRecord) -> None:
     """The task's server is up (its ``ready`` event, TensorFlow's line, or its port)."""
-    if task.state is TaskState.STARTING:
+    if task.state is TaskState.UNREACHABLE and task.before_unreachable is TaskState.STARTING:
+        # Said while its host was out of reach (the line came late): up once it is back.
+        task.up_at = run.clock.monotonic()
+        task.before_unreachable = TaskState.RUNNING
+        task.settled.set()
+    elif task.state is TaskState.STARTING:
         task.up_at = run.clock.monotonic()
         run.set_state(task, TaskState.RUNNING)
         task.settled.set()
@@ -87,19 +94,21 @@ def became_ready(run: RunRecord, task: TaskRecord) -> None:
 async def _watch(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
     """Pump the task's output until it exits, then record the exit."""
     pump = asyncio.create_task(_pump(run, task, process))
+    code: int | None = None
+    lost = ""
     try:
         code = await process.wait()
     except LaunchError as exc:  # the connection to its host was lost: no exit code
-        task.judge(Verdict(TaskState.FAILED, str(exc)))
-        run.notify(Level.ERROR, str(exc), task.name)
-        code = -1
+        # Not a failure of the task: its host is out of reach. Wait for it (or the run's
+        # limit), then judge what became of the task (tui.core.supervisor.unreachable).
+        lost = await task_lost(run, task, str(exc))
     except Exception as exc:  # a bug in a launcher: keep the traceback in the log
         log.exception("%s: waiting for the process failed", task.name)
         run.notify(Level.ERROR, f"lost track of the process: {exc}", task.name)
-        code = -1
+        lost = f"lost track of the process: {exc}"
     if not pump.done():
         await first_completed({Wake.DONE: pump, Wake.TIMEOUT: run.clock.sleep(DRAIN_TIMEOUT)})
-    record_exit(run, task, code)
+    record_exit(run, task, code, lost)
 
 
 async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
@@ -224,18 +233,24 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
         run.hang_check.set()
 
 
-def record_exit(run: RunRecord, task: TaskRecord, code: int) -> None:
-    """The task's process exited with ``code``: record its final state and judge a failure."""
+def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = "") -> None:
+    """The task's process exited with ``code``, or (None) was lost with its connection, for
+    the reason ``lost``: record its final state and judge a failure."""
     task.exit_code = code
-    was_running = task.state is TaskState.RUNNING
+    settled = task.settled_state
+    was_running = settled is TaskState.RUNNING
     verdict = task.verdict
     if verdict is not None:
         state, reason = verdict.state, verdict.reason
+        if code is None:
+            reason = f"{reason} ({lost})" if lost else reason
+    elif code is None:
+        state, reason = TaskState.FAILED, lost or "lost: no exit status came"
     elif code == 0:
         state, reason = TaskState.SUCCEEDED, ""
     else:
-        before = " before reporting ready" if task.state is TaskState.STARTING else ""
-        state, reason = TaskState.FAILED, describe_exit(code) + before
+        before = " before reporting ready" if settled is TaskState.STARTING else ""
+        state, reason = TaskState.FAILED, describe_exit(code) + before + out_of_reach_note(run, task)
         if not task.hint:  # what it said while waiting for its peers, if it then died of it
             offer_hint(run, task, task.withheld_hint or None)
         if not task.hint:  # it died by itself: the exit code alone may tell why

@@ -33,7 +33,7 @@ from tui.core.progress import ProgressTracker
 from tui.core.rundir import RunDirectory
 from tui.core.supervisor.pause import PauseGuard
 from tui.core.task_state import RunPhase, TaskState, check_run_transition, check_task_transition
-from tui.launch.base import Launcher, PortReservation, RunningTask
+from tui.launch.base import HostLink, Launcher, PortReservation, RunningTask
 from tui.plan.tasks import TaskPlan
 from tui.program.base import EventReader, OutputReader, TaskProgram
 from tui.program.end_rules import HangWatch, RunEnd
@@ -120,6 +120,8 @@ class TaskRecord:
         self.last_activity = 0.0
         #: The state and reason of its last exit: where an abandoned restart goes back to.
         self.last_exit: tuple[TaskState, str] = (TaskState.PENDING, "")
+        #: Where it was when its host stopped answering (tui.core.supervisor.unreachable).
+        self.before_unreachable: TaskState | None = None
         self.new_launch()
 
     @property
@@ -148,6 +150,8 @@ class TaskRecord:
         self.tf_server = False
         self.up_at: float | None = None  # when it became ready this launch (the run's clock)
         self.withheld_hint = ""  # a hint held back while peers were starting; given if it fails
+        self.connection_lost = False  # its connection went before its exit came
+        self.launched_at = 0.0  # when this launch began (the run's clock)
 
         self.stall_taken_back = False  # ... again only after it was taken back (on the full timeout)
 
@@ -163,6 +167,13 @@ class TaskRecord:
         if self.state is TaskState.BACKOFF:
             state, reason = self.last_exit
             run.set_state(self, state, reason)
+
+    @property
+    def settled_state(self) -> TaskState:
+        """Its state, or where it was before its host stopped answering."""
+        if self.state is TaskState.UNREACHABLE and self.before_unreachable is not None:
+            return self.before_unreachable
+        return self.state
 
     @property
     def declared_failed(self) -> bool:
@@ -221,6 +232,13 @@ class RunRecord:
         #: Called when a task failed by itself (task, was it running, reason): the restart
         #: policy's entry point, set by the supervisor.
         self.on_failure: Callable[[TaskRecord, bool, str], None] = lambda task, running, why: None
+        #: Hosts that do not answer (tui.core.supervisor.unreachable): their links, since when
+        #: each silent one is silent (the run's clock), its reconnection under way, and when
+        #: each was last reconnected.
+        self.links: dict[str, HostLink] = {}
+        self.unreachable: dict[str, float] = {}
+        self.reconnecting: dict[str, asyncio.Task[bool]] = {}
+        self.reconnected_at: dict[str, float] = {}
 
     # -- phases ---------------------------------------------------------------------------
 
