@@ -139,7 +139,10 @@ class Printer:
         write(f"  steps        {summary.global_step}{target}\n")
         write(f"  wall time    {summary.wall_time:.1f} s\n")
         write(f"  final loss   {format_number(summary.final_loss)}\n")
-        write(f"  accuracy     {format_number(summary.final_accuracy)}\n")
+        write(f"  accuracy     {format_number(summary.final_accuracy)}"
+              + (" (held-out)" if summary.final_accuracy is not None else "") + "\n")
+        if summary.final_train_accuracy is not None:
+            write(f"  training acc {format_number(summary.final_train_accuracy)}\n")
         for result in summary.tasks:
             code = "not started" if result.exit_code is None else f"exit code {result.exit_code}"
             detail = f" ({result.reason})" if result.reason else ""
@@ -265,11 +268,17 @@ def _rate(snap: ProgressSnapshot) -> str:
     """Examples/s per worker when known, else the global step's rate (a program that never
     said its batch size), else nothing: never a 0.0 that reads as a stall."""
     if snap.examples_per_sec > 0:
-        workers = ", ".join(f"{w.task} {w.examples_per_sec:.1f}" for w in snap.workers)
-        return f"{snap.examples_per_sec:.1f} ex/s [{workers}]  "
+        return f"{snap.examples_per_sec:.1f} ex/s [{task_rates(snap)}]  "
     if snap.steps_per_sec:
         return f"{snap.steps_per_sec:.1f} steps/s  "
     return ""
+
+
+def task_rates(snap: ProgressSnapshot) -> str:
+    """Each task's examples/s; TF2's coordinator is named as such (its rate is the
+    cluster's), the workers' parts of it after it."""
+    return ", ".join(f"{w.task} (coordinator) {w.examples_per_sec:.1f}" if w.coordinates
+                     else f"{w.task} {w.examples_per_sec:.1f}" for w in snap.workers)
 
 
 def _display_lines(head: str, lines: Sequence[str], task: str) -> str:

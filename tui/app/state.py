@@ -65,6 +65,8 @@ class TaskRow:
     tf_version: str = ""
     hint: str = ""  # the known-failure hint of the current launch (tui.core.hints), if any
     warm: bool = False  # the current launch was forked from a warm pool (issue 25)
+    #: TF2's coordinator: its rate is the whole cluster's (the workers show their parts).
+    coordinates: bool = False
 
     @property
     def state_text(self) -> str:
@@ -149,6 +151,7 @@ class Dashboard:
         elif isinstance(event, ProgressUpdate):
             self.progress = event.progress
             self.progress_revision += 1
+            self._rates(event.progress)
             self._sample(event.t)
         elif isinstance(event, TaskStateChanged):
             self._state(event)
@@ -248,12 +251,21 @@ class Dashboard:
         self.logs.setdefault(event.task, TaskLog()).extend(texts)
         self.merged.extend([f"{event.task:<8}| {text}" for text in texts])
 
+    def _rates(self, progress: ProgressSnapshot) -> None:
+        """Each task's rate as the core computed it: a worker under TF2's coordinator has no
+        step of its own, only its part of the coordinator's."""
+        for worker in progress.workers:
+            row = self.rows.get(worker.task)
+            if row is not None:
+                row.examples_per_sec = worker.examples_per_sec
+                row.global_step = worker.global_step
+                row.coordinates = worker.coordinates
+
     def _trainer_event(self, task: str, event: protocol.Event, t: float) -> None:
         row = self.rows.get(task)
         if isinstance(event, protocol.Step):
             if row is not None:
                 row.global_step = event.global_step
-                row.examples_per_sec = event.examples_per_sec
             if event.loss is not None:
                 self.loss_history.append(event.loss)
             # Not tasks_changed: a table redraw re-renders every row, and steps arrive many

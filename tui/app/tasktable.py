@@ -157,7 +157,8 @@ class TaskTable(DataTable[Text | str]):
             name, row.address, state, f"{row.pid}{'w' if row.warm else ''}" if row.pid else "-",
             str(row.restarts),
             "-" if row.global_step is None else str(row.global_step),
-            "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
+            "-" if row.examples_per_sec is None
+            else f"Σ{row.examples_per_sec:,.0f}" if row.coordinates else f"{row.examples_per_sec:,.0f}",
             row.output_age(now),
             "-" if usage is None or usage.cpu_percent is None else f"{usage.cpu_percent:.0f}",
             "-" if usage is None else short_bytes(usage.rss_bytes),

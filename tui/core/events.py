@@ -238,9 +238,12 @@ class RunSummary:
     global_step: int
     target: int
     final_loss: float | None
+    #: Held-out accuracy (evaluations), never a training accuracy.
     final_accuracy: float | None
     tasks: tuple[TaskResult, ...]
     incidents: tuple[Incident, ...] = ()
+    #: The training accuracy the workers last reported (Keras' bars, ``tfdist_report``).
+    final_train_accuracy: float | None = None
 
     @property
     def failed_tasks(self) -> tuple[TaskResult, ...]:
