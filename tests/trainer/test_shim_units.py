@@ -131,7 +131,7 @@ def test_tf2_shards_are_named_by_their_variable_not_sharded_variable() -> None:
         shard("user_emb/part_0", "ShardedVariable", 0), shard("user_emb/part_1", "ShardedVariable", 1),
         shard("Adagrad/accumulator/user_emb/part_0", "Adagrad/accumulator/user_emb/part_0", 0),
         shard("Adagrad/accumulator/user_emb/part_1", "Adagrad/accumulator/user_emb/part_1", 1),
-        shard("kernel", "kernel", 0)])
+        shard("kernel", "kernel", 0), shard("kernel", "kernel", 1)])
     assert [(s.variable, s.shard, s.num_shards) for s in named] == [
         ("user_emb", 0, 2), ("user_emb", 1, 2), ("Adagrad/accumulator/user_emb", 0, 2),
-        ("Adagrad/accumulator/user_emb", 1, 2), ("kernel", 0, 1)]
+        ("Adagrad/accumulator/user_emb", 1, 2), ("kernel", 0, 1), ("kernel", 0, 1)]  # two layers' own

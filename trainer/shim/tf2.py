@@ -52,6 +52,7 @@ class _Tracker:
     scheduled = 0
     finished = 0
     by_worker: dict[int, int] = {}  # functions finished, by worker index
+    finished_at = 0.0    # monotonic time the last function finished
     thread: threading.Thread | None = None
     emit_lock = threading.Lock()
     mark = (0, 0.0)      # (step, monotonic time) of the last step event
@@ -110,6 +111,7 @@ def _patch_finished(queue: Any) -> None:
         worker = getattr(_Tracker.current, "index", None)
         with _Tracker.lock:  # only functions: the datasets' resource closures never get here
             _Tracker.finished += 1
+            _Tracker.finished_at = time.monotonic()
             if worker is not None:
                 _Tracker.by_worker[worker] = _Tracker.by_worker.get(worker, 0) + 1
 
@@ -186,16 +188,18 @@ def _by_partition(shards: list[protocol.VariableShard]) -> list[protocol.Variabl
     variable (``user_emb``): TensorFlow's ``ShardedVariable`` is only the container's name,
     and the optimizer's slots of each part (``Adagrad/accumulator/user_emb/part_1``) are
     separate variables of one slot."""
-    groups: dict[str, list[tuple[int, protocol.VariableShard]]] = {}
-    for shard in shards:
-        match = _PART.search(shard.name)
-        variable = shard.name[:match.start()] if match else shard.variable
-        groups.setdefault(variable, []).append((int(match[1]) if match else shard.shard, shard))
-    named: list[protocol.VariableShard] = []
-    for variable, parts in groups.items():
-        for index, shard in parts:
-            named.append(dataclasses.replace(shard, variable=variable, shard=index,
-                                             num_shards=max(len(parts), shard.num_shards)))
+    groups: dict[str, list[int]] = {}  # variable -> indices in ``shards`` of its parts
+    for number, shard in enumerate(shards):
+        if match := _PART.search(shard.name):
+            groups.setdefault(shard.name[:match.start()], []).append(number)
+    named = list(shards)  # a variable that is not partitioned stays as it is
+    for variable, numbers in groups.items():
+        for number in numbers:
+            shard = shards[number]
+            match = _PART.search(shard.name)
+            assert match is not None
+            named[number] = dataclasses.replace(shard, variable=variable, shard=int(match[1]),
+                                                num_shards=len(numbers))
     return named
 
 
@@ -220,7 +224,11 @@ def emit_step() -> None:
         step = _batches(finished)
         STATE.global_step = max(STATE.global_step, step)
         last_step, last_time = _Tracker.mark
+        # The batches were done by the time the last function finished: a read that waited
+        # (the coordinator busy at the end of model.fit) must not stretch the step's time.
         now = time.monotonic()
+        if last_time < _Tracker.finished_at < now:
+            now = _Tracker.finished_at
         if step <= last_step:
             return
         _Tracker.mark = (step, now)

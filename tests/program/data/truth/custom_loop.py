@@ -74,13 +74,13 @@ for step in range(1, args.steps + 1):
     if step % args.log_every == 0 or step == args.steps:
         coordinator.join()
         if start is None:  # from the first join on: tracing is behind us
-            start = (time.monotonic(), step)
+            start = (time.time(), step)
         loss = float(np.mean([value.fetch() for value in losses]))
         losses.clear()
         print(f"step {step} loss {loss:.4f} accuracy {float(accuracy.result()):.4f}", flush=True)
-end = time.monotonic()
+end = time.time()
 rate = (args.steps - start[1]) * args.batch_size / (end - start[0]) if end > start[0] else 0.0
 print(f"truth: steps {int(optimizer.iterations.numpy())} examples/s {rate:.1f} "
-      f"accuracy {float(accuracy.result()):.4f}", flush=True)
+      f"accuracy {float(accuracy.result()):.4f} window {start[0]:.3f} {end:.3f}", flush=True)
 for variable in user_emb.variables:
     print("placement:", [(v.name, v.device) for v in getattr(variable, "variables", [variable])], flush=True)

@@ -72,7 +72,7 @@ else:
         marks: list = []
 
         def on_epoch_end(self, epoch, logs=None):
-            self.marks.append((time.monotonic(), int(self.model.optimizer.iterations.numpy())))
+            self.marks.append((time.time(), int(self.model.optimizer.iterations.numpy())))
 
     truth = Truth()
     checkpoint = keras.callbacks.ModelCheckpoint(os.path.join(args.dir, "ckpt-{epoch}"),
@@ -82,5 +82,5 @@ else:
     batches = int(model.optimizer.iterations.numpy())
     (t0, b0), (t1, b1) = truth.marks[0], truth.marks[-1]
     rate = (b1 - b0) * args.batch_size / (t1 - t0) if t1 > t0 else 0.0
-    print(f"truth: batches {batches} examples/s {rate:.1f} accuracy {history.history['accuracy'][-1]:.4f}",
-          flush=True)
+    print(f"truth: batches {batches} examples/s {rate:.1f} accuracy {history.history['accuracy'][-1]:.4f} "
+          f"window {t0:.3f} {t1:.3f}", flush=True)
