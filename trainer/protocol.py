@@ -133,6 +133,8 @@ class Initialized(Event):
     global_step: int
     seconds: float
     is_chief: bool = False
+    #: TF2's coordinator (``ClusterCoordinator``): its steps are the whole cluster's.
+    coordinator: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,13 +187,21 @@ class Step(Event):
     examples_per_sec: float
     step_time: float
     target: int = 0
-    #: Reported by a user program through ``tfdist_report.step(accuracy=...)``.
+    #: Training accuracy: reported by a user program through ``tfdist_report.step(accuracy=...)``
+    #: or read from its Keras progress lines (held-out accuracy is an :class:`Eval`).
     accuracy: float | None = None
+    #: The counts are the whole cluster's, not this task's (TF2's coordinator): its examples/sec
+    #: is the cluster's, never divided among the workers again.
+    coordinator: bool = False
+    #: A coordinator's functions finished so far by each worker (index = worker task index),
+    #: so that the cluster's rate can be split among the workers that did the work.
+    by_worker: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
 class Eval(Event):
-    """Held-out accuracy measured by the chief."""
+    """Held-out accuracy (the built-in trainer's chief, an evaluator task). ``global_step``
+    0 from a task that does not know the step (an evaluator's log lines): the run's step then."""
 
     KIND: ClassVar[str] = "eval"
     global_step: int

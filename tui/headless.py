@@ -43,6 +43,7 @@ from tui.core.events import (
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.options import RunOptions
 from tui.core.progress import ProgressSnapshot
+from tui.core.run_facts import RateUnit, figures
 from tui.core.session import Session
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.task_state import TaskState
@@ -121,10 +122,15 @@ class Printer:
         if not snap.workers or (snap.global_step, snap.examples_per_sec) == self._last_progress:
             return
         self._last_progress = (snap.global_step, snap.examples_per_sec)
-        percent = f" ({snap.fraction:.0%})" if snap.fraction is not None else ""
-        target = f"/{snap.target}" if snap.target else ""
-        self._line(CONTROLLER, f"step {snap.global_step}{target}{percent}  {_rate(snap)}"
-                               f"loss {format_number(snap.loss)}")
+        shown = figures(snap)
+        percent = f" ({shown.fraction:.0%})" if shown.target and shown.fraction is not None else ""
+        target = f"/{shown.target}" if shown.target else ""
+        metrics = f"loss {format_number(shown.loss)}"
+        if shown.train_accuracy is not None:
+            metrics += f"  training accuracy {shown.train_accuracy:.4f}"
+        if shown.accuracy is not None:
+            metrics += f"  held-out accuracy {shown.accuracy:.4f}"
+        self._line(CONTROLLER, f"step {shown.step}{target}{percent}  {_rate(snap)}{metrics}")
         self._out.flush()
 
     def summary(self, summary: RunSummary) -> None:
@@ -142,7 +148,10 @@ class Printer:
         write(f"  steps        {summary.global_step}{target}\n")
         write(f"  wall time    {summary.wall_time:.1f} s\n")
         write(f"  final loss   {format_number(summary.final_loss)}\n")
-        write(f"  accuracy     {format_number(summary.final_accuracy)}\n")
+        write(f"  accuracy     {format_number(summary.final_accuracy)}"
+              + (" (held-out)" if summary.final_accuracy is not None else "") + "\n")
+        if summary.final_train_accuracy is not None:
+            write(f"  training acc {format_number(summary.final_train_accuracy)}\n")
         for result in summary.tasks:
             code = "not started" if result.exit_code is None else f"exit code {result.exit_code}"
             detail = f" ({result.reason})" if result.reason else ""
@@ -282,14 +291,22 @@ class JsonPrinter:
 
 
 def _rate(snap: ProgressSnapshot) -> str:
-    """Examples/s per worker when known, else the global step's rate (a program that never
-    said its batch size), else nothing: never a 0.0 that reads as a stall."""
-    if snap.examples_per_sec > 0:
-        workers = ", ".join(f"{w.task} {w.examples_per_sec:.1f}" for w in snap.workers)
-        return f"{snap.examples_per_sec:.1f} ex/s [{workers}]  "
-    if snap.steps_per_sec:
-        return f"{snap.steps_per_sec:.1f} steps/s  "
-    return ""
+    """The run's rate as the core's :func:`~tui.core.run_facts.figures` says it: examples/s
+    with each task's, else the global step's rate (a program that never said its batch
+    size), else nothing: never a 0.0 that reads as a stall."""
+    shown = figures(snap)
+    if shown.rate is None:
+        return ""
+    if shown.unit is RateUnit.EXAMPLES:
+        return f"{shown.rate:.1f} {shown.unit.value} [{task_rates(snap)}]  "
+    return f"{shown.rate:.1f} {shown.unit.value}  "
+
+
+def task_rates(snap: ProgressSnapshot) -> str:
+    """Each task's examples/s; TF2's coordinator is named as such (its rate is the
+    cluster's), the workers' parts of it after it."""
+    return ", ".join(f"{t.task} (coordinator) {t.rate:.1f}" if t.coordinates else f"{t.task} {t.rate:.1f}"
+                     for t in figures(snap).tasks)
 
 
 def _display_lines(head: str, lines: Sequence[str], task: str) -> str:

@@ -30,7 +30,7 @@ from tui.app.markup import said
 from tui.app.messages import AllTasksRequested, CoreActionFailed, TaskAction, TaskActionRequested
 from tui.app.pending import SettingsActions
 from tui.app.process_bridge import ProcessBridge
-from tui.app.runs import RunsView, traffic_chart
+from tui.app.runs import RunsView, traffic_view
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.split import LogSplit, SplitActions
 from tui.app.state import Dashboard
@@ -39,7 +39,7 @@ from tui.app.widgets import HintBar, Panes, PlacementView, QuietFooter, StatusBa
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskStateChanged
+from tui.core.events import Level, Notice, RunFinished, RunOutcome, RunStarted, TaskStateChanged
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.options import RunOptions
 from tui.core.supervisor.records import SupervisorOptions
@@ -173,8 +173,12 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         events, dropped = self.core.drain()
         for event in events:
             if isinstance(event, TrafficUpdate):
-                self.traffic = event
+                # Once the run's summary came, a late idle sample does not replace it.
+                if self.traffic is None or self.traffic.summary is None or event.summary is not None:
+                    self.traffic = event
                 continue
+            if isinstance(event, RunStarted):
+                self.traffic = None  # the earlier run's traffic is not this one's
             if isinstance(event, UsageSample):
                 self.dashboard.usage = event
                 continue
@@ -200,8 +204,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
             self._show_placement()
             d.placement_changed = False
         if self.traffic is not None and self.query_one(TabbedContent).active == "placement":
-            self.query_one("#placement-traffic", Static).update(
-                traffic_chart(self.traffic.sample, list(self.traffic.expected_per_sec)))
+            self.query_one("#placement-traffic", Static).update(traffic_view(self.traffic))
         # The charts are the costliest redraw: only while visible, and only when progress
         # moved (or once a second, for the ETA).
         if self.query_one(TabbedContent).active == "throughput" and (

@@ -33,6 +33,7 @@ from tui.core.events import (
 from tui.core.exits import ExitInfo
 from tui.core.inbox import CoreLost
 from tui.core.progress import ProgressSnapshot
+from tui.core.run_facts import Figures, RunFacts, figures
 from tui.core.task_state import TaskState
 from tui.core.usage import UsageSample
 from tui.launch.base import WARM_REASON
@@ -65,6 +66,8 @@ class TaskRow:
     tf_version: str = ""
     hint: str = ""  # the known-failure hint of the current launch (tui.core.hints), if any
     warm: bool = False  # the current launch was forked from a warm pool (issue 25)
+    #: TF2's coordinator: its rate is the whole cluster's (the workers show their parts).
+    coordinates: bool = False
 
     @property
     def state_text(self) -> str:
@@ -124,6 +127,8 @@ class Dashboard:
     #: The core's latest progress snapshot (tui.core.progress computes it; this only shows it).
     progress: ProgressSnapshot = field(default_factory=lambda: ProgressSnapshot.empty(0))
     rate_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    #: The global step's rate, one point a second: the chart without a batch size.
+    step_rate_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     worker_history: dict[str, deque[float]] = field(default_factory=dict)
     loss_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     notices: deque[Notice] = field(default_factory=lambda: deque(maxlen=100))
@@ -137,6 +142,8 @@ class Dashboard:
     usage: UsageSample | None = None
     #: Events folded so far: a test waiting on a slow machine waits while this moves.
     applied: int = 0
+    #: What the run is, as the core says it (tui.core.run_facts); None before a run.
+    facts: RunFacts | None = None
 
     # -- folding events -------------------------------------------------------------------
 
@@ -149,6 +156,7 @@ class Dashboard:
         elif isinstance(event, ProgressUpdate):
             self.progress = event.progress
             self.progress_revision += 1
+            self._rates(event.progress)
             self._sample(event.t)
         elif isinstance(event, TaskStateChanged):
             self._state(event)
@@ -179,6 +187,7 @@ class Dashboard:
 
     def _run_started(self, event: RunStarted) -> None:
         self.settings = event.settings
+        self.facts = event.facts
         self.run_id = event.run_id
         self.run_dir = str(event.run_dir)
         self.started = event.t
@@ -187,6 +196,7 @@ class Dashboard:
         self.progress = ProgressSnapshot.empty(event.settings.steps)
         self.worker_history.clear()
         self.rate_history.clear()
+        self.step_rate_history.clear()
         self.loss_history.clear()
         self.rows = {}
         for info in event.tasks:
@@ -248,12 +258,21 @@ class Dashboard:
         self.logs.setdefault(event.task, TaskLog()).extend(texts)
         self.merged.extend([f"{event.task:<8}| {text}" for text in texts])
 
+    def _rates(self, progress: ProgressSnapshot) -> None:
+        """Each task's rate as the core computed it: a worker under TF2's coordinator has no
+        step of its own, only its part of the coordinator's."""
+        for worker in progress.workers:
+            row = self.rows.get(worker.task)
+            if row is not None:
+                row.examples_per_sec = worker.examples_per_sec
+                row.global_step = worker.global_step
+                row.coordinates = worker.coordinates
+
     def _trainer_event(self, task: str, event: protocol.Event, t: float) -> None:
         row = self.rows.get(task)
         if isinstance(event, protocol.Step):
             if row is not None:
                 row.global_step = event.global_step
-                row.examples_per_sec = event.examples_per_sec
             if event.loss is not None:
                 self.loss_history.append(event.loss)
             # Not tasks_changed: a table redraw re-renders every row, and steps arrive many
@@ -292,11 +311,17 @@ class Dashboard:
         new = second > self.sampled_second
         self.sampled_second = second
         _put(self.rate_history, self.progress.examples_per_sec, new)
+        _put(self.step_rate_history, self.progress.steps_per_sec or 0.0, new)
         for worker in self.progress.workers:
             history = self.worker_history.setdefault(worker.task, deque(maxlen=HISTORY_POINTS))
             _put(history, worker.examples_per_sec, new or not history)
 
     # -- shown as the core computed it ----------------------------------------------------
+
+    @property
+    def figures(self) -> Figures:
+        """The run's figures now, as the core computes them for every front end."""
+        return figures(self.progress)
 
     @property
     def global_step(self) -> int:

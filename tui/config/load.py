@@ -139,7 +139,11 @@ class _Loader(NodeReader):
         program: ProgramSpec | None = None
         if "program" in top:
             # The user's program reads its own section and takes training: as free-form values.
-            training, program = program_section.load(self, top["program"], top.get("training"))
+            # Local tasks run with the controller's own Python unless a host says otherwise.
+            local_python = all((host := hosts.get(t.host) or HostSpec(name=t.host, address=t.host)).is_local
+                               and not host.python for t in tasks)
+            training, program = program_section.load(self, top["program"], top.get("training"),
+                                                     local_python=local_python)
         else:
             training = self.training(top.get("training"), root, sum(t.job is Job.WORKER for t in tasks))
         restart, overrides = self.restart(top["restart"].value) if "restart" in top else (RestartPolicy(), {})

@@ -21,6 +21,7 @@ from typing import Any, Union
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.core.progress import ProgressSnapshot
+from tui.core.run_facts import RunFacts
 from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 from tui.plan.tasks import TaskInfo
@@ -238,9 +239,12 @@ class RunSummary:
     global_step: int
     target: int
     final_loss: float | None
+    #: Held-out accuracy (evaluations), never a training accuracy.
     final_accuracy: float | None
     tasks: tuple[TaskResult, ...]
     incidents: tuple[Incident, ...] = ()
+    #: The training accuracy the workers last reported (Keras' bars, ``tfdist_report``).
+    final_train_accuracy: float | None = None
 
     @property
     def failed_tasks(self) -> tuple[TaskResult, ...]:
@@ -258,6 +262,8 @@ class RunStarted:
     t: float = field(default_factory=time.time)
     #: What the run does, one line (:meth:`~tui.program.base.TaskProgram.describe`).
     description: str = ""
+    #: What the run is, as every front end shows it (None: a test's or an old record's).
+    facts: RunFacts | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -55,6 +55,7 @@ from tui.config.restart_policy import PEER_LOSS_SETTLE
 from tui.core.clock import Clock, SystemClock, Wake, first_completed
 from tui.core.events import ControllerEvent, Level, Notice, RunFinished, RunOutcome, RunStarted, RunSummary
 from tui.core.progress import ProgressSnapshot
+from tui.core.run_facts import RunFacts
 from tui.core.rundir import RunDirectory, WriteFailure, new_run_id
 from tui.core.supervisor import recovery
 from tui.core.supervisor.after_target import end_hung_workers
@@ -212,7 +213,8 @@ class Supervisor:
         self._run = run
         run.publish(RunStarted(run_id=run_id, run_dir=directory.path,
                                tasks=tuple(p.info for p in plans), settings=self._settings,
-                               t=started_wall, description=program.describe(self._settings)))
+                               t=started_wall, description=program.describe(self._settings),
+                               facts=RunFacts.of(program, self._settings)))
         for text in (*report.warnings, *allocation.notes):
             run.notify(Level.WARNING, text)
         if unreachable_local := _local_tasks_remote_peers_cannot_reach(self._config):

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from trainer import protocol
+from tui.config.cluster import Job
 from tui.core.clock import Wake, first_completed
 from tui.core.describe import describe_event
 from tui.core.events import Level, TaskHint, TaskOutput, TrainerEvent
@@ -60,6 +61,10 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     if notice:  # the controller's (its warm pools'), not the task's: said once, as tfdist
         run.notify(Level.WARNING, notice)
     run.spawn(_watch(run, task, process))
+    if task.job is Job.EVALUATOR:
+        # TensorFlow starts no server for an evaluator and no task waits for it: it is up
+        # once it runs (what it evaluates comes as eval events).
+        became_ready(run, task)
     if task in run.workers():
         run.hangs.started(task.name, run.clock.monotonic())
     if run.program.readiness is Readiness.SERVER and plan.host.is_local:
@@ -212,6 +217,9 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
     """Act on one event of the task's (from the protocol, or read from its log)."""
     if isinstance(event, protocol.Ready) and not event.pid and task.pid:
         event = dataclasses.replace(event, pid=task.pid)  # read from TensorFlow's log line
+    elif isinstance(event, protocol.Eval) and not event.global_step:
+        # An evaluator's line names no step: it evaluated what training had reached.
+        event = dataclasses.replace(event, global_step=run.progress.global_step)
     progressed = run.progress.update(task.name, event, now)
     run.publish(TrainerEvent(task=task.name, event=event, t=now))
     if progressed:

@@ -275,10 +275,12 @@ class RunRecord:
     # -- tasks ----------------------------------------------------------------------------
 
     def stages(self) -> list[list[TaskRecord]]:
-        """The start order: every ps, the chief, then everyone else (workers, evaluators)."""
+        """The start order: every ps, the chief, the other workers, then the evaluators
+        (ready once running: nothing waits for them)."""
         ps = self.of_job(Job.PS)
-        others = [t for t in self.tasks.values() if t.job is not Job.PS and t is not self.chief]
-        return [stage for stage in (ps, [self.chief], others) if stage]
+        others = [t for t in self.tasks.values()
+                  if t.job not in (Job.PS, Job.EVALUATOR) and t is not self.chief]
+        return [stage for stage in (ps, [self.chief], others, self.of_job(Job.EVALUATOR)) if stage]
 
     def of_job(self, job: Job) -> list[TaskRecord]:
         return [t for t in self.tasks.values() if t.job is job]

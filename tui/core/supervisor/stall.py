@@ -77,13 +77,14 @@ def check_stalls(run: RunRecord) -> None:
         run.settled_at = now
     running = [t for t in run.tasks.values() if t.state is TaskState.RUNNING]
     stopped = {t.name for t in running if process_stopped(t)}
-    workers = [t for t in running if t.job is Job.WORKER]
+    # The tasks that train (with a chief job: the coordinator, whose workers only serve).
+    workers = [t for t in running if run.run_end.trains(t.job)]
 
     def active(task: TaskRecord) -> float:
         return max(task.last_activity, run.settled_at)
 
     for task in running:
-        if task.job is Job.WORKER:
+        if run.run_end.trains(task.job):
             idle = now - active(task)
             # A worker that has not stepped yet may be waiting quietly for its session (a
             # non-chief, while the chief initialises on a busy machine): the full timeout.
