@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -162,11 +163,16 @@ class Printer:
         for number, incident in enumerate(summary.incidents, 1):
             write(f"  {'restarts' if number == 1 else '':<12} {incident.describe()}\n")
         write(f"  run dir      {summary.run_dir}\n")
+        write(f"  compare      {compare_command(summary)}\n")
         for result in summary.failed_tasks:
             exit_text = ExitInfo(result.exit_code).how("failed")
             write(f"{result.name} {exit_text}; its last {len(result.last_lines)} lines:\n")
             for line in result.last_lines:
                 self._out.write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
+
+    def fit(self, names: Sequence[str]) -> None:
+        """Size the name column for these tasks (a run's start does it for its tasks)."""
+        self._width = max([len(CONTROLLER), *(len(name) for name in names)])
 
     def traffic(self, monitor: TrafficMonitor) -> None:
         """The measured traffic per ps, after the summary."""
@@ -183,7 +189,7 @@ class Printer:
         self._progress = None
         self._placement_shown = False
         self._last_progress = None
-        self._width = max([len(CONTROLLER), *(len(t.name) for t in event.tasks)])
+        self.fit([t.name for t in event.tasks])
         self._prefixes.clear()
         for number, task in enumerate(event.tasks):
             self._colours[task.name] = _COLOURS[number % len(_COLOURS)]
@@ -250,6 +256,20 @@ class Printer:
         # Every line but the prefix may quote a task or a host (event fields, hints, stall
         # warnings, notices, reasons): made inert here, at the one place that writes lines.
         self._out.write(f"{self._prefix(name)} {inert(text)}\n")
+
+
+def compare_command(summary: RunSummary) -> str:
+    """How to compare this run with another (other runs of the config are beside it)."""
+    return f"tfdist-tui compare {shlex.quote(str(summary.run_dir))} OTHER_RUN_DIR"
+
+
+def write_summary(summary: RunSummary, out: TextIO) -> None:
+    """The summary block alone, as a headless run ends with it: the app prints it when
+    the operator quits, so the terminal keeps how the run ended and where it is."""
+    printer = Printer(out, colour=out.isatty() and "NO_COLOR" not in os.environ)
+    printer.fit([task.name for task in summary.tasks])
+    printer.summary(summary)
+    out.flush()
 
 
 class JsonPrinter:

@@ -144,3 +144,32 @@ def test_C_copies_inert_log_text_to_the_terminals_clipboard(tmp_path: Path) -> N
     finally:
         tmux.close()
     assert_no_trainers_left(tmp_path / "runs")
+
+
+def test_quitting_leaves_the_runs_summary_in_the_terminal(tmp_path: Path) -> None:
+    """Quit while the run trains: the app's screen goes, and the terminal keeps the summary
+    headless prints (outcome, steps, run directory, how to compare it). Tasks are
+    tests/support/fake_trainer.py (no TensorFlow: this is about the exit path)."""
+    hosts = write_fake_hosts(tmp_path / "hosts.yaml", run_dir=tmp_path / "runs")
+    status = tmp_path / "exit-status"
+    # The workers train until stopped; the pane stays after the app, with what it left.
+    environment = shlex.join([f"PYTHONPATH={REPO}", "FAKE_FOREVER=*", f"FAKE_DIR={tmp_path}"])
+    command = (f"env {environment} {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLI))} "
+               f"{shlex.quote(str(hosts))}; echo $? > {shlex.quote(str(status))}; exec sleep 300")
+    tmux = Tmux(f"sh -c {shlex.quote(command)}", private=True)
+    try:
+        tmux.wait_for(r"worker0\s+\S+\s+running\s+\d+w?\s+\d+\s+\d+")  # it steps
+        tmux.send("q")
+        tmux.wait_for(r"Quit\?")
+        tmux.send("y")
+        wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
+        (run_dir,) = (tmp_path / "runs").iterdir()
+        screen = tmux.wait_for(r"compare ").string
+    finally:
+        tmux.close()
+    assert status.read_text().strip() == "130"  # quit while it trained
+    assert re.search(r"tfdist\s+\| run (stopped|interrupted)", screen), screen
+    assert re.search(r"^  steps        \d+ / \d+$", screen, re.M), screen
+    assert f"  run dir      {run_dir}" in screen.replace("\n", "")  # (a long path wraps)
+    assert "compare      tfdist-tui compare" in screen
+    assert_no_trainers_left(tmp_path / "runs")

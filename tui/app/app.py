@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -39,7 +40,7 @@ from tui.app.widgets import HintBar, Panes, PlacementView, QuietFooter, StatusBa
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.core.events import Level, Notice, RunFinished, RunOutcome, RunStarted, TaskStateChanged
+from tui.core.events import Level, Notice, RunFinished, RunOutcome, RunStarted, RunSummary, TaskStateChanged
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.options import RunOptions
 from tui.core.supervisor.records import SupervisorOptions
@@ -441,6 +442,15 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         code = int(self.exit_code_now())
         self.call_from_thread(self.exit, code, code)
 
+    def last_summary(self) -> RunSummary | None:
+        """How the last run ended: as the app showed it, or, quit while it ran, as the core
+        said once it had stopped every task (after the app's last look). Call after close."""
+        found = self.dashboard.finished
+        if self.core is not None:
+            events, _ = self.core.drain()
+            found = next((e.summary for e in reversed(events) if isinstance(e, RunFinished)), found)
+        return found
+
     def exit_code_now(self) -> ExitCode:
         """The app's exit status, in the core's terms (:func:`tui.core.exits.exit_code_for`):
         the last run's outcome; quitting while it ran, or a SIGHUP/SIGTERM, is an interruption
@@ -458,11 +468,17 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
 
 
 def run(options: RunOptions) -> int:
-    """Run the app until the operator quits; returns the exit code."""
+    """Run the app until the operator quits; returns the exit code. The terminal keeps the
+    last run's summary, as a headless run ends (the app's screen goes with it)."""
     app = TfdistApp(options)
     try:
         result = app.run()
     finally:
         if app.core is not None:
             app.core.close(timeout=15.0)
+    summary = app.last_summary()
+    if summary is not None:
+        from tui.headless import write_summary  # (the printer's ~90 modules: only now)
+
+        write_summary(summary, sys.stdout)
     return int(result if result is not None else app.exit_code_now())
