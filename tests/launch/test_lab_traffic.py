@@ -20,10 +20,10 @@ from tests.support.netlab_fixture import MakeLab
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-#: Greedy placement of the two-layer MLP on 2 ps: the hidden layer's weights (64 x 1024) on
-#: one ps, the rest on the other, so the two carry ~6x different bytes.
 #: Each ps link's cap: a real tbf limit, above what a run reaches on 2 loaded cores.
 LINK_CAP = "1gbit"
+#: Greedy placement of the two-layer MLP on 2 ps: the hidden layer's weights (64 x 1024) on
+#: one ps, the rest on the other, so the two carry ~6x different bytes.
 TRAINING = {"steps": 100, "log_every": 50, "hidden_units": 1024, "placement": "greedy"}
 
 
