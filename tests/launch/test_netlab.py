@@ -5,6 +5,7 @@ move, and teardown leaves nothing of the lab behind."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +23,7 @@ CONNECT = ("import socket, sys\n"
 
 
 def connect(lab: NetLab, source: str, target_address: str, timeout: float = 3.0) -> str:
-    return lab.run(source, "python3", "-c", CONNECT, target_address, str(timeout)).stdout.strip()
+    return lab.run(source, sys.executable, "-c", CONNECT, target_address, str(timeout)).stdout.strip()
 
 
 def ssh(lab: NetLab, name: str, *command: str, timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:

@@ -112,10 +112,9 @@ def _undo(record: _Record) -> list[str]:
             os.kill(pid, signal.SIGKILL)
     for namespace in record.namespaces:
         # Whatever still runs in one of our namespaces was started through our sshd.
-        pids = _ip("netns", "pids", namespace, check=False).stdout.split()
-        for pid in pids:
+        for word in _ip("netns", "pids", namespace, check=False).stdout.split():
             with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pid), signal.SIGKILL)
+                os.kill(int(word), signal.SIGKILL)
     deadline = time.monotonic() + GONE_WITHIN
     for namespace in record.namespaces:
         while _ip("netns", "pids", namespace, check=False).stdout.strip() and time.monotonic() < deadline:
@@ -287,8 +286,8 @@ class NetLab:
             while process.poll() is None and not _listening(host.address) and time.monotonic() < deadline:
                 time.sleep(0.05)  # sshd says nothing when it listens
             if process.poll() is not None or not _listening(host.address):
-                log = (self.directory / f"sshd_{name}.log").read_text()[-2000:]
-                raise LabError(f"sshd of lab host {name} did not start: {log}")
+                said = (self.directory / f"sshd_{name}.log").read_text()[-2000:]
+                raise LabError(f"sshd of lab host {name} did not start: {said}")
 
     # -- using ----------------------------------------------------------------------------
 

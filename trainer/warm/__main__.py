@@ -1,8 +1,9 @@
 """``python -m trainer.warm MODE``: the fork server (see :mod:`trainer.warm`).
 
 Prints ``{"ready": SOCKET, "pid": PID, "seconds": IMPORT_SECONDS, "tf_version": VERSION}`` on
-stdout once it serves (the version lets a host check skip an import of its own), or ``{"failed": WHY}`` and exits 1. Exits when stdin reaches EOF; dies with its
-parent (PR_SET_PDEATHSIG), taking its tasks along (theirs is tied to it)."""
+stdout once it serves (the version lets a host check skip an import of its own), or
+``{"failed": WHY}`` and exits 1. Exits when stdin reaches EOF; dies with its parent
+(PR_SET_PDEATHSIG), taking its tasks along (theirs is tied to it)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,9 @@ consumer calls ``RecvTensor`` on the producer), so a ps sends variables over the
 the workers opened to its port and fetches gradients over channels it opened to theirs.
 Where ``ss`` shows no owner (another user's process) a socket on a ps port counts for that
 ps. A socket that closes between two samples loses its last increment; gRPC channels live
-for the whole run, and a task ending or stopping triggers a sample at once, while the ps's
-channels are still open. The summary's bytes cover the whole run, its rates the training.
+for the whole run, and training reaching its target, a worker's ``done`` and a task ending or
+stopping each trigger a sample at once, while the ps's channels are still open. The summary's
+bytes cover the whole run, its rates the training.
 
 Beside the measurement stands the placement's prediction: every step a worker reads every
 variable and sends back a gradient of the same size, so a ps holding ``B`` bytes of dense
