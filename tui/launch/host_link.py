@@ -161,7 +161,7 @@ class SSHHostLink:
             await asyncio.sleep(LOOK_INTERVAL)
             if not self._silent and time.monotonic() - self._last_answer > limit:
                 self._silent = True
-                log.warning("host %s: no answer for %.1f s", self._host, time.monotonic() - self._last_answer)
+                log.info("host %s: no answer for %.1f s", self._host, time.monotonic() - self._last_answer)
                 self._flip()
 
     def _flip(self) -> None:
