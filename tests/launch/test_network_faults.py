@@ -220,3 +220,29 @@ def test_a_host_cut_for_good_fails_the_run_and_its_task_stops_itself(
     print(f"\nhost cut for good: worker1 stopped itself {stopped_after:.1f} s after the cut "
           f"(lease {lease} s); the run failed {failed_after:.1f} s after it (unreachable_timeout {limit} s)")
     assert_hosts_empty(lab, within=120)  # its sshd sessions end once the link says they are gone
+
+
+def test_a_ps_host_cut_past_its_lease_restarts_the_cluster_once_back(
+        netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
+    lab = netlab(3)
+    lease = 6
+    controller = start(controllers, lab, tmp_path, {"lease": lease, "unreachable_timeout": 120})
+    stepping(controller, "worker1")
+    lab.cut("h0")
+    try:
+        wait_until(lambda: not trainers(lab, "h0"), lease + 15, lambda: trainers(lab, "h0"))
+        # The controller gives up on the connection once the lease surely ran out.
+        wait_until(lambda: "have stopped themselves" in controller.text(), 30,
+                   lambda: controller.text()[-3000:])
+    finally:
+        back = time.time()
+        lab.restore("h0")
+    code = controller.finish()
+    text = controller.text()
+    assert code == 0, text[-4000:]
+    incidents = [(i["kind"], i["task"], i["reason"]) for i in summary_of(controller)["incidents"]]
+    assert ("cluster_restart", "ps0") in [(kind, task) for kind, task, _ in incidents], incidents
+    assert "SIGHUP" not in text
+    print(f"\nps host cut past its {lease} s lease: exit {code}; "
+          f"{back_in_training(controller, 'worker0', back)}; incidents: {incidents}")
+    assert_hosts_empty(lab, within=60)
