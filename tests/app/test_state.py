@@ -192,3 +192,18 @@ def test_each_tasks_share_of_its_host_opens_its_log() -> None:
     assert d.logs["ps0"].lines[-1] == "── ps0 on localhost: 1 core"
     assert (d.rows["ps0"].share, d.rows["worker0"].share) == ("1c", "")  # the table's column
     assert not any("core" in line for line in d.logs["worker0"].lines)  # no share, no line
+
+
+def test_an_unreachable_task_shows_so_in_its_row_and_its_log() -> None:
+    """Its host does not answer: the row says unreachable (not failed), and why."""
+    d = folded([*running_history(TrainingSettings()),
+                TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.UNREACHABLE, pid=1003,
+                                 reason="host gpu2 does not answer", t=T0 + 41)])
+    row = d.rows["worker1"]
+    assert row.state is TaskState.UNREACHABLE and row.state_text == "unreachable" and row.exit_code is None
+    assert list(d.logs["worker1"].lines)[-1] == "── unreachable: host gpu2 does not answer"
+    assert "worker1" in d.active_tasks
+    d.apply(TaskStateChanged(task="worker1", old=TaskState.UNREACHABLE, new=TaskState.RUNNING, pid=1003,
+                             t=T0 + 50))
+    assert d.rows["worker1"].state is TaskState.RUNNING
+    assert list(d.logs["worker1"].lines)[-1] == "── reachable again: running"

@@ -228,6 +228,10 @@ class Dashboard:
         if event.new.is_finished:
             ending = ExitInfo(event.exit_code, event.reason).detail()
             self._add_line(event.task, f"── {event.new.value}: {ending}")
+        elif event.new is TaskState.UNREACHABLE:  # its host does not answer: not a failure
+            self._add_line(event.task, f"── unreachable: {event.reason}")
+        elif event.old is TaskState.UNREACHABLE and event.new.is_active:
+            self._add_line(event.task, f"── reachable again: {event.new.value}")
         self.tasks_changed = True
 
     def _hint(self, event: TaskHint) -> None:

@@ -45,9 +45,11 @@ SILENT_AFTER = 5.0
 
 # $1: the lease file's name. Prints the file's path, then for each beat read: writes it to
 # the file, then echoes it (so an echo means the file is renewed). EOF (the controller
-# closed the channel or went away): the file goes, and with it the tasks' lease.
-_KEEPER = ('umask 077; f="${TMPDIR:-/tmp}/$1"; echo "$f"; '
-           'while IFS= read -r b; do printf "%s\\n" "$b" > "$f" || exit 1; echo "$b"; done; '
+# closed the channel or went away), an echo nobody reads any more, or a hangup: the file
+# goes, and with it the tasks' lease.
+_KEEPER = ('umask 077; f="${TMPDIR:-/tmp}/$1"; trap "" PIPE; trap \'rm -f "$f"; exit 0\' HUP TERM; '
+           'echo "$f"; '
+           'while IFS= read -r b; do printf "%s\\n" "$b" > "$f" || break; echo "$b" || break; done; '
            'rm -f "$f"')
 
 
@@ -159,7 +161,7 @@ class SSHHostLink:
             await asyncio.sleep(LOOK_INTERVAL)
             if not self._silent and time.monotonic() - self._last_answer > limit:
                 self._silent = True
-                log.warning("host %s: no answer for %.1f s", self._host, time.monotonic() - self._last_answer)
+                log.info("host %s: no answer for %.1f s", self._host, time.monotonic() - self._last_answer)
                 self._flip()
 
     def _flip(self) -> None:

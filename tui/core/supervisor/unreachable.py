@@ -181,23 +181,30 @@ async def _host_back(run: RunRecord, link: HostLink, since: float, error: str) -
 async def _reconnect(run: RunRecord, link: HostLink, since: float) -> bool:
     deadline = since + run.config.network.unreachable_timeout
     delay = FIRST_RETRY
+    why = "no answer"
     while not run.stop_requested:
-        try:
-            await link.reconnect()
-        except LaunchError as exc:
-            why = str(exc)
-        else:
-            run.reconnected_at[link.host] = run.clock.monotonic()
-            run.unreachable.pop(link.host, None)
-            run.notify(Level.INFO, f"host {link.host} reconnected after "
-                                   f"{run.clock.monotonic() - since:.0f} s")
-            return True
         remaining = deadline - run.clock.monotonic()
         if remaining <= 0:
             run.notify(Level.ERROR, f"host {link.host} still unreachable: {why}")
             return False
+        try:  # an attempt (a connect timeout, the host's checks) never runs past the limit
+            wake = await first_completed({Wake.DONE: link.reconnect(), Wake.STOPPED: run.entered_ending(),
+                                          Wake.TIMEOUT: run.clock.sleep(remaining)})
+        except LaunchError as exc:
+            why = str(exc)
+        else:
+            if wake is Wake.DONE:
+                run.reconnected_at[link.host] = run.clock.monotonic()
+                run.unreachable.pop(link.host, None)
+                run.notify(Level.INFO, f"host {link.host} reconnected after "
+                                       f"{run.clock.monotonic() - since:.0f} s")
+                return True
+            if wake is Wake.STOPPED:
+                return False
+            continue
+        remaining = deadline - run.clock.monotonic()
         wake = await first_completed({Wake.STOPPED: run.entered_ending(),
-                                      Wake.TIMEOUT: run.clock.sleep(min(delay, remaining))})
+                                      Wake.TIMEOUT: run.clock.sleep(max(0.0, min(delay, remaining)))})
         if wake is Wake.STOPPED:
             return False
         delay = min(delay * 2, LAST_RETRY)
