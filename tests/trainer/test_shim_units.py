@@ -123,15 +123,19 @@ def test_the_tf2_step_counts_the_optimizers_batches(monkeypatch, capsys) -> None
 def test_tf2_shards_are_named_by_their_variable_not_sharded_variable() -> None:
     from trainer.shim import tf2
 
-    def shard(name: str, variable: str, ps: int) -> protocol.VariableShard:
-        return protocol.VariableShard(name=name, variable=variable, shard=0, num_shards=1, shape=(10, 4),
-                                      dtype="float32", bytes=160, ps=ps)
+    def shard(name: str, variable: str, ps: int, of: int = 1) -> protocol.VariableShard:
+        return protocol.VariableShard(name=name, variable=variable, shard=ps if of > 1 else 0, num_shards=of,
+                                      shape=(10, 4), dtype="float32", bytes=160, ps=ps)
 
     named = tf2._by_partition([
-        shard("user_emb/part_0", "ShardedVariable", 0), shard("user_emb/part_1", "ShardedVariable", 1),
+        shard("user_emb/part_0", "ShardedVariable", 0, 2), shard("user_emb/part_1", "ShardedVariable", 1, 2),
         shard("Adagrad/accumulator/user_emb/part_0", "Adagrad/accumulator/user_emb/part_0", 0),
         shard("Adagrad/accumulator/user_emb/part_1", "Adagrad/accumulator/user_emb/part_1", 1),
-        shard("kernel", "kernel", 0), shard("kernel", "kernel", 1)])
+        shard("kernel", "kernel", 0), shard("kernel", "kernel", 1),
+        # Two sharded slots a program named alike: each keeps its own count.
+        shard("m/part_0", "ShardedVariable", 0, 2), shard("m/part_1", "ShardedVariable", 1, 2),
+        shard("m/part_0", "ShardedVariable", 0, 2), shard("m/part_1", "ShardedVariable", 1, 2)])
     assert [(s.variable, s.shard, s.num_shards) for s in named] == [
         ("user_emb", 0, 2), ("user_emb", 1, 2), ("Adagrad/accumulator/user_emb", 0, 2),
-        ("Adagrad/accumulator/user_emb", 1, 2), ("kernel", 0, 1), ("kernel", 0, 1)]  # two layers' own
+        ("Adagrad/accumulator/user_emb", 1, 2), ("kernel", 0, 1), ("kernel", 0, 1),  # two layers' own
+        ("m", 0, 2), ("m", 1, 2), ("m", 0, 2), ("m", 1, 2)]

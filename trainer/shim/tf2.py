@@ -189,10 +189,13 @@ def _by_partition(shards: list[protocol.VariableShard]) -> list[protocol.Variabl
     and the optimizer's slots of each part (``Adagrad/accumulator/user_emb/part_1``) are
     separate variables of one slot."""
     groups: dict[str, list[int]] = {}  # variable -> indices in ``shards`` of its parts
+    named = list(shards)  # a variable that is not partitioned stays as it is
     for number, shard in enumerate(shards):
         if match := _PART.search(shard.name):
-            groups.setdefault(shard.name[:match.start()], []).append(number)
-    named = list(shards)  # a variable that is not partitioned stays as it is
+            if shard.num_shards > 1:  # a part of a ShardedVariable: it knows its own count
+                named[number] = dataclasses.replace(shard, variable=shard.name[:match.start()])
+            else:  # a slot of one part: grouped with the slots of the other parts by name
+                groups.setdefault(shard.name[:match.start()], []).append(number)
     for variable, numbers in groups.items():
         for number in numbers:
             shard = shards[number]

@@ -27,6 +27,8 @@ parser.add_argument("--batch-size", type=int, default=64)
 parser.add_argument("--spe", type=int, default=10, help="steps_per_execution")
 parser.add_argument("--dir", default="ckpt", help="checkpoints, shared with the evaluator")
 parser.add_argument("--fail-evaluator", action="store_true", help="the evaluator exits 1 at once")
+parser.add_argument("--linger", type=float, default=0.0,
+                    help="seconds the chief waits after training, for the evaluator to catch up")
 args = parser.parse_args()
 
 resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -84,3 +86,4 @@ else:
     rate = (b1 - b0) * args.batch_size / (t1 - t0) if t1 > t0 else 0.0
     print(f"truth: batches {batches} examples/s {rate:.1f} accuracy {history.history['accuracy'][-1]:.4f} "
           f"window {t0:.3f} {t1:.3f}", flush=True)
+    time.sleep(args.linger)
