@@ -145,6 +145,9 @@ class ProcessBridge:
             self._inbox.put(Notice(level=Level.ERROR, text=why))
             self._inbox.put(CoreLost(why))
             self._end(why)
+        # Closing too: a command sent meanwhile (a hang-up's stop) must not wait for an
+        # answer that cannot come (the app stayed 60 s after its terminal closed, issue 33).
+        self._end("the controller's core is gone")
         self._closed.set()
 
     def _resolve(self, reply: Reply) -> None:

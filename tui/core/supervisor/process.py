@@ -40,8 +40,23 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     """Start the task's process; return why it could not start, or None."""
     task.new_launch()
     plan = task.plan
+    starting = asyncio.ensure_future(run.launcher.start(plan.spec, plan.host, plan.argv, plan.env, plan.cwd))
+    ending = asyncio.ensure_future(run.entered_ending())
     try:
-        process = await run.launcher.start(plan.spec, plan.host, plan.argv, plan.env, plan.cwd)
+        await asyncio.wait({starting, ending}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ending.cancel()
+    if not starting.done():
+        # Stopped while it was starting (a warm pool importing TensorFlow takes 5-180 s):
+        # the stop does not wait for that (a core asked to close did, issue 33). The task
+        # stays not started; what the launcher still makes is killed when it comes.
+        _ABANDONED.add(starting)
+        starting.add_done_callback(_kill_abandoned)
+        for event in (task.loaded, task.settled, task.exited):
+            event.set()
+        return None
+    try:
+        process = starting.result()
     except (LaunchError, OSError) as exc:
         task.exit_code = None
         run.set_state(task, TaskState.FAILED, reason=f"could not start: {exc}")
@@ -70,6 +85,31 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     if run.program.readiness is Readiness.SERVER and plan.host.is_local:
         run.spawn(_probe_port(run, task))
     return None
+
+
+#: Launches a stop left behind, kept until they end (the loop holds tasks weakly).
+_ABANDONED: set[asyncio.Future[RunningTask]] = set()
+_KILLING: set[asyncio.Future[None]] = set()
+
+
+def _kill_abandoned(starting: asyncio.Future[RunningTask]) -> None:
+    _ABANDONED.discard(starting)
+    if starting.cancelled() or starting.exception() is not None:
+        return  # nothing started (the launcher closed under it, or it failed)
+    process = starting.result()
+
+    async def kill() -> None:
+        await process.kill()
+        await process.wait()
+
+    def forget(future: asyncio.Future[None]) -> None:
+        _KILLING.discard(future)
+        if not future.cancelled():
+            future.exception()  # retrieved: a task already gone is not worth a warning
+
+    future = asyncio.ensure_future(kill())
+    _KILLING.add(future)
+    future.add_done_callback(forget)
 
 
 async def _probe_port(run: RunRecord, task: TaskRecord) -> None:
