@@ -26,23 +26,25 @@ SIZE = (120, 40)
 LIMIT_SECONDS = 300.0
 
 
-async def measure(options: RunOptions, presses: int) -> list[float]:
-    """Seconds from each ``+`` to its preview on screen."""
+async def measure(options: RunOptions, presses: int, baseline: bool = False) -> list[float]:
+    """Seconds from each ``+`` to its preview on screen; with ``baseline``, from each ``m``
+    (sync/async: pending, no preview) to the status bar saying so, which is what any key
+    costs the app on this machine."""
     app = TfdistApp(options, autostart=False)
     latencies: list[float] = []
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         for _ in range(presses):
-            before = app.pending.partitions
+            before, mode = app.pending.partitions, app.pending.mode
             started = time.perf_counter()
-            await pilot.press("plus")
-            while not (app.pending.partitions == before + 1
+            await pilot.press("m" if baseline else "plus")
+            while not (app.pending.mode != mode if baseline else app.pending.partitions == before + 1
                        and (app.preview is not None or app.preview_note.startswith("no preview"))):
                 if time.perf_counter() - started > LIMIT_SECONDS:
                     raise SystemExit(f"no preview after {LIMIT_SECONDS:.0f} s")
                 await pilot.pause(0.005)
             latencies.append(time.perf_counter() - started)
-            if app.preview is None:
+            if app.preview is None and not baseline:
                 raise SystemExit(app.preview_note)
     return latencies
 
@@ -53,18 +55,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("hosts", type=Path, nargs="?", default=REPO / "hosts.yaml")
     parser.add_argument("--presses", type=int, default=5)
     parser.add_argument("--busy", type=int, default=0, help="busy loops to run beside it")
+    parser.add_argument("--baseline", action="store_true",
+                        help="time m (no preview) instead: what any key costs the app here")
     args = parser.parse_args(argv)
     options = RunOptions(config=load_config(args.hosts), runs_root=REPO / "runs" / "preview-bench")
     busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.busy)]
     try:
-        latencies = asyncio.run(measure(options, args.presses))
+        latencies = asyncio.run(measure(options, args.presses, args.baseline))
     finally:
         for process in busy:
             process.kill()
             process.wait()
+    key = "m (baseline)" if args.baseline else "+"
     for i, seconds in enumerate(latencies, start=1):
-        print(f"+ #{i}: {seconds * 1000:8.1f} ms")
-    print(f"busy loops {args.busy}: median {statistics.median(latencies) * 1000:.1f} ms, "
+        print(f"{key} #{i}: {seconds * 1000:8.1f} ms")
+    print(f"{key}, busy loops {args.busy}: median {statistics.median(latencies) * 1000:.1f} ms, "
           f"max {max(latencies) * 1000:.1f} ms over {len(latencies)} presses")
     return 0
 

@@ -1,6 +1,7 @@
-"""``python docs/screenshots.py``: SVG screenshots of the app's main panes for the README,
-from the scripted 2 ps + 2 worker run the snapshot tests use (no cluster, same pictures on
-every machine). Writes docs/screenshots/*.svg."""
+"""``python docs/screenshots.py``: SVG screenshots of the app's main panes from the scripted
+2 ps + 2 worker run the snapshot tests use (no cluster, same pictures on every machine), for
+states a real run rarely holds still for (a failed task and its hint, the help). Writes
+docs/screenshots/*.svg. The README's pictures are of a real run: docs/real_screenshots.py."""
 
 from __future__ import annotations
 

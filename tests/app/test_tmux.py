@@ -107,7 +107,7 @@ def test_a_person_drives_the_app_in_tmux(tmp_path: Path) -> None:
         tmux.wait_for(r"Quit\?")
         tmux.send("y")
         wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
-        assert status.read_text().strip() == "130"  # quit while it trained (README: exit codes)
+        assert status.read_text().strip() == "130"  # quit while it trained (docs/exit-codes.md)
     finally:
         tmux.close()
     assert_no_trainers_left(tmp_path / "runs")
