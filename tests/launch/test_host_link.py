@@ -57,8 +57,13 @@ async def test_a_silent_host_is_noticed_and_its_task_stops_itself(sshd: SshServe
             # No signal reaches it from here: its own lease ends it (TERM from the watcher).
             code = await asyncio.wait_for(started.wait(), LEASE + 8)
             assert code == -signal.SIGTERM
+            # Giving up on the connection is no answer (its channels end with an empty read).
+            link.abandon()
+            echoes = link._loops[1]  # the reader of the keeper's echoes: it ends with the channel
+            await asyncio.wait_for(echoes, 5.0)
+            assert link.silent_for() is not None
         finally:
             keeper.send_signal(signal.SIGCONT)
-        await asyncio.wait_for(link.changed(), 5.0)
+        await link.reconnect()  # a new connection, a new keeper, which answers
         assert link.silent_for() is None
     await async_wait_until(lambda: not lease_file.exists(), 10.0)

@@ -145,8 +145,9 @@ class SSHHostLink:
 
     async def _echoes(self, process: asyncssh.SSHClientProcess) -> None:
         with contextlib.suppress(asyncssh.Error, OSError):
-            async for _ in process.stdout:
-                self._answered()
+            async for line in process.stdout:
+                if line.strip():  # (the iteration ends with "" when the channel closes)
+                    self._answered()
 
     def _answered(self) -> None:
         self._last_answer = time.monotonic()

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import shlex
 import time
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import asyncssh
@@ -46,13 +46,14 @@ from tui.launch.connect import ConnectOptions, jump_route, open_connection, wher
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.host_link import SSHHostLink
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
-from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
+from tui.launch.lines import MAX_LINE_BYTES
 from tui.launch.probe import HostResources
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
+from tui.launch.ssh_task import SSHTask
 from tui.launch.ssh_warm import RemotePools, parse_pid
-from tui.launch.streams import read_first_line, task_output
+from tui.launch.streams import read_first_line
 from tui.launch.upload_copies import UploadCopies
 
 log = logging.getLogger(__name__)
@@ -91,94 +92,6 @@ class _Entry:
         await self.remote.close()
 
 
-class SSHTask:
-    """A task running on a remote host. Implements :class:`tui.launch.base.RunningTask`."""
-
-    def __init__(self, host: RemoteHost, process: asyncssh.SSHClientProcess, pid: int, head: bytes,
-                 max_line: int = MAX_LINE_BYTES, link: SSHHostLink | None = None) -> None:
-        self._host = host
-        self._link = link
-        self._process = process
-        self._pid = pid
-        self._head = head
-        self._max_line = max_line
-        self._stdin_closed = False
-        #: Forked from the host's warm pool; a notice to show once (its pool failed).
-        self.warm = False
-        self.launch_notice = ""
-
-    @property
-    def pid(self) -> int:
-        """The remote pid, which is also the task's process group id."""
-        return self._pid
-
-    @property
-    def host(self) -> str:
-        return self._host.spec.name
-
-    async def output(self) -> AsyncGenerator[OutputBatch, None]:
-        """Both streams merged in arrival order, a read at a time."""
-        process = self._process
-        async for batch in task_output(process.stdout, process.stderr, self._max_line, self._head):
-            yield batch
-
-    async def wait(self) -> int:
-        """The exit code (negative: the signal that killed it). Raises :class:`HostError`
-        (CONNECTION_LOST) when the connection went away before the exit was reported; the
-        task itself then ended too, through EOF on its stdin."""
-        await self._process.wait()
-        code = self._process.returncode
-        # asyncssh gives -1 for a channel that closed with no exit status (no process ends
-        # with -1: statuses are 0-255, signals come as exit-signal): the connection went,
-        # not "killed by SIGHUP" as a local -1 would mean.
-        if code is None or (code == -1 and not self._process.exit_signal):
-            raise self._host.error(HostFailure.CONNECTION_LOST,
-                                   f"the connection closed before pid {self._pid} reported its exit; "
-                                   f"on the host the task ends too (EOF on its stdin, or the watcher "
-                                   f"beside it: tui.launch.remote_command)")
-        return code
-
-    async def send(self, line: str) -> None:
-        if self._stdin_closed:
-            raise BrokenPipeError(f"stdin of {self.host} pid {self._pid} is closed")
-        # A port released for this task must be free before the task may bind it.
-        await self._host.releases_settled()
-        try:
-            self._process.stdin.write(line.encode() + b"\n")
-            await self._process.stdin.drain()
-        except (asyncssh.Error, ConnectionError, RuntimeError) as exc:
-            raise BrokenPipeError(f"stdin of {self.host} pid {self._pid}: {exc}") from exc
-
-    async def terminate(self) -> None:
-        self._close_stdin()
-        await self._signal("TERM")
-
-    async def kill(self) -> None:
-        self._close_stdin()
-        await self._signal("KILL")
-
-    def _close_stdin(self) -> None:
-        if self._stdin_closed:
-            return
-        self._stdin_closed = True
-        with contextlib.suppress(asyncssh.Error, OSError, RuntimeError):
-            self._process.stdin.write_eof()
-
-    async def _signal(self, name: str) -> None:
-        if self._process.returncode is not None or self._host.lost.is_set():
-            return  # exited, or its connection is gone and EOF on stdin ends it
-        if self._link is not None and self._link.silent_for() is not None:
-            # A signal cannot reach a host that does not answer: give up on the connection
-            # (the exit is reported as lost) and leave the task to its lease.
-            self._link.abandon()
-            return
-        try:
-            await self._host.signal_group(self._pid, name)
-        except HostError as exc:
-            if exc.failure is not HostFailure.CONNECTION_LOST:
-                raise
-
-
 class SSHLauncher:
     """Starts tasks on remote hosts over SSH. Implements :class:`tui.launch.base.Launcher`
     for hosts that are not ``localhost`` (see :class:`tui.launch.router.Router`).
@@ -201,6 +114,8 @@ class SSHLauncher:
         # Each host's beats and lease (tui.launch.host_link), kept across reconnections.
         self._lease = lease
         self._links: dict[str, SSHHostLink] = {}
+        # What preparing each host found: a reconnection needs no new probe or upload.
+        self._infos: dict[str, HostInfo] = {}
         # Warm pools per host (tui.launch.ssh_warm), made on the first task; off with --cold.
         self._warm_on = warm
         self._warm: RemotePools | None = None
@@ -307,13 +222,15 @@ class SSHLauncher:
                                                       deployment.path, link.lease_file, self._lease) or ""
             if not tf_version:  # no pool: the probe's import says whether TensorFlow works
                 tf_version = (await deploy.probe(conn, host.spec, self._probe_timeout)).tf_version
+        self._infos[host.spec.name] = info = HostInfo(
+            name=host.spec.name, python=found.python, python_version=found.python_version,
+            tf_version=tf_version, workdir=found.workdir, home=found.home,
+            trainer_path=deployment.path, uploaded=deployment.uploaded,
+            configured_workdir=host.spec.workdir, resources=resources)
         log.info("host %s: Python %s, TensorFlow %s, trainer in %s (%s)", host.spec.name,
                  found.python_version, tf_version, deployment.path,
                  "uploaded" if deployment.uploaded else "already there")
-        return HostInfo(name=host.spec.name, python=found.python, python_version=found.python_version,
-                        tf_version=tf_version, workdir=found.workdir, home=found.home,
-                        trainer_path=deployment.path, uploaded=deployment.uploaded,
-                        configured_workdir=host.spec.workdir, resources=resources)
+        return info
 
     def _pools(self) -> RemotePools:
         if self._warm is None:
@@ -378,10 +295,23 @@ class SSHLauncher:
                 conn.abort()
 
     async def _reconnect(self, spec: HostSpec) -> None:
-        """A new connection to a host whose connection was lost, prepared like the first."""
+        """A new connection to a host whose connection was lost. A host prepared before is
+        only given a new lease keeper: its Python, TensorFlow and trainer are where they were
+        (probing again imports TensorFlow there, which takes seconds)."""
         self._abandon(spec.name)
         await self._forget(spec.name)
-        await self.prepare(spec)
+        info = self._infos.get(spec.name)
+        if info is None:
+            await self.prepare(spec)
+            return
+        entry = await self._entry(spec)
+        entry.prepared = asyncio.create_task(self._rejoin(entry.remote, info), name=f"rejoin {spec.name}")
+        await asyncio.shield(entry.prepared)
+
+    async def _rejoin(self, host: RemoteHost, info: HostInfo) -> HostInfo:
+        await host.first_connection()
+        await self._link_for(host.spec).attach(host)
+        return info
 
     # -- the Launcher protocol ----------------------------------------------------------
 
