@@ -168,3 +168,16 @@ def test_an_installed_module_or_one_on_a_remote_host_is_left_to_them(tmp_path: P
               "cluster: {ps: ['far:2222'], worker: ['far:2223']}\n"
               "program:\n  command: python -m trainpkg.train\n")
     assert load_config(write(tmp_path, remote)).program is not None  # installed there, maybe
+
+
+def test_an_evaluator_is_restarted_by_default_and_follows_restart_on_the_command_line(tmp_path: Path) -> None:
+    from tui.config.cluster import RestartMode
+    from tui.config.load import with_restart_mode
+
+    text = ("cluster: {ps: [localhost:auto], chief: [localhost:auto], worker: [localhost:auto],"
+            " evaluator: [localhost:auto]}\nprogram:\n  command: python train.py\n")
+    config = load_config(write(tmp_path, text))
+    assert config.restart_policy(Job.WORKER).policy is RestartMode.NEVER
+    assert config.restart_policy(Job.EVALUATOR).policy is RestartMode.ON_FAILURE
+    never = with_restart_mode(config, RestartMode.NEVER)
+    assert never.restart_policy(Job.EVALUATOR).policy is RestartMode.NEVER

@@ -200,6 +200,8 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
             self._last_table_refresh = now
             if self.task_log.source is None and self.table.selected:
                 self._show_task_log(self.table.selected)
+            elif self.task_log.source is None:  # the cursor on a role's header: say what to do
+                self.task_log.border_title = "select a task (↑↓) to see its log"
         self._show_new_log_lines()
         if d.placement_changed:
             self._show_placement()

@@ -82,12 +82,12 @@ def apply_overrides(config: ClusterConfig, **changes: object) -> ClusterConfig:
 
 
 def with_restart_mode(config: ClusterConfig, mode: RestartMode) -> ClusterConfig:
-    """``--restart MODE``: the policy of every job becomes ``mode``; the counts and backoff
-    written in hosts.yaml are kept."""
-    return dataclasses.replace(
-        config, restart=dataclasses.replace(config.restart, policy=mode),
-        restart_overrides={job: dataclasses.replace(p, policy=mode)
-                           for job, p in config.restart_overrides.items()})
+    """``--restart MODE``: the policy of every job becomes ``mode`` (the evaluator's own
+    default too); the counts and backoff written in hosts.yaml are kept."""
+    overrides = {job: dataclasses.replace(p, policy=mode) for job, p in config.restart_overrides.items()}
+    overrides.setdefault(Job.EVALUATOR, dataclasses.replace(config.restart, policy=mode))
+    return dataclasses.replace(config, restart=dataclasses.replace(config.restart, policy=mode),
+                               restart_overrides=overrides)
 
 
 def _command_line_error(message: str) -> ConfigError:
