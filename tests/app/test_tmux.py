@@ -7,6 +7,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -173,3 +174,32 @@ def test_quitting_leaves_the_runs_summary_in_the_terminal(tmp_path: Path) -> Non
     assert f"  run dir      {run_dir}" in screen.replace("\n", "")  # (a long path wraps)
     assert "compare      tfdist-tui compare" in screen
     assert_no_trainers_left(tmp_path / "runs")
+
+
+def test_the_pager_gets_the_log_with_its_escapes_made_inert(tmp_path: Path) -> None:
+    """``v``: $PAGER (``less -R`` by default, which passes escapes to the terminal) is given
+    a copy of the log made inert, not the file with the task's OSC sequences (issue 33)."""
+    hosts = write_fake_hosts(tmp_path / "hosts.yaml", run_dir=tmp_path / "runs")
+    status, paged = tmp_path / "exit-status", tmp_path / "paged.txt"
+    pager = f"sh -c 'cp \"$0\" {paged}'"
+    environment = shlex.join([f"PYTHONPATH={REPO}", "FAKE_NASTY=ps0", f"FAKE_DIR={tmp_path}",
+                              "FAKE_PS_STAY=ps0", f"PAGER={pager}"])
+    command = (f"env {environment} {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLI))} "
+               f"{shlex.quote(str(hosts))}; echo $? > {shlex.quote(str(status))}")
+    tmux = Tmux(f"sh -c {shlex.quote(command)}", private=True)
+    try:
+        tmux.wait_for(r"red  text")  # ps0 (selected) wrote "\x1b[31mred\x1b[0m \x1b]0;title\x07 text"
+        raw = next((tmp_path / "runs").glob("*/logs/ps0.log")).read_bytes()
+        assert b"\x1b]0;title\x07" in raw  # the run directory keeps the bytes as written
+        tmux.send("v")
+        text = wait_until(lambda: paged.exists() and paged.read_bytes(), 60, interval=0.2, what=tmux.screen)
+        assert b"red  text" in text and b"\x1b" not in text and b"\x07" not in text
+        wait_until(lambda: not list(Path(tempfile.gettempdir()).glob("tfdist-pager-*/ps0.log")), 30,
+                   "the copy is removed once the pager ends")
+        tmux.wait_for(r"run \d{8}-\d{6}-\w+ │")  # the app is back
+        tmux.send("q")
+        tmux.wait_for(r"Quit\?")
+        tmux.send("y")
+        wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
+    finally:
+        tmux.close()

@@ -27,6 +27,7 @@ from tui.app import signals
 from tui.app.bridge import Core
 from tui.app.controls import CONTROLS
 from tui.app.logs import LogPane
+from tui.app.lostrun import record_lost_run
 from tui.app.markup import said
 from tui.app.messages import AllTasksRequested, CoreActionFailed, TaskAction, TaskActionRequested
 from tui.app.pending import SettingsActions
@@ -42,6 +43,7 @@ from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
 from tui.core.events import Level, Notice, RunFinished, RunOutcome, RunStarted, RunSummary, TaskStateChanged
 from tui.core.exits import ExitInfo, exit_code_for
+from tui.core.inbox import CoreLost
 from tui.core.options import RunOptions
 from tui.core.supervisor.records import SupervisorOptions
 from tui.core.task_state import TaskState
@@ -184,6 +186,8 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
                 self.dashboard.usage = event
                 continue
             self.dashboard.apply(event)
+            if isinstance(event, CoreLost):
+                record_lost_run(self.dashboard, event.text)  # the run's record, by the app
             self._announce(event)
         if dropped:
             self.dashboard.merged.add(f"… {dropped} lines not shown (the UI fell behind); "
