@@ -58,7 +58,7 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     if notice:
         run.notify(Level.WARNING, notice, task.name)
     run.spawn(_watch(run, task, process))
-    if task in run.workers():
+    if run.trains(task):
         run.hangs.started(task.name, run.clock.monotonic())
     if run.program.readiness is Readiness.SERVER and plan.host.is_local:
         run.spawn(_probe_port(run, task))
@@ -218,7 +218,7 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
     elif isinstance(event, protocol.Ready):
         task.tf_server = task.tf_server or bool(event.tf_version)
         became_ready(run, task)
-    elif isinstance(event, protocol.Step) and task in run.workers():
+    elif isinstance(event, protocol.Step) and run.trains(task):
         task.stepped = True
         run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
         run.hang_check.set()
