@@ -39,8 +39,19 @@ from tui.app.widgets import HintBar, Panes, PlacementView, QuietFooter, StatusBa
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskStateChanged
+from tui.core.events import (
+    ControllerEvent,
+    Level,
+    Notice,
+    ProgressUpdate,
+    RunFinished,
+    RunOutcome,
+    TaskOutput,
+    TaskStateChanged,
+    TrainerEvent,
+)
 from tui.core.exits import ExitInfo, exit_code_for
+from tui.core.inbox import CoreLost
 from tui.core.options import RunOptions
 from tui.core.supervisor.records import SupervisorOptions
 from tui.core.task_state import TaskState
@@ -171,15 +182,18 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         if self.core is None or not self.query(StatusBar):
             return  # not started yet, or closing: the widgets are gone
         events, dropped = self.core.drain()
+        folded: list[ControllerEvent | CoreLost] = []
         for event in events:
             if isinstance(event, TrafficUpdate):
                 self.traffic = event
-                continue
-            if isinstance(event, UsageSample):
+            elif isinstance(event, UsageSample):
                 self.dashboard.usage = event
-                continue
-            self.dashboard.apply(event)
-            self._announce(event)
+            else:
+                folded.append(event)
+        self.dashboard.apply_all(folded)  # (a frame's output lines together)
+        for event in folded:
+            if not isinstance(event, (TaskOutput, TrainerEvent, ProgressUpdate)):
+                self._announce(event)
         if dropped:
             self.dashboard.merged.add(f"… {dropped} lines not shown (the UI fell behind); "
                                       "the run directory has every line")
