@@ -67,6 +67,8 @@ class Result:
     #: Seconds from the controller's start to every task running.
     up: float
     cpu: float
+    #: The app's process's share of ``cpu`` (the rest is its core's); the whole with headless.
+    front_cpu: float
     window: float
     lines: int
     keys: list[float]
@@ -84,8 +86,12 @@ class Result:
         if self.keys:
             keys = f"{percentile(self.keys, 0.5):.0f} / {percentile(self.keys, 0.99):.0f} ms"
         ratio = f"{self.share / headless.share:.2f}x" if headless and headless.share > 0 else ""
+        split = ""
+        if self.case.front is Front.APP:
+            split = (f" (app {100 * self.front_cpu / self.window:.1f} + core "
+                     f"{100 * (self.cpu - self.front_cpu) / self.window:.1f})")
         return (f"| {self.case.tasks} | {self.case.mode.label} | {self.case.front.value} | {self.up:.1f} s | "
-                f"{self.share:.1f} % | {ratio} | {per_task:.3f} % | {self.lines / self.window:,.0f} | "
+                f"{self.share:.1f} %{split} | {ratio} | {per_task:.3f} % | {self.lines / self.window:,.0f} | "
                 f"{per_line} | {keys} |")
 
 
@@ -192,8 +198,10 @@ class Controller:
         found = [line for line in self.lines if line.startswith("keys ")]
         return json.loads(found[0][5:]) if found else []
 
-    def cpu(self) -> float:
-        return sum(cpu_seconds(pid) for pid in self.pids)
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds so far: all the controller's processes, and its first (the app's)."""
+        each = [cpu_seconds(pid) for pid in self.pids]
+        return sum(each), each[0]
 
     def stop(self) -> None:
         if self.case.front is Front.HEADLESS:
@@ -228,7 +236,7 @@ def measure(case: Case, window: float, settle: float, keys: float) -> Result:
         finally:
             controller.stop()
             kill_tagged(tag)
-    return Result(case, up, cpu1 - cpu0, t1 - t0, lines1 - lines0, latencies)
+    return Result(case, up, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], t1 - t0, lines1 - lines0, latencies)
 
 
 def run(tasks: list[int], modes: list[Mode], fronts: list[Front], window: float, settle: float,

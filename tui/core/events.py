@@ -294,9 +294,13 @@ def to_record(event: ControllerEvent) -> dict[str, Any]:
     return {"type": _RECORD_TYPES[type(event)], **body}
 
 
+#: One encoder for every record (json.dumps with options makes a new one per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def to_json(event: ControllerEvent) -> str:
     """One JSON line (without the newline) for ``events.jsonl`` and ``--json``."""
-    return json.dumps(to_record(event), separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(to_record(event))
 
 
 def summary_record(summary: RunSummary) -> dict[str, Any]:
