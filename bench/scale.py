@@ -67,6 +67,8 @@ class Result:
     #: Seconds from the controller's start to every task running.
     up: float
     cpu: float
+    #: The app's process's share of ``cpu`` (the rest is its core's); the whole with headless.
+    front_cpu: float
     window: float
     lines: int
     keys: list[float]
@@ -80,10 +82,16 @@ class Result:
         per_task = self.share / self.case.tasks
         stepping = self.case.mode is Mode.STEPPING and self.lines
         per_line = f"{1e6 * self.cpu / self.lines:.0f} µs" if stepping else "-"
-        keys = f"{percentile(self.keys, 0.5):.0f} / {percentile(self.keys, 0.99):.0f} ms" if self.keys else "-"
+        keys = "-"
+        if self.keys:
+            keys = f"{percentile(self.keys, 0.5):.0f} / {percentile(self.keys, 0.99):.0f} ms"
         ratio = f"{self.share / headless.share:.2f}x" if headless and headless.share > 0 else ""
+        split = ""
+        if self.case.front is Front.APP:
+            split = (f" (app {100 * self.front_cpu / self.window:.1f} + core "
+                     f"{100 * (self.cpu - self.front_cpu) / self.window:.1f})")
         return (f"| {self.case.tasks} | {self.case.mode.label} | {self.case.front.value} | {self.up:.1f} s | "
-                f"{self.share:.1f} % | {ratio} | {per_task:.3f} % | {self.lines / self.window:,.0f} | "
+                f"{self.share:.1f} %{split} | {ratio} | {per_task:.3f} % | {self.lines / self.window:,.0f} | "
                 f"{per_line} | {keys} |")
 
 
@@ -124,16 +132,28 @@ def log_lines(runs: Path) -> int:
     return total
 
 
-def running_count(runs: Path) -> int:
-    """Tasks whose last state in the run's events.jsonl is running."""
-    states: dict[str, str] = {}
-    for events in runs.glob("*/events.jsonl"):
-        with open(events, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if '"task_state"' in line[:40]:
+class StateWatch:
+    """Each task's latest state, from the run's events.jsonl read on from where it was left."""
+
+    def __init__(self, runs: Path) -> None:
+        self._runs = runs
+        self._offset = 0
+        self._partial = b""
+        self.states: dict[str, str] = {}
+
+    def running(self) -> int:
+        """How many tasks are running now."""
+        for events in self._runs.glob("*/events.jsonl"):
+            with open(events, "rb") as handle:
+                handle.seek(self._offset)
+                data = self._partial + handle.read()
+            self._offset += len(data) - len(self._partial)
+            *lines, self._partial = data.split(b"\n")
+            for line in lines:
+                if b'"task_state"' in line[:40]:
                     record = json.loads(line)
-                    states[record["task"]] = record["new"]
-    return sum(state == "running" for state in states.values())
+                    self.states[record["task"]] = record["new"]
+        return sum(state == "running" for state in self.states.values())
 
 
 class Controller:
@@ -147,7 +167,8 @@ class Controller:
         env = environment(tag)
         if case.front is Front.HEADLESS:
             argv = [sys.executable, "-m", "tui", str(config), "--no-ui", "--run-dir", str(self.runs)]
-            self.child = Child("controller", argv, env, output=open(os.devnull, "wb"))  # noqa: SIM115
+            self.output = folder / "controller.out"
+            self.child = Child("controller", argv, env, output=open(self.output, "wb"))  # noqa: SIM115
         else:
             argv = [sys.executable, "-m", "bench.scale_app", str(config), "--runs", str(self.runs)]
             self.child = Child("app", argv, env, on_line=lambda line: self.lines.append(line.strip()))
@@ -155,13 +176,20 @@ class Controller:
 
     def wait_up(self) -> bool:
         if self.case.front is Front.HEADLESS:
-            return wait(lambda: running_count(self.runs) == self.case.tasks or self.child.exited.is_set(),
-                        UP_LIMIT) and not self.child.exited.is_set()
+            watch = StateWatch(self.runs)
+            return wait(lambda: watch.running() == self.case.tasks or self.child.exited.is_set(),
+                        UP_LIMIT, every=0.5) and not self.child.exited.is_set()
         if not wait(lambda: "up" in self.lines or "failed" in self.lines or self.child.exited.is_set(),
                     UP_LIMIT) or "up" not in self.lines:
             return False
         self.pids += [int(line.split()[1]) for line in self.lines if line.startswith("core ")]
         return True
+
+    def said(self) -> str:
+        """The end of what the controller printed (why it failed)."""
+        if self.case.front is Front.HEADLESS:
+            return self.output.read_text(errors="replace")[-3000:]
+        return "\n".join([*self.lines[-20:], *self.child.stderr_tail])
 
     def keys(self, seconds: float) -> list[float]:
         """The app's key latencies (ms) pressing tab for ``seconds``."""
@@ -170,8 +198,10 @@ class Controller:
         found = [line for line in self.lines if line.startswith("keys ")]
         return json.loads(found[0][5:]) if found else []
 
-    def cpu(self) -> float:
-        return sum(cpu_seconds(pid) for pid in self.pids)
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds so far: all the controller's processes, and its first (the app's)."""
+        each = [cpu_seconds(pid) for pid in self.pids]
+        return sum(each), each[0]
 
     def stop(self) -> None:
         if self.case.front is Front.HEADLESS:
@@ -196,7 +226,7 @@ def measure(case: Case, window: float, settle: float, keys: float) -> Result:
         controller = Controller(case, Path(tmp), tag)
         try:
             if not controller.wait_up():
-                raise RuntimeError(f"{case}: not every task came up: {controller.child.stderr_tail}")
+                raise RuntimeError(f"{case}: not every task came up: {controller.said()}")
             up = time.monotonic() - begin
             time.sleep(settle)
             lines0, cpu0, t0 = log_lines(controller.runs), controller.cpu(), time.monotonic()
@@ -206,7 +236,7 @@ def measure(case: Case, window: float, settle: float, keys: float) -> Result:
         finally:
             controller.stop()
             kill_tagged(tag)
-    return Result(case, up, cpu1 - cpu0, t1 - t0, lines1 - lines0, latencies)
+    return Result(case, up, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], t1 - t0, lines1 - lines0, latencies)
 
 
 def run(tasks: list[int], modes: list[Mode], fronts: list[Front], window: float, settle: float,
@@ -233,7 +263,7 @@ def _noted_load() -> Iterator[None]:
     print(f"load after: {loadavg()}", flush=True)
 
 
-def _list(kind: type, text: str) -> list:  # type: ignore[type-arg]
+def _list(kind: type, text: str) -> list:
     return [kind(part.strip()) for part in text.split(",") if part.strip()]
 
 

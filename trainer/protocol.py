@@ -43,6 +43,7 @@ How the controller and a task (``python -m trainer``, or a user's script under
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -98,9 +99,14 @@ class Event:
 
     def to_json(self) -> str:
         """Serialise to one JSON line (without the newline)."""
+        return json.dumps(self.record(), separators=(",", ":"), allow_nan=False)
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-ready dict :meth:`to_json` writes (built directly: ``asdict`` deep-copies
+        every value, and the controller records every event it gets)."""
         body: dict[str, Any] = {"event": self.KIND, "v": SCHEMA_VERSION}
-        body.update(_plain(dataclasses.asdict(self)))
-        return json.dumps(body, separators=(",", ":"), allow_nan=False)
+        body.update(_plain(self))
+        return body
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -345,8 +351,25 @@ def _coerce(hint: Any, value: Any) -> Any:
     raise _Invalid(f"unsupported field type {hint}")
 
 
+#: Types written as they are.
+_SCALARS = frozenset({int, str, bool, type(None)})
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def _plain(value: Any) -> Any:
-    """Tuples become lists; non-finite floats become None (JSON has no NaN)."""
+    """Dataclasses become dicts, tuples lists; non-finite floats become None (JSON has no
+    NaN)."""
+    kind = type(value)
+    if kind in _SCALARS:  # most values: first, with one look-up
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None  # JSON has no NaN or infinity
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

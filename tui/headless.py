@@ -104,9 +104,12 @@ class Printer:
         elif isinstance(event, TaskStateChanged):
             self._state(event)
         elif isinstance(event, TrainerEvent):
+            if isinstance(event.event, protocol.Step):
+                return  # summarised by the progress line: nothing written, nothing to flush
             self._trainer_event(event)
         elif isinstance(event, ProgressUpdate):
-            self._progress = event.progress
+            self._progress = event.progress  # printed by progress_line on its timer
+            return  # (nothing written: no flush, which a step's every update would pay)
         elif isinstance(event, Notice):
             self._line(event.task or CONTROLLER, f"{event.level.value}: {event.text}")
         elif isinstance(event, TaskHint):

@@ -41,7 +41,19 @@ from tui.app.widgets import HintBar, Panes, PlacementView, QuietFooter, StatusBa
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.core.events import Level, Notice, RunFinished, RunOutcome, RunStarted, RunSummary, TaskStateChanged
+from tui.core.events import (
+    ControllerEvent,
+    Level,
+    Notice,
+    ProgressUpdate,
+    RunFinished,
+    RunOutcome,
+    RunStarted,
+    RunSummary,
+    TaskOutput,
+    TaskStateChanged,
+    TrainerEvent,
+)
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.inbox import CoreLost
 from tui.core.options import RunOptions
@@ -174,21 +186,24 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         if self.core is None or not self.query(StatusBar):
             return  # not started yet, or closing: the widgets are gone
         events, dropped = self.core.drain()
+        folded: list[ControllerEvent | CoreLost] = []
         for event in events:
             if isinstance(event, TrafficUpdate):
                 # Once the run's summary came, a late idle sample does not replace it.
                 if self.traffic is None or self.traffic.summary is None or event.summary is not None:
                     self.traffic = event
-                continue
-            if isinstance(event, RunStarted):
-                self.traffic = None  # the earlier run's traffic is not this one's
-            if isinstance(event, UsageSample):
+            elif isinstance(event, UsageSample):
                 self.dashboard.usage = event
-                continue
-            self.dashboard.apply(event)
+            else:
+                if isinstance(event, RunStarted):
+                    self.traffic = None  # the earlier run's traffic is not this one's
+                folded.append(event)
+        self.dashboard.apply_all(folded)  # (a frame's output lines together)
+        for event in folded:
             if isinstance(event, CoreLost):
                 record_lost_run(self.dashboard, event.text)  # the run's record, by the app
-            self._announce(event)
+            if not isinstance(event, (TaskOutput, TrainerEvent, ProgressUpdate)):
+                self._announce(event)
         if dropped:
             self.dashboard.merged.add(f"… {dropped} lines not shown (the UI fell behind); "
                                       "the run directory has every line")

@@ -147,6 +147,26 @@ class Dashboard:
 
     # -- folding events -------------------------------------------------------------------
 
+    def apply_all(self, events: Sequence[ControllerEvent | CoreLost]) -> None:
+        """Fold a frame's events in order, as :meth:`apply` would one by one, but with the
+        output lines gathered until an event that adds lines of its own, and made inert
+        together (:meth:`_outputs`)."""
+        waiting: list[TaskOutput] = []
+        for event in events:
+            if isinstance(event, TaskOutput):
+                self.applied += 1
+                row = self.rows.get(event.task)
+                if row is not None:
+                    row.last_output = event.t
+                waiting.append(event)
+                continue
+            if waiting and not _adds_no_line(event):
+                self._outputs(waiting)
+                waiting = []
+            self.apply(event)
+        if waiting:
+            self._outputs(waiting)
+
     def apply(self, event: ControllerEvent | CoreLost) -> None:
         self.applied += 1
         if isinstance(event, TaskOutput):
@@ -252,15 +272,29 @@ class Dashboard:
         row = self.rows.get(event.task)
         if row is not None:
             row.last_output = event.t
+        self._outputs([event])
+
+    def _outputs(self, events: Sequence[TaskOutput]) -> None:
+        """Output of one or several tasks, in order: the lines shown made inert in one pass
+        over them all (a busy cluster sends a line per task many times a second, and a call
+        per line was most of the app's cost)."""
+        keep = self.merged.lines.maxlen
         # Event lines are shown in their described form by _trainer_event; noise only in the log.
-        shown = event.shown()
-        if not shown:
-            return
         # Only what a pane can keep is made inert and stored (a flood's batch can be longer).
-        shown = shown[-self.merged.lines.maxlen:] if self.merged.lines.maxlen else shown
-        texts = [_fitted(line) for line in inert("\n".join(shown), newlines=True).split("\n")]
-        self.logs.setdefault(event.task, TaskLog()).extend(texts)
-        self.merged.extend([f"{event.task:<8}| {text}" for text in texts])
+        batch = [(event.task, shown[-keep:] if keep else shown)
+                 for event in events if (shown := event.shown())]
+        if not batch:
+            return
+        texts = inert("\n".join(line for _, shown in batch for line in shown), newlines=True).split("\n")
+        merged: list[str] = []
+        start = 0
+        for task, shown in batch:
+            end = start + len(shown)
+            fitted = [_fitted(text) for text in texts[start:end]]
+            start = end
+            self.logs.setdefault(task, TaskLog()).extend(fitted)
+            merged += [f"{task:<8}| {text}" for text in fitted]
+        self.merged.extend(merged)
 
     def _rates(self, progress: ProgressSnapshot) -> None:
         """Each task's rate as the core computed it: a worker under TF2's coordinator has no
@@ -369,6 +403,13 @@ class Dashboard:
     @property
     def active_tasks(self) -> list[str]:
         return [name for name, row in self.rows.items() if row.state.is_active]
+
+
+def _adds_no_line(event: ControllerEvent | CoreLost) -> bool:
+    """The event adds no line to any log (a worker's step after its first, progress)."""
+    if isinstance(event, TrainerEvent):
+        return isinstance(event.event, protocol.Step) and event.event.local_step != 1
+    return isinstance(event, ProgressUpdate)
 
 
 def _fitted(text: str) -> str:

@@ -9,6 +9,7 @@ JSON-ready dict, the one format shared by ``events.jsonl`` and ``--json``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -299,9 +300,13 @@ def to_record(event: ControllerEvent) -> dict[str, Any]:
     return {"type": _RECORD_TYPES[type(event)], **body}
 
 
+#: One encoder for every record (json.dumps with options makes a new one per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def to_json(event: ControllerEvent) -> str:
     """One JSON line (without the newline) for ``events.jsonl`` and ``--json``."""
-    return json.dumps(to_record(event), separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(to_record(event))
 
 
 def summary_record(summary: RunSummary) -> dict[str, Any]:
@@ -312,15 +317,29 @@ def summary_record(summary: RunSummary) -> dict[str, Any]:
     return body
 
 
+#: Types written as they are.
+_SCALARS = frozenset({int, str, bool, type(None)})
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:  # most values: first, with one look-up
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None  # JSON has no NaN or infinity
     if isinstance(value, protocol.Event):
-        return json.loads(value.to_json())
+        return value.record()
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, Path):
         return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

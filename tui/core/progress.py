@@ -8,6 +8,7 @@ snapshots as :class:`~tui.core.events.ProgressUpdate` events; front ends only re
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ from trainer import protocol
 
 #: How many recent (time, global step) points the ETA is computed from.
 ETA_POINTS = 30
+#: Reports between two sums of the workers' rates from scratch (see ProgressTracker).
+RESUM_EVERY = 1024
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,14 @@ class ProgressTracker:
         self._target = target
         self._global_step = 0
         self._workers: dict[str, WorkerProgress] = {}
+        #: The workers' names in the order snapshots list them, made again only when a worker
+        #: comes or goes (a snapshot per step must not sort every worker).
+        self._order: tuple[str, ...] | None = ()
+        #: The workers' examples/sec summed as they report (not over every worker per step),
+        #: summed afresh when a worker comes or goes and every RESUM_EVERY reports, so that
+        #: float rounding cannot pile up.
+        self._rate_total = 0.0
+        self._since_resum = 0
         self._loss: float | None = None
         self._accuracy: float | None = None
         self._final_loss: float | None = None
@@ -94,6 +105,13 @@ class ProgressTracker:
             self._global_step = max(self._global_step, event.global_step)
             if event.target > 0:
                 self._target = event.target
+            before = self._workers.get(task)
+            if before is None:
+                self._order = None
+            else:
+                self._rate_total -= before.examples_per_sec
+            self._rate_total += event.examples_per_sec
+            self._since_resum += 1
             self._workers[task] = WorkerProgress(task, event.global_step, event.local_step,
                                                  event.examples_per_sec, event.loss,
                                                  coordinates=event.coordinator)
@@ -142,6 +160,8 @@ class ProgressTracker:
             self._by_worker[coordinator] = (counts, parts)
         for index, part in enumerate(parts):
             name = f"worker{index}"
+            if name not in self._workers:
+                self._order = None
             self._workers[name] = WorkerProgress(name, event.global_step, event.local_step,
                                                  event.examples_per_sec * part, None, via=coordinator)
 
@@ -152,11 +172,13 @@ class ProgressTracker:
 
     def worker_exited(self, task: str) -> bool:
         """A worker stopped contributing throughput; return whether the progress changed."""
-        gone = self._workers.pop(task, None) is not None
+        if self._workers.pop(task, None) is None:
+            return False
         if self._by_worker.pop(task, None) is not None:  # a coordinator: its split goes too
             for name in [w.task for w in self._workers.values() if w.via == task]:
                 del self._workers[name]
-        return gone
+        self._order = None
+        return True
 
     def steps_per_sec(self) -> float | None:
         """The global step's rate over the recent step reports (None before two)."""
@@ -175,12 +197,19 @@ class ProgressTracker:
         return (self._target - self._global_step) / rate
 
     def snapshot(self) -> ProgressSnapshot:
-        # (len, name) sorts worker2 before worker10.
-        workers = tuple(sorted(self._workers.values(), key=lambda w: (len(w.task), w.task)))
+        if self._order is None:
+            # (len, name) sorts worker2 before worker10.
+            self._order = tuple(sorted(self._workers, key=lambda name: (len(name), name)))
+            self._since_resum = RESUM_EVERY
+        workers = tuple(map(self._workers.__getitem__, self._order))
+        if self._since_resum >= RESUM_EVERY:
+            # A coordinator's split among its workers (``via``) is in its own rate already.
+            self._rate_total = math.fsum(w.examples_per_sec for w in workers if not w.via)
+            self._since_resum = 0
         return ProgressSnapshot(
             global_step=self._global_step,
             target=self._target,
-            examples_per_sec=sum(w.examples_per_sec for w in workers if not w.via),
+            examples_per_sec=self._rate_total,
             workers=workers,
             loss=self._loss,
             accuracy=self._accuracy,

@@ -80,7 +80,7 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
         # TensorFlow starts no server for an evaluator and no task waits for it: it is up
         # once it runs (what it evaluates comes as eval events).
         became_ready(run, task)
-    if task in run.workers():
+    if run.trains(task):
         run.hangs.started(task.name, run.clock.monotonic())
     if run.program.readiness is Readiness.SERVER and plan.host.is_local:
         run.spawn(_probe_port(run, task))
@@ -275,7 +275,7 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
     elif isinstance(event, protocol.Ready):
         task.tf_server = task.tf_server or bool(event.tf_version)
         became_ready(run, task)
-    elif isinstance(event, protocol.Step) and task in run.workers():
+    elif isinstance(event, protocol.Step) and run.trains(task):
         task.stepped = True
         run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
         run.hang_check.set()

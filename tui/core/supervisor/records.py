@@ -203,6 +203,10 @@ class RunRecord:
         self.program = program
         #: When training is over: every worker, or the chief job's task (tui.program.end_rules).
         self.run_end = RunEnd.of(t.job for t in tasks.values())
+        # The run's tasks are fixed: which of them train is worked out once, not on every
+        # step event (a list over every task per event was most of a busy run's cost).
+        self._trainers = tuple(t for t in tasks.values() if self.run_end.trains(t.job))
+        self._trainer_names = frozenset(t.name for t in self._trainers)
         #: Workers stuck after the target step (a user's sync chief): tui.core.supervisor.after_target.
         self.hangs = HangWatch(self.program.target(settings))
         self.hang_check = asyncio.Event()  # a step came in: look at the hang watch again
@@ -288,7 +292,11 @@ class RunRecord:
     def workers(self) -> list[TaskRecord]:
         """The tasks that train, as :attr:`run_end` says (every worker; with a chief job, the
         chief alone): the run's training is over when they are."""
-        return [t for t in self.tasks.values() if self.run_end.trains(t.job)]
+        return list(self._trainers)
+
+    def trains(self, task: TaskRecord) -> bool:
+        """``task`` is one of :meth:`workers` (in constant time: asked on every step)."""
+        return task.name in self._trainer_names
 
     def servers(self) -> list[TaskRecord]:
         """The tasks that serve the ones that train (ps, evaluators; with a chief job, the
