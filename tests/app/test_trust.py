@@ -182,7 +182,7 @@ async def test_the_exit_code_is_the_last_runs_outcome(options) -> None:
 
 
 async def test_a_burst_of_warnings_makes_few_toasts_and_all_are_in_the_merged_log(options) -> None:
-    from tui.app.app import MAX_TOASTS
+    from tui.app.announce import MAX_TOASTS
     from tui.core.events import Level, Notice
 
     app, core = scripted(options, running_history(options.config.training))

@@ -8,7 +8,6 @@ import gc
 import os
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
@@ -17,13 +16,13 @@ from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app import signals
+from tui.app.announce import TOAST_SECONDS, Announcements
 from tui.app.bridge import Core
 from tui.app.controls import CONTROLS
 from tui.app.logs import LogPane
@@ -43,31 +42,22 @@ from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
 from tui.core.events import (
     ControllerEvent,
-    Level,
-    Notice,
     ProgressUpdate,
     RunFinished,
-    RunOutcome,
     RunStarted,
     RunSummary,
     TaskOutput,
-    TaskStateChanged,
     TrainerEvent,
 )
-from tui.core.exits import ExitInfo, exit_code_for
+from tui.core.exits import exit_code_for
 from tui.core.inbox import CoreLost
 from tui.core.options import RunOptions
 from tui.core.supervisor.records import SupervisorOptions
-from tui.core.task_state import TaskState
 from tui.core.traffic import TrafficUpdate
 from tui.core.usage import UsageSample
 from tui.program.base import TaskProgram
 
 REFRESH_SECONDS = 0.1
-#: How long a notification stays (Textual's default is 5 s; failures used to stay 30 s).
-TOAST_SECONDS = 6.0
-#: At most this many notifications on screen at once (they cover the panes' right side).
-MAX_TOASTS = 3
 #: The task table (and hints) are redrawn at most this often while tasks change, and once a
 #: second regardless (ages, rates). A burst (64 tasks starting) is coalesced: redrawing the
 #: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
@@ -77,7 +67,7 @@ LOG_TABS = ("logs", "merged")
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
+class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcements):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -91,6 +81,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
                  autostart: bool = True, clock: Callable[[], float] = time.time,
                  supervisor_options: SupervisorOptions | None = None) -> None:
         super().__init__()
+        self._init_toasts()
         if "TEXTUAL_ANIMATIONS" not in os.environ:
             # A controller's screen moves when its tasks do, not in between: every frame of a
             # sliding underline is work on a busy machine and bytes over an SSH link (a tab
@@ -106,9 +97,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         self._previews: dict[TrainingSettings, protocol.Placement] = {}
         #: The operator quit while tasks ran: the run did not end by itself.
         self.quit_mid_run = False
-        self._toasts_held = 0  # notices not toasted because MAX_TOASTS were up
-        self._toasts_up: deque[float] = deque()  # when each toast on screen goes
-        self._summary_until = 0.0  # when the "more notices" toast goes
         self.autostart = autostart
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
@@ -267,40 +255,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         pane = next((a for a in focused.ancestors if isinstance(a, TabPane)), None) if focused else None
         if focused is None or (pane is not None and pane.id != active):
             self.table.focus()
-
-    def _announce(self, event: object) -> None:
-        """Notifications for what an operator must not miss."""
-        if isinstance(event, TaskStateChanged) and event.new is TaskState.FAILED:
-            text = f"{event.task} {ExitInfo(event.exit_code, event.reason).detail('failed')}"
-            # The table says "failed" and the log says why for as long as it matters: a toast
-            # only draws the eye, briefly (long ones stacked up over the table).
-            self._toast(text, title="task failed", severity="error")
-        elif isinstance(event, Notice) and event.level is not Level.INFO:
-            self._toast(event.text, severity="error" if event.level is Level.ERROR else "warning")
-        # (A hint has its own line under the table until the core takes it back: no toast.)
-        elif isinstance(event, RunFinished):
-            summary = event.summary
-            self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
-                        f" in {summary.wall_time:.0f} s",
-                        severity="information" if summary.outcome is RunOutcome.SUCCEEDED else "warning")
-
-    def _toast(self, text: str, *, severity: SeverityLevel, title: str = "") -> None:
-        """A notification, unless :data:`MAX_TOASTS` are already up: 48 workers reported
-        stalled at once made 48 toasts over the table, and redrawing them starved the keys.
-        The rest are counted in one toast; every notice is in the All logs pane."""
-        now = time.monotonic()
-        while self._toasts_up and self._toasts_up[0] <= now:
-            self._toasts_up.popleft()
-        if len(self._toasts_up) < MAX_TOASTS:
-            # (Counted here: notify() only posts a message, the toast appears later.)
-            self._toasts_up.append(now + TOAST_SECONDS)
-            self.notify(said(text), title=said(title), severity=severity, timeout=TOAST_SECONDS)
-            return
-        self._toasts_held += 1
-        if now >= self._summary_until:  # one such toast at a time
-            self._summary_until = now + TOAST_SECONDS
-            self.notify("more notices than fit here: the All logs pane has every one",
-                        severity="warning", timeout=TOAST_SECONDS)
 
     def _show_task_log(self, name: str | None) -> None:
         source = self.dashboard.logs.get(name) if name else None

@@ -1,0 +1,68 @@
+"""The notifications (toasts) the app shows for what an operator must not miss: a task that
+failed, a warning or error notice, a run's end. Few at a time: the panes stay readable."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from textual.app import App
+from textual.notifications import SeverityLevel
+
+from tui.app.markup import said
+from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskStateChanged
+from tui.core.exits import ExitInfo
+from tui.core.task_state import TaskState
+
+#: How long a notification stays (Textual's default is 5 s; failures used to stay 30 s).
+TOAST_SECONDS = 6.0
+#: At most this many notifications on screen at once (they cover the panes' right side).
+MAX_TOASTS = 3
+
+
+class Announcements(App[int]):
+    """Turns the core's events into toasts, at most :data:`MAX_TOASTS` at once."""
+
+    _toasts_held: int  # notices not toasted because MAX_TOASTS were up
+    _toasts_up: deque[float]  # when each toast on screen goes
+    _summary_until: float  # when the "more notices" toast goes
+
+    def _init_toasts(self) -> None:
+        self._toasts_held = 0
+        self._toasts_up = deque()
+        self._summary_until = 0.0
+
+    def _announce(self, event: object) -> None:
+        """Notifications for what an operator must not miss."""
+        if isinstance(event, TaskStateChanged) and event.new is TaskState.FAILED:
+            text = f"{event.task} {ExitInfo(event.exit_code, event.reason).detail('failed')}"
+            # The table says "failed" and the log says why for as long as it matters: a toast
+            # only draws the eye, briefly (long ones stacked up over the table).
+            self._toast(text, title="task failed", severity="error")
+        elif isinstance(event, Notice) and event.level is not Level.INFO:
+            self._toast(event.text, severity="error" if event.level is Level.ERROR else "warning")
+        # (A hint has its own line under the table until the core takes it back: no toast.)
+        elif isinstance(event, RunFinished):
+            summary = event.summary
+            self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
+                        f" in {summary.wall_time:.0f} s",
+                        severity="information" if summary.outcome is RunOutcome.SUCCEEDED else "warning")
+
+    def _toast(self, text: str, *, severity: SeverityLevel, title: str = "") -> None:
+        """A notification, unless :data:`MAX_TOASTS` are already up: 48 workers reported
+        stalled at once made 48 toasts over the table, and redrawing them starved the keys.
+        The rest are counted in one toast; every notice is in the All logs pane."""
+        now = time.monotonic()
+        while self._toasts_up and self._toasts_up[0] <= now:
+            self._toasts_up.popleft()
+        if len(self._toasts_up) < MAX_TOASTS:
+            # (Counted here: notify() only posts a message, the toast appears later.)
+            self._toasts_up.append(now + TOAST_SECONDS)
+            self.notify(said(text), title=said(title), severity=severity, timeout=TOAST_SECONDS)
+            return
+        self._toasts_held += 1
+        if now >= self._summary_until:  # one such toast at a time
+            self._summary_until = now + TOAST_SECONDS
+            self.notify("more notices than fit here: the All logs pane has every one",
+                        severity="warning", timeout=TOAST_SECONDS)
+
