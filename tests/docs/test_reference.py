@@ -11,7 +11,7 @@ from pathlib import Path
 from trainer.settings import FIELD_NAMES
 from tui.app.controls import CONTROLS, key_table
 from tui.common.exit_codes import ExitCode
-from tui.config import load, resources, slurm
+from tui.config import load, network, resources, slurm
 from tui.config.program import PROGRAM_KEYS
 from tui.core import hints
 
@@ -26,6 +26,7 @@ SCHEMA: dict[str, tuple[str, ...]] = {
     "task": load._TASK_KEYS,
     "training": FIELD_NAMES,
     "restart": load._RESTART_KEYS,
+    "network": network.KEYS,
     "program": PROGRAM_KEYS,
     "resources": resources._TOP_KEYS,
     "override": resources.OVERRIDE_KEYS,
