@@ -110,11 +110,11 @@ def environment(tag: str, extra: dict[str, str] | None = None) -> dict[str, str]
     return {**os.environ, **(extra or {}), TAG_ENV: tag}
 
 
-def wait(until: Callable[[], bool], timeout: float) -> bool:
-    """Poll ``until`` until it holds; False if the timeout came first."""
+def wait(until: Callable[[], bool], timeout: float, every: float = 0.05) -> bool:
+    """Poll ``until`` every ``every`` seconds until it holds; False if the timeout came first."""
     deadline = time.monotonic() + timeout
     while not until():
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.05)
+        time.sleep(every)
     return True

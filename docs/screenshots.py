@@ -1,19 +1,23 @@
-"""``python docs/screenshots.py``: SVG screenshots of the app's main panes for the README,
-from the scripted 2 ps + 2 worker run the snapshot tests use (no cluster, same pictures on
-every machine). Writes docs/screenshots/*.svg."""
+"""``python docs/screenshots.py``: SVG screenshots of the app's main panes from the scripted
+2 ps + 2 worker run the snapshot tests use (no cluster, same pictures on every machine), for
+states a real run rarely holds still for (a failed task and its hint, the help). Writes
+docs/screenshots/*.svg. The README's pictures are of a real run: docs/real_screenshots.py."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.app.scripted import T0, ScriptedCore, failed_history, running_history  # noqa: E402
+from trainer.settings import TrainingSettings  # noqa: E402
 from tui.app.app import TfdistApp  # noqa: E402
 from tui.config.load import load_config  # noqa: E402
+from tui.core.events import ControllerEvent  # noqa: E402
 from tui.core.options import RunOptions  # noqa: E402
 from tui.core.usage import Usage, UsageSample  # noqa: E402
 
@@ -39,14 +43,17 @@ SHOTS = (
 )
 
 
-async def shoot(name: str, history, keys: tuple[str, ...]) -> Path:
+History = Callable[[TrainingSettings], list[ControllerEvent]]
+
+
+async def shoot(name: str, history: History, keys: tuple[str, ...]) -> Path:
     config = load_config(REPO / "hosts.yaml")
     options = RunOptions(config=config, runs_root=REPO / "docs" / ".no-runs")
     core = ScriptedCore(history(config.training))
     app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
     app.animation_level = "none"  # pictures of where things end, not half way there
     async with app.run_test(size=SIZE) as pilot:
-        app.usage = Sampled()  # type: ignore[assignment]
+        app.dashboard.usage = Sampled.latest
         await pilot.pause()
         app.refresh_dashboard(force=True)
         await pilot.press(*keys)

@@ -43,6 +43,7 @@ How the controller and a task (``python -m trainer``, or a user's script under
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -98,9 +99,14 @@ class Event:
 
     def to_json(self) -> str:
         """Serialise to one JSON line (without the newline)."""
+        return json.dumps(self.record(), separators=(",", ":"), allow_nan=False)
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-ready dict :meth:`to_json` writes (built directly: ``asdict`` deep-copies
+        every value, and the controller records every event it gets)."""
         body: dict[str, Any] = {"event": self.KIND, "v": SCHEMA_VERSION}
-        body.update(_plain(dataclasses.asdict(self)))
-        return json.dumps(body, separators=(",", ":"), allow_nan=False)
+        body.update(_plain(self))
+        return body
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +139,8 @@ class Initialized(Event):
     global_step: int
     seconds: float
     is_chief: bool = False
+    #: TF2's coordinator (``ClusterCoordinator``): its steps are the whole cluster's.
+    coordinator: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,13 +193,21 @@ class Step(Event):
     examples_per_sec: float
     step_time: float
     target: int = 0
-    #: Reported by a user program through ``tfdist_report.step(accuracy=...)``.
+    #: Training accuracy: reported by a user program through ``tfdist_report.step(accuracy=...)``
+    #: or read from its Keras progress lines (held-out accuracy is an :class:`Eval`).
     accuracy: float | None = None
+    #: The counts are the whole cluster's, not this task's (TF2's coordinator): its examples/sec
+    #: is the cluster's, never divided among the workers again.
+    coordinator: bool = False
+    #: A coordinator's functions finished so far by each worker (index = worker task index),
+    #: so that the cluster's rate can be split among the workers that did the work.
+    by_worker: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
 class Eval(Event):
-    """Held-out accuracy measured by the chief."""
+    """Held-out accuracy (the built-in trainer's chief, an evaluator task). ``global_step``
+    0 from a task that does not know the step (an evaluator's log lines): the run's step then."""
 
     KIND: ClassVar[str] = "eval"
     global_step: int
@@ -335,8 +351,25 @@ def _coerce(hint: Any, value: Any) -> Any:
     raise _Invalid(f"unsupported field type {hint}")
 
 
+#: Types written as they are.
+_SCALARS = frozenset({int, str, bool, type(None)})
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def _plain(value: Any) -> Any:
-    """Tuples become lists; non-finite floats become None (JSON has no NaN)."""
+    """Dataclasses become dicts, tuples lists; non-finite floats become None (JSON has no
+    NaN)."""
+    kind = type(value)
+    if kind in _SCALARS:  # most values: first, with one look-up
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None  # JSON has no NaN or infinity
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -43,6 +44,7 @@ from tui.core.events import (
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.options import RunOptions
 from tui.core.progress import ProgressSnapshot
+from tui.core.run_facts import RateUnit, figures
 from tui.core.session import Session
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.task_state import TaskState
@@ -102,9 +104,12 @@ class Printer:
         elif isinstance(event, TaskStateChanged):
             self._state(event)
         elif isinstance(event, TrainerEvent):
+            if isinstance(event.event, protocol.Step):
+                return  # summarised by the progress line: nothing written, nothing to flush
             self._trainer_event(event)
         elif isinstance(event, ProgressUpdate):
-            self._progress = event.progress
+            self._progress = event.progress  # printed by progress_line on its timer
+            return  # (nothing written: no flush, which a step's every update would pay)
         elif isinstance(event, Notice):
             self._line(event.task or CONTROLLER, f"{event.level.value}: {event.text}")
         elif isinstance(event, TaskHint):
@@ -121,10 +126,15 @@ class Printer:
         if not snap.workers or (snap.global_step, snap.examples_per_sec) == self._last_progress:
             return
         self._last_progress = (snap.global_step, snap.examples_per_sec)
-        percent = f" ({snap.fraction:.0%})" if snap.fraction is not None else ""
-        target = f"/{snap.target}" if snap.target else ""
-        self._line(CONTROLLER, f"step {snap.global_step}{target}{percent}  {_rate(snap)}"
-                               f"loss {format_number(snap.loss)}")
+        shown = figures(snap)
+        percent = f" ({shown.fraction:.0%})" if shown.target and shown.fraction is not None else ""
+        target = f"/{shown.target}" if shown.target else ""
+        metrics = f"loss {format_number(shown.loss)}"
+        if shown.train_accuracy is not None:
+            metrics += f"  training accuracy {shown.train_accuracy:.4f}"
+        if shown.accuracy is not None:
+            metrics += f"  held-out accuracy {shown.accuracy:.4f}"
+        self._line(CONTROLLER, f"step {shown.step}{target}{percent}  {_rate(snap)}{metrics}")
         self._out.flush()
 
     def summary(self, summary: RunSummary) -> None:
@@ -142,7 +152,10 @@ class Printer:
         write(f"  steps        {summary.global_step}{target}\n")
         write(f"  wall time    {summary.wall_time:.1f} s\n")
         write(f"  final loss   {format_number(summary.final_loss)}\n")
-        write(f"  accuracy     {format_number(summary.final_accuracy)}\n")
+        write(f"  accuracy     {format_number(summary.final_accuracy)}"
+              + (" (held-out)" if summary.final_accuracy is not None else "") + "\n")
+        if summary.final_train_accuracy is not None:
+            write(f"  training acc {format_number(summary.final_train_accuracy)}\n")
         for result in summary.tasks:
             code = "not started" if result.exit_code is None else f"exit code {result.exit_code}"
             detail = f" ({result.reason})" if result.reason else ""
@@ -153,11 +166,16 @@ class Printer:
         for number, incident in enumerate(summary.incidents, 1):
             write(f"  {'restarts' if number == 1 else '':<12} {incident.describe()}\n")
         write(f"  run dir      {summary.run_dir}\n")
+        write(f"  compare      {compare_command(summary)}\n")
         for result in summary.failed_tasks:
             exit_text = ExitInfo(result.exit_code).how("failed")
             write(f"{result.name} {exit_text}; its last {len(result.last_lines)} lines:\n")
             for line in result.last_lines:
                 self._out.write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
+
+    def fit(self, names: Sequence[str]) -> None:
+        """Size the name column for these tasks (a run's start does it for its tasks)."""
+        self._width = max([len(CONTROLLER), *(len(name) for name in names)])
 
     def traffic(self, monitor: TrafficMonitor) -> None:
         """The measured traffic per ps, after the summary."""
@@ -174,7 +192,7 @@ class Printer:
         self._progress = None
         self._placement_shown = False
         self._last_progress = None
-        self._width = max([len(CONTROLLER), *(len(t.name) for t in event.tasks)])
+        self.fit([t.name for t in event.tasks])
         self._prefixes.clear()
         for number, task in enumerate(event.tasks):
             self._colours[task.name] = _COLOURS[number % len(_COLOURS)]
@@ -243,6 +261,20 @@ class Printer:
         self._out.write(f"{self._prefix(name)} {inert(text)}\n")
 
 
+def compare_command(summary: RunSummary) -> str:
+    """How to compare this run with another (other runs of the config are beside it)."""
+    return f"tfdist-tui compare {shlex.quote(str(summary.run_dir))} OTHER_RUN_DIR"
+
+
+def write_summary(summary: RunSummary, out: TextIO) -> None:
+    """The summary block alone, as a headless run ends with it: the app prints it when
+    the operator quits, so the terminal keeps how the run ended and where it is."""
+    printer = Printer(out, colour=out.isatty() and "NO_COLOR" not in os.environ)
+    printer.fit([task.name for task in summary.tasks])
+    printer.summary(summary)
+    out.flush()
+
+
 class JsonPrinter:
     """``--json``: every controller event as one JSON line (protocol event lines appear
     once, as ``trainer_event`` records, not again as output). With a traffic monitor, each
@@ -271,6 +303,8 @@ class JsonPrinter:
     def traffic_update(self, update: TrafficUpdate) -> None:
         """A ``traffic`` record: each ps's rates and totals so far, and what it should carry."""
         sample = update.sample
+        if sample is None:  # the run's own traffic, once over: run_finished carries it
+            return
         expected = [*update.expected_per_sec, *[None] * len(sample.ps)]  # empty while not known
         record = {"type": "traffic", "t": time.time(), "global_step": sample.global_step,
                   "ps": [{**asdict(ps), "expected_per_sec": expected[i]} for i, ps in enumerate(sample.ps)]}
@@ -282,14 +316,22 @@ class JsonPrinter:
 
 
 def _rate(snap: ProgressSnapshot) -> str:
-    """Examples/s per worker when known, else the global step's rate (a program that never
-    said its batch size), else nothing: never a 0.0 that reads as a stall."""
-    if snap.examples_per_sec > 0:
-        workers = ", ".join(f"{w.task} {w.examples_per_sec:.1f}" for w in snap.workers)
-        return f"{snap.examples_per_sec:.1f} ex/s [{workers}]  "
-    if snap.steps_per_sec:
-        return f"{snap.steps_per_sec:.1f} steps/s  "
-    return ""
+    """The run's rate as the core's :func:`~tui.core.run_facts.figures` says it: examples/s
+    with each task's, else the global step's rate (a program that never said its batch
+    size), else nothing: never a 0.0 that reads as a stall."""
+    shown = figures(snap)
+    if shown.rate is None:
+        return ""
+    if shown.unit is RateUnit.EXAMPLES:
+        return f"{shown.rate:.1f} {shown.unit.value} [{task_rates(snap)}]  "
+    return f"{shown.rate:.1f} {shown.unit.value}  "
+
+
+def task_rates(snap: ProgressSnapshot) -> str:
+    """Each task's examples/s; TF2's coordinator is named as such (its rate is the
+    cluster's), the workers' parts of it after it."""
+    return ", ".join(f"{t.task} (coordinator) {t.rate:.1f}" if t.coordinates else f"{t.task} {t.rate:.1f}"
+                     for t in figures(snap).tasks)
 
 
 def _display_lines(head: str, lines: Sequence[str], task: str) -> str:

@@ -11,16 +11,15 @@ loop is done; ``worker`` and ``ps`` tasks start a server and serve until they ar
 """
 
 import argparse
-import os
-import sys
 import time
-
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 
-def flags():
+def flags() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=32)
@@ -33,7 +32,7 @@ def flags():
 class Regression(tf.Module):
     """Two dense layers; the weights and their momentum slots live on the ps tasks."""
 
-    def __init__(self, width):
+    def __init__(self, width: int) -> None:
         super().__init__()
         self.w1 = tf.Variable(tf.random.normal([16, width], stddev=0.2, seed=1), name="w1")
         self.b1 = tf.Variable(tf.zeros([width]), name="b1")
@@ -41,18 +40,18 @@ class Regression(tf.Module):
         self.slots = [tf.Variable(tf.zeros_like(v), name=v.name.split(":")[0] + "_momentum",
                                   trainable=False) for v in (self.w1, self.b1, self.w2)]
 
-    def parameters(self):
+    def parameters(self) -> tuple[list[tf.Variable], list[tf.Variable]]:
         """The weights and their slots, a ``ShardedVariable`` as its parts (what the tape
         differentiates)."""
-        def parts(variables):
+        def parts(variables: list[tf.Variable]) -> list[tf.Variable]:
             return [part for v in variables for part in getattr(v, "variables", [v])]
         return parts([self.w1, self.b1, self.w2]), parts(self.slots)
 
-    def __call__(self, x):
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
         return tf.matmul(tf.nn.tanh(tf.matmul(x, self.w1) + self.b1), self.w2)
 
 
-def main():
+def main() -> None:
     args = flags()
     cluster = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if cluster.task_type in ("ps", "worker"):
@@ -69,18 +68,18 @@ def main():
         model = Regression(width=128)
     true_w = np.random.default_rng(0).normal(size=(16, 1)).astype("float32")
 
-    def make_data():
+    def make_data() -> tf.data.Dataset:
         rng = np.random.default_rng(1)
         x = rng.normal(size=(4096, 16)).astype("float32")
         return tf.data.Dataset.from_tensor_slices((x, x @ true_w)).repeat().batch(args.batch)
 
     @tf.function
-    def train_step(batches):
-        def step(x, y):
+    def train_step(batches: Iterator[Any]) -> Any:
+        def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean(tf.square(model(x) - y))
             weights, slots = model.parameters()
-            for weight, slot, grad in zip(weights, slots, tape.gradient(loss, weights)):
+            for weight, slot, grad in zip(weights, slots, tape.gradient(loss, weights), strict=True):
                 slot.assign(args.momentum * slot + grad)
                 weight.assign_sub(args.lr * slot)
             return loss
@@ -90,16 +89,16 @@ def main():
 
     batches = iter(coordinator.create_per_worker_dataset(lambda: make_data()))
     started = time.time()
-    losses = []
+    losses: list[Any] = []
     for i in range(1, args.steps + 1):
         losses.append(coordinator.schedule(train_step, args=(batches,)))
         if i % args.report == 0 or i == args.steps:
             coordinator.join()
             print(f"[{time.time() - started:6.1f}s] {i}/{args.steps} steps, "
-                  f"mse {np.mean([l.fetch() for l in losses]):.4f}", flush=True)
+                  f"mse {np.mean([loss.fetch() for loss in losses]):.4f}", flush=True)
             losses = []
     print("training finished", flush=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

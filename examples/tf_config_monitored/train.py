@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import tensorflow.compat.v1 as tf
@@ -35,7 +37,8 @@ flags.DEFINE_string("checkpoint_dir", None, "checkpoints and summaries (optional
 flags.DEFINE_integer("log_every", 100, "steps between two loss lines")
 
 
-def dense(inputs, units: int, name: str, activation=None):
+def dense(inputs: tf.Tensor, units: int, name: str,
+          activation: Callable[[tf.Tensor], tf.Tensor] | None = None) -> tf.Tensor:
     """A fully connected layer from tf.get_variable (tf.layers needs Keras 2)."""
     with tf.variable_scope(name):
         weights = tf.get_variable("kernel", [int(inputs.shape[-1]), units],
@@ -45,7 +48,7 @@ def dense(inputs, units: int, name: str, activation=None):
     return activation(out) if activation is not None else out
 
 
-def build(num_workers: int, is_chief: bool, sync: bool):
+def build(num_workers: int, is_chief: bool, sync: bool) -> tuple[Any, ...]:
     digits = load_digits()
     images = (digits.data / 16.0).astype(np.float32)
     labels = digits.target.astype(np.int64)
@@ -71,7 +74,7 @@ def build(num_workers: int, is_chief: bool, sync: bool):
     return images, labels, x, y, train_op, hooks
 
 
-def main(argv) -> None:
+def main(argv: list[str]) -> None:
     del argv
     tf.disable_v2_behavior()
     tf.logging.set_verbosity(tf.logging.INFO)

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
+from textual.pilot import Pilot
+
 from tests.support import with_progress
 from trainer import protocol
 from trainer.settings import TrainingSettings
@@ -58,7 +60,8 @@ def scripted(options: RunOptions, events: list[ControllerEvent]) -> tuple[Tfdist
     return app, core
 
 
-async def feed(app: TfdistApp, core: ScriptedCore, pilot, events: Sequence[ControllerEvent]) -> None:
+async def feed(app: TfdistApp, core: ScriptedCore, pilot: Pilot[None],
+               events: Sequence[ControllerEvent]) -> None:
     """Hand the app more events and let it fold and draw them (as its timer would)."""
     core.pending.extend(events)
     app.refresh_dashboard(force=True)

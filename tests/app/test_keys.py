@@ -107,8 +107,9 @@ async def test_task_keys(tmp_path: Path) -> None:
 
 
 async def test_settings_keys_preview_and_relaunch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    async def preview(config: ClusterConfig, settings: TrainingSettings):
-        # (`trainer plan` imports TensorFlow: tests/core covers it; here only the app's part.)
+    def preview(config: ClusterConfig, settings: TrainingSettings):
+        # (tests/trainer/test_layout.py checks the real one against TensorFlow; here only
+        # the app's part.)
         return placement(num_ps=2, partitions=settings.partitions, strategy=settings.placement.value)
 
     monkeypatch.setattr(pending, "preview_placement", preview)

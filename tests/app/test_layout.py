@@ -123,9 +123,21 @@ async def test_a_big_cluster_is_grouped_by_role_with_totals_and_folds(options: R
         assert str(app.table.get_cell("group:worker", "address")) == "16 tasks"
         assert str(app.table.get_cell("group:worker", "state")) == "16 running"
         assert app.table.selected is None  # a header is no task: s/x/r say so
+        assert "select a task" in str(app.task_log.border_title)  # not a blank pane without a title
         await pilot.press("enter")  # fold the ps
         keys = [r.value for r in app.table.rows]
         assert keys[:2] == ["group:ps", "group:worker"] and len(keys) == 18
         assert str(app.table.get_cell("group:ps", "task")).startswith("▸")
         await pilot.press("down", "down")
         assert app.table.selected == "worker0"
+
+
+def test_a_line_of_zeros_is_no_peak_and_evaluator0_fits_its_column() -> None:
+    from tui.app.tasktable import TaskTable, short_name
+    from tui.app.widgets import drawable
+
+    assert drawable([0.0, 0.0, 0.0]) == []  # Textual would draw full blocks
+    assert drawable([0.0, 2.0]) == [0.0, 2.0]
+    width = dict(TaskTable.COLUMNS)["task"]
+    assert short_name("evaluator0") == "eval0" and len(short_name("evaluator12")) <= width
+    assert short_name("worker10") == "worker10"

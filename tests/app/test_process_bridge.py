@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,8 @@ import pytest
 from tests.support import wait_until
 from tests.support.clirun import FAKE_TRAINER, REPO
 from tests.support.clirun import write_hosts as write_fake_hosts
-from tui.app.process_bridge import ProcessBridge
+from tests.support.venvs import SHADOWING, plant_shadows
+from tui.app.process_bridge import ProcessBridge, core_argv
 from tui.config.load import load_config
 from tui.core.commands import StartRun, StartTask, StopAll
 from tui.core.events import ControllerEvent, Level, Notice, RunFinished, RunOutcome, RunStarted, TaskOutput
@@ -75,9 +77,9 @@ def alive(pid: int) -> bool:
 def test_a_run_crosses_from_the_core_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_DIR", str(tmp_path))
     options, fake = options_for(tmp_path)
-    # A user's own "tui" folder where the app is started does not stand in for ours.
-    (tmp_path / "tui").mkdir()
-    (tmp_path / "tui" / "__init__.py").write_text("raise ImportError('the user s own tui')\n")
+    # A user's own "tui" folder, "secrets.py", "yaml.py" ... where the app is started (and
+    # beside hosts.yaml) do not stand in for ours in the core's process.
+    markers = plant_shadows(tmp_path, SHADOWING)
     monkeypatch.chdir(tmp_path)
     bridge = ProcessBridge(options, fake)  # type: ignore[arg-type]
     try:
@@ -98,6 +100,7 @@ def test_a_run_crosses_from_the_core_process(tmp_path: Path, monkeypatch: pytest
     finally:
         bridge.close(timeout=30)
     assert bridge.process.returncode == 0
+    assert [m.name for m in markers if m.exists()] == []
     # Closed: a command now fails at once, saying so.
     assert "closed" in str(bridge.send(StopAll()).exception(5))
 
@@ -127,7 +130,7 @@ def test_a_killed_core_is_reported_and_its_tasks_die(tmp_path: Path, monkeypatch
 
 APP = textwrap.dedent("""\
     import dataclasses, json, sys, time
-    from tui.app.process_bridge import ProcessBridge
+    from tui.app.process_bridge import ProcessBridge, core_argv
     from tui.config.load import load_config
     from tui.core.commands import StartRun
     from tui.core.options import RunOptions
@@ -169,3 +172,30 @@ def test_a_killed_app_has_its_core_stop_every_task(tmp_path: Path) -> None:
         if app.poll() is None:
             app.kill()
             app.wait()
+
+
+def _ignored(pid: int) -> int:
+    """The signals process ``pid`` ignores, as a mask (/proc/PID/status, SigIgn)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), 16)
+
+
+def test_the_core_obeys_sigterm_before_it_is_told_what_to_run() -> None:
+    """An app started with SIGTERM ignored (nohup and shells' traps leave such things):
+    its core, not yet told what to run, still ends on SIGTERM (issue 33: cores ignoring
+    SIGTERM stayed for good)."""
+    ours, theirs = socket.socketpair()
+    core = subprocess.Popen(core_argv(theirs.fileno()), pass_fds=(theirs.fileno(),),
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    theirs.close()
+    try:
+        term = 1 << (signal.SIGTERM - 1)
+        wait_until(lambda: not _ignored(core.pid) & term, 30, "the core still ignores SIGTERM")
+        core.send_signal(signal.SIGTERM)
+        assert core.wait(30) == -signal.SIGTERM
+    finally:
+        if core.poll() is None:
+            core.kill()
+            core.wait()
+        ours.close()

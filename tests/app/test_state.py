@@ -192,3 +192,51 @@ def test_each_tasks_share_of_its_host_opens_its_log() -> None:
     assert d.logs["ps0"].lines[-1] == "── ps0 on localhost: 1 core"
     assert (d.rows["ps0"].share, d.rows["worker0"].share) == ("1c", "")  # the table's column
     assert not any("core" in line for line in d.logs["worker0"].lines)  # no share, no line
+
+
+def test_an_unreachable_task_shows_so_in_its_row_and_its_log() -> None:
+    """Its host does not answer: the row says unreachable (not failed), and why."""
+    d = folded([*running_history(TrainingSettings()),
+                TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.UNREACHABLE, pid=1003,
+                                 reason="host gpu2 does not answer", t=T0 + 41)])
+    row = d.rows["worker1"]
+    assert row.state is TaskState.UNREACHABLE and row.state_text == "unreachable" and row.exit_code is None
+    assert list(d.logs["worker1"].lines)[-1] == "── unreachable: host gpu2 does not answer"
+    assert "worker1" in d.active_tasks
+    d.apply(TaskStateChanged(task="worker1", old=TaskState.UNREACHABLE, new=TaskState.RUNNING, pid=1003,
+                             t=T0 + 50))
+    assert d.rows["worker1"].state is TaskState.RUNNING
+    assert list(d.logs["worker1"].lines)[-1] == "── reachable again: running"
+
+
+def test_a_frame_folded_at_once_equals_its_events_folded_one_by_one() -> None:
+    """apply_all gathers output lines across events (issue 35); what the logs, the merged log
+    and the rows end up with is what apply gives one event at a time."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    base = with_progress(running_history(TrainingSettings()))
+    started = [e for e in base if isinstance(e, RunStarted)]
+    rest = [e for e in base if not isinstance(e, RunStarted)]
+    text = st.text(alphabet=st.sampled_from("ab \x1b[m\t\r\x07é"), max_size=12)
+    extra = st.builds(lambda task, lines: TaskOutput(task=task, stream=Stream.STDOUT, lines=tuple(lines),
+                                                      t=T0 + 1),
+                      st.sampled_from([t.name for t in TASKS]), st.lists(text, min_size=1, max_size=3))
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.one_of(st.sampled_from(rest), extra), max_size=40), st.integers(1, 8))
+    def check(events: list[object], frame: int) -> None:
+        one, batched = Dashboard(TrainingSettings()), Dashboard(TrainingSettings())
+        for event in [*started, *events]:
+            one.apply(event)  # type: ignore[arg-type]
+        stream = [*started, *events]
+        for i in range(0, len(stream), frame):
+            batched.apply_all(stream[i:i + frame])  # type: ignore[arg-type]
+        assert list(batched.merged.lines) == list(one.merged.lines)
+        def logs(d: Dashboard) -> dict[str, list[str]]:
+            return {name: list(log.lines) for name, log in d.logs.items()}
+
+        assert logs(batched) == logs(one)
+        assert batched.rows == one.rows and batched.applied == one.applied
+
+    check()

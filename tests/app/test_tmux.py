@@ -7,6 +7,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -107,7 +108,7 @@ def test_a_person_drives_the_app_in_tmux(tmp_path: Path) -> None:
         tmux.wait_for(r"Quit\?")
         tmux.send("y")
         wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
-        assert status.read_text().strip() == "130"  # quit while it trained (README: exit codes)
+        assert status.read_text().strip() == "130"  # quit while it trained (docs/exit-codes.md)
     finally:
         tmux.close()
     assert_no_trainers_left(tmp_path / "runs")
@@ -144,3 +145,61 @@ def test_C_copies_inert_log_text_to_the_terminals_clipboard(tmp_path: Path) -> N
     finally:
         tmux.close()
     assert_no_trainers_left(tmp_path / "runs")
+
+
+def test_quitting_leaves_the_runs_summary_in_the_terminal(tmp_path: Path) -> None:
+    """Quit while the run trains: the app's screen goes, and the terminal keeps the summary
+    headless prints (outcome, steps, run directory, how to compare it). Tasks are
+    tests/support/fake_trainer.py (no TensorFlow: this is about the exit path)."""
+    hosts = write_fake_hosts(tmp_path / "hosts.yaml", run_dir=tmp_path / "runs")
+    status = tmp_path / "exit-status"
+    # The workers train until stopped; the pane stays after the app, with what it left.
+    environment = shlex.join([f"PYTHONPATH={REPO}", "FAKE_FOREVER=*", f"FAKE_DIR={tmp_path}"])
+    command = (f"env {environment} {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLI))} "
+               f"{shlex.quote(str(hosts))}; echo $? > {shlex.quote(str(status))}; exec sleep 300")
+    tmux = Tmux(f"sh -c {shlex.quote(command)}", private=True)
+    try:
+        tmux.wait_for(r"worker0\s+\S+\s+running\s+\d+w?\s+\d+\s+\d+")  # it steps
+        tmux.send("q")
+        tmux.wait_for(r"Quit\?")
+        tmux.send("y")
+        wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
+        (run_dir,) = (tmp_path / "runs").iterdir()
+        screen = tmux.wait_for(r"compare ").string
+    finally:
+        tmux.close()
+    assert status.read_text().strip() == "130"  # quit while it trained
+    assert re.search(r"tfdist\s+\| run (stopped|interrupted)", screen), screen
+    assert re.search(r"^  steps        \d+ / \d+$", screen, re.M), screen
+    assert f"  run dir      {run_dir}" in screen.replace("\n", "")  # (a long path wraps)
+    assert "compare      tfdist-tui compare" in screen
+    assert_no_trainers_left(tmp_path / "runs")
+
+
+def test_the_pager_gets_the_log_with_its_escapes_made_inert(tmp_path: Path) -> None:
+    """``v``: $PAGER (``less -R`` by default, which passes escapes to the terminal) is given
+    a copy of the log made inert, not the file with the task's OSC sequences (issue 33)."""
+    hosts = write_fake_hosts(tmp_path / "hosts.yaml", run_dir=tmp_path / "runs")
+    status, paged = tmp_path / "exit-status", tmp_path / "paged.txt"
+    pager = f"sh -c 'cp \"$0\" {paged}'"
+    environment = shlex.join([f"PYTHONPATH={REPO}", "FAKE_NASTY=ps0", f"FAKE_DIR={tmp_path}",
+                              "FAKE_PS_STAY=ps0", f"PAGER={pager}"])
+    command = (f"env {environment} {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLI))} "
+               f"{shlex.quote(str(hosts))}; echo $? > {shlex.quote(str(status))}")
+    tmux = Tmux(f"sh -c {shlex.quote(command)}", private=True)
+    try:
+        tmux.wait_for(r"red  text")  # ps0 (selected) wrote "\x1b[31mred\x1b[0m \x1b]0;title\x07 text"
+        raw = next((tmp_path / "runs").glob("*/logs/ps0.log")).read_bytes()
+        assert b"\x1b]0;title\x07" in raw  # the run directory keeps the bytes as written
+        tmux.send("v")
+        text = wait_until(lambda: paged.exists() and paged.read_bytes(), 60, interval=0.2, what=tmux.screen)
+        assert b"red  text" in text and b"\x1b" not in text and b"\x07" not in text
+        wait_until(lambda: not list(Path(tempfile.gettempdir()).glob("tfdist-pager-*/ps0.log")), 30,
+                   "the copy is removed once the pager ends")
+        tmux.wait_for(r"run \d{8}-\d{6}-\w+ │")  # the app is back
+        tmux.send("q")
+        tmux.wait_for(r"Quit\?")
+        tmux.send("y")
+        wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
+    finally:
+        tmux.close()

@@ -139,3 +139,45 @@ def test_two_chiefs_and_a_chief_with_no_workers(tmp_path: Path) -> None:
     assert [t.name for t in config.tasks] == ["ps0", "chief0"]
     with pytest.raises(ConfigError, match="at least one worker"):
         load_config(write(tmp_path, "cluster: {ps: [localhost:auto]}\n" + program))
+
+
+@pytest.mark.parametrize(("module", "message"), [
+    ("pkg/train", "-m takes a module's dotted name, not a path; did you mean 'pkg.train'?"),
+    ("pkg/train.py", "did you mean 'pkg.train'?"),
+    ("pgk.train", "no package 'pgk' in"),
+    ("trainpkg.train", "and none installed for this Python"),
+    ("pkg.trian", "module 'pkg.trian' does not exist in"),
+])
+def test_a_module_that_will_not_be_found_is_a_config_error(tmp_path: Path, module: str, message: str) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text("")
+    path = write(tmp_path, CLUSTER + f"program:\n  command: python -m {module} --steps={{steps}}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert message in raised.value.message
+    assert (raised.value.line, raised.value.column) == (3, 22), str(raised.value)
+    if module == "pgk.train":
+        assert "did you mean 'pkg.train'?" in raised.value.message
+
+
+def test_an_installed_module_or_one_on_a_remote_host_is_left_to_them(tmp_path: Path) -> None:
+    path = write(tmp_path, CLUSTER + "program:\n  command: python -m json.tool --help\n")
+    assert load_config(path).program is not None  # installed for this Python
+    remote = ("hosts: {far: {address: 10.0.0.9}}\n"
+              "cluster: {ps: ['far:2222'], worker: ['far:2223']}\n"
+              "program:\n  command: python -m trainpkg.train\n")
+    assert load_config(write(tmp_path, remote)).program is not None  # installed there, maybe
+
+
+def test_an_evaluator_is_restarted_by_default_and_follows_restart_on_the_command_line(tmp_path: Path) -> None:
+    from tui.config.cluster import RestartMode
+    from tui.config.load import with_restart_mode
+
+    text = ("cluster: {ps: [localhost:auto], chief: [localhost:auto], worker: [localhost:auto],"
+            " evaluator: [localhost:auto]}\nprogram:\n  command: python train.py\n")
+    config = load_config(write(tmp_path, text))
+    assert config.restart_policy(Job.WORKER).policy is RestartMode.NEVER
+    assert config.restart_policy(Job.EVALUATOR).policy is RestartMode.ON_FAILURE
+    never = with_restart_mode(config, RestartMode.NEVER)
+    assert never.restart_policy(Job.EVALUATOR).policy is RestartMode.NEVER

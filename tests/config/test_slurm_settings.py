@@ -41,8 +41,17 @@ def test_defaults_leave_the_choice_to_slurm(tmp_path: Path) -> None:
     (", time: soon", "soon", "hosts.hpc.time: expected a Slurm time limit"),
     (", partition: 'a b'", "'a b'", "is not a Slurm partition name"),
     (", extra: [qos]", "qos", "expected an salloc option such as --qos=normal"),
-    (", extra: [--nodes=3]", "--nodes=3", "--nodes is set by the controller"),
-    (", extra: [-J, x]", "-J", "-J is set by the controller"),
+    (", extra: [--nodes=3]", "--nodes=3", "--nodes is salloc's --nodes, which the controller sets"),
+    (", extra: [-J, x]", "-J", "-J is salloc's --job-name, which the controller sets"),
+    # Issue 33: as salloc reads them: abbreviations, bundles, values attached or separate.
+    (", extra: [--no-sh]", "--no-sh", "--no-sh is salloc's --no-shell"),
+    (", extra: [--job-n=x]", "--job-n=x", "--job-n is salloc's --job-name"),
+    (", extra: [--qos, normal, --no]", "--no", "--no is salloc's --nodes or --no-shell"),
+    (", extra: [-vN2]", "-vN2", "-N (in -vN2) is salloc's --nodes"),
+    (", extra: [-Jx]", "-Jx", "-J (in -Jx) is salloc's --job-name"),
+    (", extra: [--bell, --no-shell]", "--no-shell", "--no-shell is salloc's --no-shell"),
+    (", extra: [--qos=normal, --]", "--", "got '--' (salloc would run it as the job's command)"),
+    (", extra: [--time]", "--time", "--time needs a value after it"),
     (", pending_timeout: 0", "0", "expected a number >= 1"),
     (", address: node1", "address", "a kind: slurm entry has no address:"),
     (", partitoin: debug", "partitoin", "unknown key 'partitoin'"),
@@ -54,6 +63,13 @@ def test_bad_settings_are_refused_where_they_are(tmp_path: Path, entry: str, at:
     column = line.rindex(at) + 1  # the bad value is the last thing written
     assert (caught.value.line, caught.value.column) == (2, column), str(caught.value)
     assert message in caught.value.message
+
+
+def test_a_value_word_is_not_read_as_an_option(tmp_path: Path) -> None:
+    """``--comment --no-shell``: salloc takes the second word as the comment, and so do we."""
+    config = load(tmp_path, ", extra: [--comment, --no-shell, -p, -J]")
+    slurm = config.hosts["hpc"].slurm
+    assert slurm is not None and slurm.extra == ("--comment", "--no-shell", "-p", "-J")
 
 
 def test_slurm_keys_belong_to_slurm_entries(tmp_path: Path) -> None:

@@ -55,6 +55,8 @@ RECOGNISED = [
      "pass --data-path", hints.DATASET_MISSING),
     ('{"event":"error","v":1,"role":"worker","index":1,"type":"usage","message":"dataset cifar10 '
      'not found (looked in /x)"}', hints.DATASET_MISSING),
+    ("tfdist shim: worker1 serves (server.join()), and the cluster has no chief to coordinate it",
+     hints.NO_COORDINATOR),
 ]
 
 NOT_RECOGNISED = [
@@ -249,3 +251,23 @@ async def test_real_trainer_with_a_missing_dataset_shows_the_hint(tmp_path: Path
     recorded = json.loads((run_dir / "summary.json").read_text())
     assert hints.DATASET_MISSING in {t["hint"] for t in recorded["tasks"]}
     assert_no_trainers_left(tmp_path / "runs")
+
+
+def test_a_worker_that_only_serves_without_a_chief_is_named(monkeypatch, capsys) -> None:
+    """A TF2 ParameterServerStrategy cluster without a chief: the shim says so when a worker
+    enters server.join(), and the hint names the missing coordinator (not "restart it")."""
+    from trainer.shim import hooks
+    from trainer.shim.state import STATE
+    from tui.core.hints import NO_COORDINATOR
+
+    monkeypatch.setattr(STATE, "role", "worker")
+    monkeypatch.setattr(STATE, "cluster", {"ps": ["a:1"], "worker": ["a:2", "a:3"]})
+    hooks._check_coordinated()
+    (line,) = capsys.readouterr().out.splitlines()
+    assert hint_for(line) == NO_COORDINATOR
+    monkeypatch.setattr(STATE, "cluster", {"ps": ["a:1"], "worker": ["a:2"], "chief": ["a:4"]})
+    hooks._check_coordinated()
+    monkeypatch.setattr(STATE, "role", "ps")
+    monkeypatch.setattr(STATE, "cluster", {"ps": ["a:1"], "worker": ["a:2"]})
+    hooks._check_coordinated()
+    assert capsys.readouterr().out == ""  # coordinated, or a ps: nothing to say

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 
-from tui.core.events import Level, Notice, TaskOutput
+from tui.core.events import Level, Notice, ProgressUpdate, TaskOutput
 from tui.core.inbox import Inbox
+from tui.core.progress import ProgressSnapshot
 from tui.launch.lines import Stream
 
 
@@ -24,6 +25,18 @@ def test_output_past_the_bound_is_counted_other_events_are_kept_in_order() -> No
     # A drain empties it: the bound starts again.
     inbox.put(over)
     assert inbox.drain() == ([over], 0)
+
+
+def test_a_drain_hands_on_only_the_last_progress_update_where_it_was() -> None:
+    inbox: Inbox[object] = Inbox()
+    updates = [ProgressUpdate(progress=ProgressSnapshot.empty(n), t=float(n)) for n in range(3)]
+    lines, notice = output(1), Notice(level=Level.INFO, text="kept")
+    for item in (updates[0], lines, updates[1], notice, updates[2], output(2)):
+        inbox.put(item)
+    items, _ = inbox.drain()
+    assert items[:3] == [lines, notice, updates[2]] and len(items) == 4
+    inbox.put(notice)
+    assert inbox.drain() == ([notice], 0)  # none: nothing to keep
 
 
 def test_wait_wakes_on_a_put_from_another_thread() -> None:

@@ -76,6 +76,10 @@ PS_OK = [PsFacts(restarts=0, declared_failed=False)]
     (ON_FAILURE, facts(Job.PS), True, Decision.RESTART_CLUSTER),
     (ON_FAILURE, facts(Job.PS, cluster_up=False), True, Decision.FAIL_RUN),  # during the start
     (ON_FAILURE, facts(Job.PS, workers_done=True), False, Decision.NOTHING),
+    # An evaluator only watches training: restarted by default, never failing the run.
+    (None, facts(Job.EVALUATOR), True, Decision.RESTART_TASK),
+    (None, facts(Job.EVALUATOR, restarts=3), True, Decision.NOTHING),
+    (None, facts(Job.EVALUATOR, lost_peer=True), True, Decision.RESTART_TASK),
 ])
 def test_the_restart_policy_decides(tmp_path: Path, policy: RestartPolicy | None,
                                     case: FailureFacts, fail_fast: bool, expected: Decision) -> None:

@@ -151,6 +151,27 @@ def test_a_copy_marked_used_while_it_is_removed_stays(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_planted_link_or_file_named_like_a_copy_is_left_alone(tmp_path: Path) -> None:
+    """Issue 33: a symlink (to a folder elsewhere) or a plain file under a copy's name was
+    renamed to *.partial-gone-PID, left there, and counted as removed."""
+    workdir, elsewhere = tmp_path / "workdir", tmp_path / "elsewhere"
+    workdir.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine\n")
+    link, plain, old = (workdir / f"prog-{d * 12}" for d in "abc")
+    link.symlink_to(elsewhere)
+    plain.write_text("not a copy\n")
+    old.mkdir()
+    for path in (link, plain, old, elsewhere):
+        then = time.time() - 3600
+        os.utime(path, (then, then), follow_symlinks=False)
+    answer = copies_snippet.tidy(str(workdir), "prog", "prog-0123456789ab", 600)
+    assert answer["removed"] == [old.name]  # the real, unused copy only
+    assert sorted(p.name for p in workdir.iterdir()) == sorted([link.name, plain.name])
+    assert link.is_symlink() and (elsewhere / "keep.txt").read_text() == "mine\n"
+    assert plain.read_text() == "not a copy\n"
+
+
 def unused_for_long_path(path: Path) -> None:
     then = time.time() - 3600
     os.utime(path, (then, then))

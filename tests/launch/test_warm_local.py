@@ -16,7 +16,7 @@ from trainer.shim import BOOTSTRAP
 from tui.config.cluster import HostSpec, Job, TaskSpec
 from tui.launch.local import LocalLauncher, LocalTask
 from tui.launch.streams import each_line
-from tui.launch.warm import WarmTask, servable
+from tui.launch.warm import WarmTask, servable_mode
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = HostSpec(name="localhost", address="localhost")
@@ -51,6 +51,10 @@ def wait_gone(pids: list[int], timeout: float) -> list[int]:
 
 def test_what_is_served() -> None:
     python = sys.executable
+
+    def servable(argv: list[str]) -> tuple[str, tuple[str, ...]] | None:
+        return servable_mode(argv, None)
+
     assert servable([python, "-m", "trainer", "--hold"]) == ("trainer", ("--hold",))
     assert servable([python, "-m", "trainer.shim", "train.py"]) == ("shim", ("train.py",))
     # The shim as the controller starts it (a user's own package called trainer must win).
@@ -58,8 +62,9 @@ def test_what_is_served() -> None:
     assert servable([python, "-u", "-c", BOOTSTRAP, "-m", "pkg.task"]) == ("shim", ("-m", "pkg.task"))
     assert servable([python, "-c", "print(1)"]) is None
     assert servable([python, "train.py"]) is None              # shim: false
-    assert servable(["/bin/echo", "-m", "trainer"]) is None    # another interpreter
     assert servable([python, "-m", "other"]) is None
+    # Which interpreter runs it is the pool's question (tests/launch/test_warm_venv.py).
+    assert servable_mode([python, "-m", "trainer"], "/other/python") is None
 
 
 async def test_a_pool_killed_mid_run_takes_its_task_and_later_tasks_start_cold(tmp_path: Path) -> None:

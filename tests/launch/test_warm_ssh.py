@@ -56,6 +56,28 @@ async def test_a_remote_warm_task_is_the_real_task(sshd: SshServer, tmp_path: Pa
     assert not left, describe(left)
 
 
+async def test_a_remote_warm_task_killed_by_sigkill_is_reported_so(sshd: SshServer,  # noqa: F811
+                                                                  tmp_path: Path) -> None:
+    """The OOM killer's way (issue 33): the host's client used to answer a SIGKILLed task
+    with signal.signal(SIGKILL, ...), which raises: "exit code 1" and its traceback."""
+    script = tmp_path / "killed.py"
+    script.write_text("import os\nprint('up', flush=True)\nos.kill(os.getpid(), 9)\n")
+    host = sshd.host("remote", sshd.addresses[1], workdir=tmp_path / "work")
+    launcher = SSHLauncher()
+    try:
+        argv = [host.interpreter, "-m", "trainer.shim", str(script)]
+        process = await launcher.start(task(), host, argv, {}, host.workdir)
+        assert getattr(process, "warm", False), getattr(process, "launch_notice", "")
+        lines = [line.text async for line in each_line(process.output())]
+        assert await process.wait() == -signal.SIGKILL, lines
+        assert not [line for line in lines if "Traceback" in line or "signal.signal" in line], lines
+    finally:
+        await launcher.close()
+    left = await wait_nothing_left(sshd.pid)
+    kill(left)
+    assert not left, describe(left)
+
+
 CONTROLLER = textwrap.dedent("""
     import asyncio, json, sys
     from tui.config.cluster import HostSpec, Job, TaskSpec

@@ -127,7 +127,7 @@ def test_records_are_json_with_a_type_and_plain_values() -> None:
 
 def test_task_state_properties() -> None:
     assert [s for s in TaskState if s.is_active] == [TaskState.STARTING, TaskState.RUNNING,
-                                                     TaskState.STOPPING]
+                                                     TaskState.STOPPING, TaskState.UNREACHABLE]
     assert [s for s in TaskState if s.is_finished] == [TaskState.SUCCEEDED, TaskState.FAILED,
                                                        TaskState.STOPPED]
 

@@ -69,3 +69,39 @@ async def test_a_failing_chief_is_restarted_and_then_fails_the_run(tmp_path: Pat
     assert {name: tasks[name]["state"] for name in SERVERS} == dict.fromkeys(SERVERS, "stopped")
     assert not any("chief0 finished" in e.text for e in run.events if isinstance(e, Notice))
     assert not processes_of_runs(runs)
+
+
+async def test_an_evaluator_that_fails_never_ends_training(tmp_path: Path) -> None:
+    """An evaluator only watches training: up once it runs (the cluster is "up" without
+    waiting for it), restarted by default, and once it may not be restarted again left
+    failed with a warning while the chief trains on; the run succeeds. Its accuracy is a
+    held-out evaluation."""
+    command = ("python coordinated.py --job={job} --address={address} --workers={worker_hosts} "
+               "--evaluator-exit=1 --chief-seconds=4")
+    yaml = f"""\
+        program: {{command: '{command}'}}
+        cluster: {{ps: [localhost:auto], chief: [localhost:auto],
+                   worker: [localhost:auto, localhost:auto], evaluator: [localhost:auto]}}
+        restart: {{max_restarts: 1, backoff: 0.1}}
+        """
+    runs = tmp_path / "runs"
+    run = await run_program(load(program_folder(tmp_path, "coordinated.py", yaml)), runs)
+
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    (run_dir,) = runs.iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "succeeded"
+    tasks = {t["name"]: t for t in summary["tasks"]}
+    assert tasks["chief0"]["state"] == "succeeded"
+    assert (tasks["evaluator0"]["state"], tasks["evaluator0"]["restarts"]) == ("failed", 1)
+    assert "before reporting ready" not in tasks["evaluator0"]["reason"]
+    assert "evaluator0" in summary["reason"] and "training went on" in summary["reason"]
+    notices = [e for e in run.events if isinstance(e, Notice)]
+    assert any(n.task == "evaluator0" and "training goes on without evaluations" in n.text for n in notices)
+    assert summary["final_accuracy"] == 0.75
+    # "All tasks up" came before the chief finished, not when the evaluator exited.
+    (up,) = [n for n in notices if n.text.startswith("all 5 tasks up")]
+    chief_done = next(e.t for e in run.events if isinstance(e, TaskStateChanged) and e.task == "chief0"
+                      and e.exit_code is not None)
+    assert up.t < chief_done
+    assert not processes_of_runs(runs)

@@ -50,16 +50,20 @@ def test_rates_come_from_step_counter_lines_or_from_time_and_batch_size() -> Non
     assert steps(LogMetrics("worker", 0).read("loss = 1, step = 1", 0.0))[0].examples_per_sec == 0.0
 
 
-def test_keras_steps_count_through_epochs_and_accuracy_is_an_eval() -> None:
+def test_keras_steps_count_through_epochs_and_accuracy_is_the_trainings() -> None:
     metrics = LogMetrics("chief", 0)
     assert metrics.read("Epoch 1/2", 0.0) == []
     end_of_epoch = metrics.read("10/10 [==============================] - 1s - loss: 0.5", 1.0)
     assert steps(end_of_epoch)[0].global_step == 10
     assert metrics.read("Epoch 2/2", 1.0) == []
     events = metrics.read("\r 3/10 [=====>.....] - ETA: 1s - loss: 0.4 - accuracy: 0.9", 2.0)
-    assert steps(events)[0].global_step == 13
-    (evaluation,) = [e for e in events if isinstance(e, protocol.Eval)]
-    assert (evaluation.accuracy, evaluation.global_step, evaluation.task) == (0.9, 13, "chief0")
+    (step,) = events  # training progress: no eval event
+    assert (step.global_step, step.accuracy, step.task) == (13, 0.9, "chief0")
+    # An evaluator's bar is a held-out evaluation, at the run's step (its line names none).
+    evaluator = LogMetrics("evaluator", 0, evaluates=True)
+    (evaluation,) = evaluator.read("4/4 - 0s - loss: 0.5 - accuracy: 0.8", 3.0)
+    assert isinstance(evaluation, protocol.Eval)
+    assert (evaluation.accuracy, evaluation.loss, evaluation.global_step) == (0.8, 0.5, 0)
 
 
 def test_user_patterns_come_first() -> None:

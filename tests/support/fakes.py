@@ -145,6 +145,12 @@ class FakeProcess:
             self._lines.put_nowait(None)
             self._exit.set_result(code)
 
+    def lose(self, error: Exception) -> None:
+        """Its connection went before its exit came: ``wait`` raises ``error``."""
+        if not self._exit.done():
+            self._lines.put_nowait(None)
+            self._exit.set_exception(error)
+
     @property
     def exited(self) -> bool:
         return self._exit.done()

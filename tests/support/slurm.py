@@ -5,7 +5,7 @@ The node is ``localhost`` with 8 CPUs whatever the machine has (``SlurmdParamete
 config_overrides``), so a 2-core test machine still takes a ps and several workers as job steps.
 Clients find it through ``SLURM_CONF`` (:attr:`SlurmCluster.env`). Usable from a pytest fixture
 (:func:`running_slurm`) and from a script (``python -m tests.support.slurm DIR`` starts one and
-waits for Ctrl-C), which is how the Slurm behaviours in the README were established.
+waits for Ctrl-C), which is how the Slurm behaviours in docs/slurm.md were established.
 """
 
 from __future__ import annotations

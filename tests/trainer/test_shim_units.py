@@ -85,3 +85,57 @@ def test_exit_status_as_python_makes_it(capsys) -> None:
     assert [_exit_status(c) for c in (None, 0, 3, 256 + 4)] == [0, 0, 3, 4]
     assert _exit_status("bad flag") == 1
     assert capsys.readouterr().err == "bad flag\n"
+
+
+class _Variable:
+    """What the TF2 step hook looks at of a variable: name, dtype, shape, value."""
+
+    def __init__(self, name: str, integer: bool = True, shape: tuple[int, ...] = (), value: int = 0) -> None:
+        self.name, self.shape, self._value = name, shape, value
+        self.dtype = type("DType", (), {"is_integer": integer})()
+
+    def numpy(self) -> int:
+        return self._value
+
+
+def test_the_tf2_step_counts_the_optimizers_batches(monkeypatch, capsys) -> None:
+    """With ``steps_per_execution`` a scheduled function runs several batches: the step is
+    the optimizer's iterations (Keras' ``iter``), not the functions finished."""
+    from trainer.shim import tf2
+
+    variables = [_Variable("dense/kernel:0", integer=False, shape=(16, 32)), _Variable("global_step:0"),
+                 _Variable("SGD/iter:0", value=150), _Variable("counts:0", shape=(3,))]
+    assert tf2.step_variable(variables) is variables[2]
+    assert tf2.step_variable(variables[:2]) is variables[1]
+    assert tf2.step_variable(variables[:1]) is None
+    monkeypatch.setenv("TFDIST_SHIM", "1")
+    monkeypatch.setattr(tf2._Tracker, "variables", variables)
+    monkeypatch.setattr(tf2._Tracker, "step_variable", None)
+    monkeypatch.setattr(tf2._Tracker, "finished", 15)
+    monkeypatch.setattr(tf2._Tracker, "by_worker", {0: 7, 1: 8})
+    monkeypatch.setattr(tf2._Tracker, "mark", (0, 0.0))
+    tf2.emit_step()
+    (step,) = parsed(capsys.readouterr().out)
+    assert isinstance(step, protocol.Step)
+    assert (step.global_step, step.coordinator, step.by_worker) == (150, True, (7, 8))
+
+
+def test_tf2_shards_are_named_by_their_variable_not_sharded_variable() -> None:
+    from trainer.shim import tf2
+
+    def shard(name: str, variable: str, ps: int, of: int = 1) -> protocol.VariableShard:
+        return protocol.VariableShard(name=name, variable=variable, shard=ps if of > 1 else 0, num_shards=of,
+                                      shape=(10, 4), dtype="float32", bytes=160, ps=ps)
+
+    named = tf2._by_partition([
+        shard("user_emb/part_0", "ShardedVariable", 0, 2), shard("user_emb/part_1", "ShardedVariable", 1, 2),
+        shard("Adagrad/accumulator/user_emb/part_0", "Adagrad/accumulator/user_emb/part_0", 0),
+        shard("Adagrad/accumulator/user_emb/part_1", "Adagrad/accumulator/user_emb/part_1", 1),
+        shard("kernel", "kernel", 0), shard("kernel", "kernel", 1),
+        # Two sharded slots a program named alike: each keeps its own count.
+        shard("m/part_0", "ShardedVariable", 0, 2), shard("m/part_1", "ShardedVariable", 1, 2),
+        shard("m/part_0", "ShardedVariable", 0, 2), shard("m/part_1", "ShardedVariable", 1, 2)])
+    assert [(s.variable, s.shard, s.num_shards) for s in named] == [
+        ("user_emb", 0, 2), ("user_emb", 1, 2), ("Adagrad/accumulator/user_emb", 0, 2),
+        ("Adagrad/accumulator/user_emb", 1, 2), ("kernel", 0, 1), ("kernel", 0, 1),  # two layers' own
+        ("m", 0, 2), ("m", 1, 2), ("m", 0, 2), ("m", 1, 2)]

@@ -6,23 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import socket
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.support.warm_pool import Pool, run_task, running_pool
 from trainer.warm import client, wire
-
-REPO = Path(__file__).resolve().parents[2]
-READY_TIMEOUT = 120.0
 
 PROBE = textwrap.dedent("""
     import json, os, sys
@@ -48,79 +42,15 @@ PROBE = textwrap.dedent("""
 """)
 
 
-@dataclass
-class Pool:
-    process: subprocess.Popen[bytes]
-    path: str
-
-
 @pytest.fixture(scope="module")
 def pool() -> Iterator[Pool]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, "-m", "trainer.warm", "shim"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
-    assert process.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(process.stdout, selectors.EVENT_READ)
-        assert sel.select(READY_TIMEOUT), "the pool did not get ready"
-    ready = json.loads(process.stdout.readline())
-    assert "ready" in ready, ready
-    assert os.stat(os.path.dirname(ready["ready"])).st_mode & 0o777 == 0o700
-    yield Pool(process, ready["ready"])
-    assert process.stdin is not None
-    process.stdin.close()  # EOF: the server ends
-    assert process.wait(timeout=10) == 0
-    assert not os.path.exists(ready["ready"])
-
-
-def run_task(pool: Pool, args: list[str], env: dict[str, str], cwd: Path,
-             timeout: float = 60.0) -> tuple[int, int, str, str]:
-    """(pid, exit code, stdout, stderr) of one task forked with its own pipes."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **env}
-    pipes = [os.pipe() for _ in range(3)]
-    sock, pid = _start(pool, args, full_env, cwd, pipes)
-    for fd in (pipes[0][0], pipes[1][1], pipes[2][1]):
-        os.close(fd)
-    out, err = _read_all(pipes[1][0], pipes[2][0], timeout)
-    os.close(pipes[0][1])  # held open until now: the shim exits when its stdin ends
-    sock.settimeout(timeout)
-    code = client.wait(sock)
-    return pid, code, out, err
-
-
-def _start(pool: Pool, args: list[str], env: dict[str, str], cwd: Path,
-           pipes: list[tuple[int, int]]) -> tuple[socket.socket, int]:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(30)
-    sock.connect(pool.path)
-    wire.send_request(sock, wire.Request(tuple(args), env, str(cwd)), (pipes[0][0], pipes[1][1], pipes[2][1]))
-    line = b""
-    while not line.endswith(b"\n"):
-        more = sock.recv(1)
-        assert more, "the pool closed the connection"
-        line += more
-    answer = wire.parse_reply(line)
-    assert "pid" in answer, answer
-    return sock, int(answer["pid"])
-
-
-def _read_all(out_fd: int, err_fd: int, timeout: float) -> tuple[str, str]:
-    data = {out_fd: b"", err_fd: b""}
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as sel:
-        for fd in data:
-            sel.register(fd, selectors.EVENT_READ)
-        while sel.get_map():
-            events = sel.select(max(0.0, deadline - time.monotonic()))
-            assert events, "a task's output did not end in time"
-            for key, _ in events:
-                chunk = os.read(key.fd, 65536)
-                if chunk:
-                    data[key.fd] += chunk
-                else:
-                    sel.unregister(key.fd)
-                    os.close(key.fd)
-    return data[out_fd].decode(), data[err_fd].decode()
+    with running_pool() as started:
+        assert os.stat(os.path.dirname(started.path)).st_mode & 0o777 == 0o700
+        yield started
+        assert started.process.stdin is not None
+        started.process.stdin.close()  # EOF: the server ends
+        assert started.process.wait(timeout=10) == 0
+        assert not os.path.exists(started.path)
 
 
 def test_each_task_gets_its_own_threads_devices_and_cpus(pool: Pool, tmp_path: Path) -> None:

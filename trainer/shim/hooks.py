@@ -92,6 +92,7 @@ def _patch_server(server: Any) -> None:
 
     @functools.wraps(original_join)
     def join(self: Any) -> None:
+        soft("the coordinator check", _check_coordinated)
         # TensorFlow's join blocks forever (there is no remote shutdown, tensorflow#4713);
         # ours returns when the controller writes "end" on stdin.
         if not lifecycle.stdin_watched():
@@ -103,6 +104,19 @@ def _patch_server(server: Any) -> None:
 
     server.start = start
     server.join = join
+
+
+#: What the shim says when a worker only serves and nothing will coordinate it (the
+#: controller's hint table knows these words: tui.core.hints).
+NO_COORDINATOR = "serves (server.join()), and the cluster has no chief to coordinate it"
+
+
+def _check_coordinated() -> None:
+    """A worker that only serves is TF2's ParameterServerStrategy worker: without a chief in
+    the cluster nothing ever schedules work on it, so say so at once (a TF1 worker trains;
+    only its ps serve)."""
+    if STATE.role == "worker" and STATE.cluster and "chief" not in STATE.cluster:
+        lifecycle.log(f"tfdist shim: {STATE.role}{STATE.index} {NO_COORDINATOR}")
 
 
 def _on_started(server: Any) -> None:

@@ -5,18 +5,24 @@ TF2 program is seen with no change, as a TF1 one is:
   recorded; once the program schedules its first function (traced by then, so the slots
   exist) the chief emits ``placement`` (a ``ShardedVariable``'s parts as shards), again if
   later schedules created more variables;
-- each function scheduled through ``ClusterCoordinator.schedule`` that a worker finished
-  counts as one step: ``initialized`` at the first schedule, then ``step`` about once a
-  second while the count moves, and the final count in ``done`` when the chief returns.
+- the step counts batches, the optimizer's iterations: the value of the program's step
+  variable (Keras' optimizer ``iter``/``iteration``, else a ``global_step``) when it has one,
+  so that a function running ``steps_per_execution`` batches counts as that many; else
+  each function a worker finished counts as one. ``initialized`` (as the coordinator) at
+  the first schedule, then ``step`` about once a second while the count moves, and the final
+  count in ``done`` when the chief returns;
+- each ``step`` is the whole cluster's (``coordinator``), with the functions each worker
+  finished so far (``by_worker``: the coordinator knows which worker ran each one).
 
-The count is the program's scheduled steps, not a variable of its own (it may keep none):
-``tfdist_report.step`` stays the way to report its own step, loss and accuracy, and while it
-does the shim's ``step`` events stay quiet."""
+``tfdist_report.step`` stays the way to report the program's own step, loss and accuracy,
+and while it does the shim's ``step`` events stay quiet."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+import re
 import sys
 import threading
 import time
@@ -30,6 +36,11 @@ from trainer.shim.state import STATE, seconds_since_start, soft
 STEP_INTERVAL = 1.0
 #: The shim's name for the strategy in ``placement``.
 STRATEGY = "ParameterServerStrategy"
+#: Names (the last part) of a variable that counts batches, most telling first: Keras'
+#: optimizers (``iter`` in Keras 2's, ``iteration`` in the newer ones), then a global step.
+STEP_VARIABLES = ("iter", "iteration", "iterations", "global_step")
+#: How a partitioner names the parts of a variable: ``user_emb/part_0``.
+_PART = re.compile(r"/part_(\d+)$")
 
 
 class _Tracker:
@@ -40,9 +51,14 @@ class _Tracker:
     placed = 0           # how many variables the last placement described
     scheduled = 0
     finished = 0
+    by_worker: dict[int, int] = {}  # functions finished, by worker index
+    finished_at = 0.0    # monotonic time the last function finished
     thread: threading.Thread | None = None
     emit_lock = threading.Lock()
     mark = (0, 0.0)      # (step, monotonic time) of the last step event
+    step_variable: Any = None
+    #: The worker whose thread runs the closure (each worker has its own thread).
+    current = threading.local()
 
 
 def install() -> None:
@@ -56,6 +72,7 @@ def install() -> None:
     soft("the TF2 schedule hook", lambda: _patch_schedule(cluster_coordinator.ClusterCoordinator))
     soft("the TF2 step hook",
          lambda: _patch_finished(cluster_coordinator._CoordinatedClosureQueue))
+    soft("the TF2 worker hook", lambda: _patch_worker(cluster_coordinator.Worker))
 
 
 def _patch_create(extended: Any) -> None:
@@ -91,11 +108,27 @@ def _patch_finished(queue: Any) -> None:
     @functools.wraps(original)
     def mark_finished(self: Any) -> None:
         original(self)
+        worker = getattr(_Tracker.current, "index", None)
         with _Tracker.lock:  # only functions: the datasets' resource closures never get here
             _Tracker.finished += 1
-            STATE.global_step = max(STATE.global_step, _Tracker.finished)
+            _Tracker.finished_at = time.monotonic()
+            if worker is not None:
+                _Tracker.by_worker[worker] = _Tracker.by_worker.get(worker, 0) + 1
 
     queue.mark_finished = mark_finished
+
+
+def _patch_worker(worker_class: Any) -> None:
+    """Note which worker runs a function: each worker processes its functions in a thread of
+    its own, and marks them finished in it."""
+    original = worker_class._process_closure
+
+    @functools.wraps(original)
+    def process_closure(self: Any, closure: Any) -> Any:
+        _Tracker.current.index = getattr(self, "worker_index", None)
+        return original(self, closure)
+
+    worker_class._process_closure = process_closure
 
 
 def _on_scheduled() -> None:
@@ -110,7 +143,8 @@ def _on_scheduled() -> None:
         STATE.placement_sent = True
     if first:
         lifecycle.emit(protocol.Initialized(role=STATE.role, index=STATE.index, global_step=0,
-                                            seconds=seconds_since_start(), is_chief=True))
+                                            seconds=seconds_since_start(), is_chief=True,
+                                            coordinator=True))
         _Tracker.mark = (0, time.monotonic())
         _Tracker.thread = threading.Thread(target=_report_steps, name="tfdist-shim-tf2-steps",
                                            daemon=True)
@@ -139,6 +173,7 @@ def placement(variables: list[Any]) -> protocol.Placement:
                 dtype=str(dtype.name), bytes=math.prod(shape) * int(dtype.size), ps=ps,
                 trainable=bool(getattr(variable, "trainable", True))))
             num_ps = max(num_ps, ps + 1)
+    shards = _by_partition(shards)
     ps_bytes = [0] * num_ps
     for shard in shards:
         ps_bytes[shard.ps] += shard.bytes
@@ -146,6 +181,29 @@ def placement(variables: list[Any]) -> protocol.Placement:
                               partitions=max((s.num_shards for s in shards), default=1),
                               num_ps=num_ps, variables=tuple(shards), ps_bytes=tuple(ps_bytes),
                               unattributed=tuple(unattributed))
+
+
+def _by_partition(shards: list[protocol.VariableShard]) -> list[protocol.VariableShard]:
+    """Shards named as a partitioner names them (``user_emb/part_0``) grouped under their
+    variable (``user_emb``): TensorFlow's ``ShardedVariable`` is only the container's name,
+    and the optimizer's slots of each part (``Adagrad/accumulator/user_emb/part_1``) are
+    separate variables of one slot."""
+    groups: dict[str, list[int]] = {}  # variable -> indices in ``shards`` of its parts
+    named = list(shards)  # a variable that is not partitioned stays as it is
+    for number, shard in enumerate(shards):
+        if match := _PART.search(shard.name):
+            if shard.num_shards > 1:  # a part of a ShardedVariable: it knows its own count
+                named[number] = dataclasses.replace(shard, variable=shard.name[:match.start()])
+            else:  # a slot of one part: grouped with the slots of the other parts by name
+                groups.setdefault(shard.name[:match.start()], []).append(number)
+    for variable, numbers in groups.items():
+        for number in numbers:
+            shard = shards[number]
+            match = _PART.search(shard.name)
+            assert match is not None
+            named[number] = dataclasses.replace(shard, variable=variable, shard=int(match[1]),
+                                                num_shards=len(numbers))
+    return named
 
 
 def _name(variable: Any) -> str:
@@ -160,21 +218,57 @@ def _report_steps() -> None:
 
 
 def emit_step() -> None:
-    """A ``step`` event for the functions finished since the last one (none if none, or if
-    the program reports its own steps: its figures win)."""
+    """A ``step`` event for the batches run since the last one (none if none, or if the
+    program reports its own steps: its figures win)."""
     with _Tracker.emit_lock:
         with _Tracker.lock:
-            step = _Tracker.finished
+            finished = _Tracker.finished
+            by_worker = dict(_Tracker.by_worker)
+        step = _batches(finished)
+        STATE.global_step = max(STATE.global_step, step)
         last_step, last_time = _Tracker.mark
+        # The batches were done by the time the last function finished: a read that waited
+        # (the coordinator busy at the end of model.fit) must not stretch the step's time.
         now = time.monotonic()
-        if step == last_step:
+        if last_time < _Tracker.finished_at < now:
+            now = _Tracker.finished_at
+        if step <= last_step:
             return
         _Tracker.mark = (step, now)
         if _reported_recently():
             return
+        workers = tuple(by_worker.get(i, 0) for i in range(max(by_worker, default=-1) + 1))
         lifecycle.emit(protocol.Step(role=STATE.role, index=STATE.index, global_step=step,
                                      local_step=step, loss=None, examples_per_sec=0.0,
-                                     step_time=round((now - last_time) / (step - last_step), 6)))
+                                     step_time=round((now - last_time) / (step - last_step), 6),
+                                     coordinator=True, by_worker=workers))
+
+
+def _batches(finished: int) -> int:
+    """Batches trained so far: the step variable's value, else the functions finished."""
+    variable = _Tracker.step_variable
+    if variable is None:
+        with _Tracker.lock:
+            variables = list(_Tracker.variables)
+        variable = _Tracker.step_variable = step_variable(variables)
+    if variable is not None:
+        try:
+            return int(variable.numpy())
+        except Exception:  # a ps away for a moment: the functions' count meanwhile
+            return max(finished, _Tracker.mark[0])
+    return finished
+
+
+def step_variable(variables: list[Any]) -> Any:
+    """The variable among ``variables`` that counts batches (a scalar integer named as in
+    :data:`STEP_VARIABLES`), or None."""
+    found: dict[str, Any] = {}
+    for variable in variables:
+        dtype = getattr(variable, "dtype", None)
+        if not getattr(dtype, "is_integer", False) or tuple(getattr(variable, "shape", (1,))) != ():
+            continue
+        found.setdefault(_name(variable).rsplit("/", 1)[-1], variable)
+    return next((found[name] for name in STEP_VARIABLES if name in found), None)
 
 
 def read_final() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -110,7 +111,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     tf_version = str(getattr(sys.modules.get("tensorflow"), "__version__", ""))
     _emit(ready=server.path, pid=os.getpid(), seconds=round(time.time() - started, 3), tf_version=tf_version)
     server.serve()
-    lifecycle.exit_now(lifecycle.EXIT_OK)
+    # Told to end by SIGTERM: as the default action would have said, once cleaned up.
+    lifecycle.exit_now(128 + signal.SIGTERM if server.stopping else lifecycle.EXIT_OK)
 
 
 if __name__ == "__main__":

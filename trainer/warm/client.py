@@ -81,9 +81,34 @@ def main(args: Sequence[str] | None = None) -> None:
         os.dup2(devnull, fd)
     code = wait(sock)
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
+        _die_by(-code)
     os._exit(code)
+
+
+def _die_by(number: int) -> None:
+    """End the way the task ended, killed by signal ``number``, so whoever waits on this
+    client (sshd, the controller) sees that signal and not an exit code. SIGKILL and SIGSTOP
+    have no handler to reset (``signal.signal`` refuses them: the traceback and "exit code
+    1" of issue 33); a signal whose default is to be ignored ends us as a shell would say it,
+    128 + its number."""
+    try:
+        sig = signal.Signals(number)
+    except ValueError:
+        os._exit(128 + number)
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the task's core, not ours
+    except (ImportError, OSError, ValueError):
+        pass
+    os.kill(os.getpid(), sig)
+    os._exit(128 + number)  # still here: its default action is to be ignored
 
 
 if __name__ == "__main__":

@@ -1,6 +1,12 @@
 """The fork server's loop: one thread (the main one), so a fork copies no half-held lock of
 ours, and the task's parent-death signal is tied to a thread that lives as long as the
-server (PR_SET_PDEATHSIG fires when the forking *thread* ends)."""
+server (PR_SET_PDEATHSIG fires when the forking *thread* ends).
+
+No client can take the pool down (issue 33): requests are read side by side without
+blocking (a client sending a byte every few seconds delays nobody), each within one
+deadline for the whole request; a request that is too big, too deep, malformed, or whose
+fork fails (EAGAIN, ENOMEM) is refused alone, and its client starts the task cold. The
+tasks the pool forked die only when the pool is told to end (EOF on stdin, SIGTERM)."""
 
 from __future__ import annotations
 
@@ -12,6 +18,8 @@ import signal
 import socket
 import sys
 import tempfile
+import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +28,11 @@ from trainer.warm.child import become_task
 
 #: Folder names of pools' sockets: ``tfdist-warm-<server pid>-<random>``.
 DIR_PREFIX = "tfdist-warm-"
+#: Seconds a client has for its whole request, from its connection on (clients send it at
+#: once: a few ms).
+REQUEST_SECONDS = 10.0
+#: Requests read at once; one more is refused on the spot (its client starts cold).
+MAX_PENDING = 32
 
 
 @dataclass
@@ -29,8 +42,17 @@ class _Task:
 
 
 @dataclass
+class _Pending:
+    """A connection whose request is still arriving."""
+
+    conn: socket.socket
+    reader: wire.RequestReader
+    deadline: float
+
+
+@dataclass
 class Server:
-    """A pool of one mode; :meth:`serve` runs until stdin reaches EOF."""
+    """A pool of one mode; :meth:`serve` runs until stdin reaches EOF or SIGTERM."""
 
     mode: str
     folder: Path
@@ -39,7 +61,9 @@ class Server:
     trainer_dir: str
     base_path: list[str]
     tasks: dict[int, _Task] = field(default_factory=dict)
+    pending: dict[int, _Pending] = field(default_factory=dict)
     served: int = 0
+    stopping: bool = False
 
     @property
     def path(self) -> str:
@@ -47,18 +71,22 @@ class Server:
 
     def serve(self) -> None:
         """Accept requests, fork tasks, report their exits; return when the controller is
-        gone (stdin EOF), after SIGKILLing every task still running."""
+        gone (stdin EOF) or on SIGTERM, after SIGKILLing every task still running and
+        removing the socket's folder."""
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, self._on_term)  # the wake-up fd ends the select
         signal.set_wakeup_fd(wake_w)
+        self.sock.setblocking(False)
         selector = selectors.DefaultSelector()
         selector.register(self.sock, selectors.EVENT_READ, "accept")
         selector.register(wake_r, selectors.EVENT_READ, "child")
         selector.register(0, selectors.EVENT_READ, "stdin")
+        own_fds = [self.sock.fileno(), wake_r, wake_w, selector.fileno()]
         try:
-            while True:
-                for key, _ in selector.select():
+            while not self.stopping:
+                for key, _ in selector.select(self._wait_seconds()):
                     if key.data == "stdin":
                         if not os.read(0, 4096):
                             return
@@ -66,8 +94,11 @@ class Server:
                         with contextlib.suppress(BlockingIOError):
                             os.read(wake_r, 4096)
                         self._reap()
+                    elif key.data == "accept":
+                        self._accept(selector)
                     else:
-                        self._accept(wake_r, wake_w)
+                        self._read(selector, key.fd, own_fds)
+                self._expire(selector)
         finally:
             for pid in list(self.tasks):
                 # The group, once the task has made it; the task alone before that.
@@ -77,37 +108,96 @@ class Server:
                     os.kill(pid, signal.SIGKILL)
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def _accept(self, wake_r: int, wake_w: int) -> None:
-        try:
-            conn, _ = self.sock.accept()
-        except OSError:
+    def _on_term(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def _wait_seconds(self) -> float | None:
+        if not self.pending:
+            return None
+        return max(0.0, min(p.deadline for p in self.pending.values()) - time.monotonic())
+
+    def _accept(self, selector: selectors.BaseSelector) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # none left (EAGAIN), or out of descriptors: those wait
+                return
+            if len(self.pending) >= MAX_PENDING:
+                wire.reply(conn, refused=f"{MAX_PENDING} requests already arriving")
+                conn.close()
+                continue
+            conn.setblocking(False)
+            self.pending[conn.fileno()] = _Pending(conn, wire.RequestReader(),
+                                                   time.monotonic() + REQUEST_SECONDS)
+            selector.register(conn, selectors.EVENT_READ, "request")
+
+    def _expire(self, selector: selectors.BaseSelector) -> None:
+        now = time.monotonic()
+        for fd, pending in list(self.pending.items()):
+            if pending.deadline <= now:
+                self._drop(selector, fd, f"bad request: not complete after {REQUEST_SECONDS:.0f} s")
+
+    def _drop(self, selector: selectors.BaseSelector, fd: int, why: str) -> None:
+        """Refuse the request arriving on ``fd`` and forget it (its client starts cold)."""
+        pending = self.pending.pop(fd)
+        with contextlib.suppress(KeyError, ValueError):
+            selector.unregister(pending.conn)
+        pending.reader.close_fds()
+        wire.reply(pending.conn, refused=why)
+        pending.conn.close()
+
+    def _read(self, selector: selectors.BaseSelector, fd: int, own_fds: list[int]) -> None:
+        pending = self.pending.get(fd)
+        if pending is None:
             return
-        conn.settimeout(10.0)  # a client sends its request right after connecting
         try:
-            request, fds = wire.recv_request(conn)
-        except (OSError, wire.WireError) as exc:
-            wire.reply(conn, refused=f"bad request: {exc}")
-            conn.close()
+            request = pending.reader.feed(pending.conn)
+        except wire.WireError as exc:
+            self._drop(selector, fd, f"bad request: {exc}")
+            return
+        except Exception as exc:  # anything else a request provokes fails that request only
+            self._drop(selector, fd, f"bad request: {type(exc).__name__}: {exc}")
+            return
+        if request is None:
             return
         try:
             why = self._refusal(request)
-            if why:
-                wire.reply(conn, refused=why)
-                conn.close()
-                return
-            server_fds = [self.sock.fileno(), wake_r, wake_w, conn.fileno(),
-                          *(t.conn.fileno() for t in self.tasks.values())]
-            server_pid = os.getpid()
+            pid = 0 if why else self._fork(request, pending, own_fds)
+        except OSError as exc:  # EAGAIN, ENOMEM: a pids limit, a full machine
+            why = f"cannot fork: {exc.strerror or exc}"
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            why = f"the pool failed on it: {type(exc).__name__}: {exc}"
+        if why:
+            self._drop(selector, fd, why)
+            return
+        del self.pending[fd]
+        selector.unregister(pending.conn)
+        pending.reader.close_fds()
+        self.served += 1
+        self.tasks[pid] = _Task(pid, pending.conn)
+        wire.reply(pending.conn, pid=pid)
+
+    def _fork(self, request: wire.Request, pending: _Pending, own_fds: list[int]) -> int:
+        # Everything of the server's and of other requests closes in the child: another
+        # request's stdout held by this task would keep its reader from seeing EOF.
+        server_fds = [*own_fds,
+                      *(p.conn.fileno() for p in self.pending.values()),
+                      *(fd for p in self.pending.values() if p is not pending for fd in p.reader.fds),
+                      *(t.conn.fileno() for t in self.tasks.values())]
+        server_pid = os.getpid()
+        # SIGTERM blocked across the fork: until the child has reset its handlers, ours
+        # (which only sets a flag) would swallow a SIGTERM meant for the new task; blocked,
+        # it waits for the child's unmasking and then acts as it would on a cold task.
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+        try:
             pid = os.fork()
             if pid == 0:
-                become_task(request, fds, MODES[self.mode], server_pid, server_fds, self.base_path)
+                become_task(request, pending.reader.fds, MODES[self.mode], server_pid,
+                            server_fds, self.base_path)
         finally:
-            for fd in fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self.served += 1
-        self.tasks[pid] = _Task(pid, conn)
-        wire.reply(conn, pid=pid)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+        return pid
 
     def _refusal(self, request: wire.Request) -> str:
         """Why this pool cannot run ``request`` as a cold start would; "" if it can."""

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _LENGTH = struct.Struct(">I")
+_INT = array.array("i")
+#: The task's stdin, stdout and stderr.
+_FDS = 3
 #: A request larger than this is refused (an environment is a few kB).
 MAX_REQUEST = 4 << 20
 
@@ -41,14 +44,78 @@ class Request:
 
     @classmethod
     def decode(cls, body: bytes) -> Request:
+        """The request in ``body``; WireError for anything else: bad JSON, nesting too deep
+        for the parser (``[`` x 200,000), or a value of the wrong type (nothing is coerced:
+        an environment value that is a list is refused, not turned into its repr)."""
         try:
             data = json.loads(body)
-            argv = tuple(str(a) for a in data["argv"])
-            env = {str(k): str(v) for k, v in dict(data["env"]).items()}
-            cwd = data.get("cwd")
-            return cls(argv, env, str(cwd) if cwd else None, dict(data.get("extra") or {}))
-        except (ValueError, KeyError, TypeError) as exc:
+        except RecursionError as exc:
+            raise WireError("not a request: nested too deeply") from exc
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
             raise WireError(f"not a request: {exc}") from exc
+        if not isinstance(data, dict):
+            raise WireError("not a request: not a JSON object")
+        argv, env, cwd, extra = data.get("argv"), data.get("env"), data.get("cwd"), data.get("extra")
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            raise WireError("not a request: argv is not a list of strings")
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise WireError("not a request: env is not an object of strings")
+        if cwd is not None and not isinstance(cwd, str):
+            raise WireError("not a request: cwd is not a string")
+        if extra is not None and (not isinstance(extra, dict) or
+                                  any(isinstance(v, (dict, list)) for v in extra.values())):
+            raise WireError("not a request: extra is not an object of plain values")
+        return cls(tuple(argv), dict(env), cwd or None, dict(extra or {}))
+
+
+class RequestReader:
+    """One request arriving on a non-blocking connection, a piece at a time, so the server
+    can read many at once and give each the same deadline for the whole of it (not per
+    read). :meth:`feed` on each readable event; ``fds`` are the caller's to close (also
+    after a WireError), until :meth:`feed` returns the request and hands them over."""
+
+    def __init__(self) -> None:
+        self.fds: list[int] = []
+        self._data = b""
+
+    def feed(self, sock: socket.socket) -> Request | None:
+        """Read what is there: the request once complete, None while more must come;
+        WireError when the peer closed early or sent something that is not a request."""
+        try:
+            data, ancillary, _, _ = sock.recvmsg(1 << 16, socket.CMSG_SPACE(_FDS * _INT.itemsize))
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError as exc:
+            raise WireError(f"reading the request: {exc}") from exc
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                got = array.array("i")
+                got.frombytes(payload[:len(payload) - len(payload) % got.itemsize])
+                self.fds.extend(got)
+        if len(self.fds) > _FDS:
+            raise WireError(f"a request carries {_FDS} descriptors, this one more")
+        if not data:
+            raise WireError("connection closed inside a request")
+        self._data += data
+        if len(self._data) < _LENGTH.size:
+            return None
+        (length,) = _LENGTH.unpack_from(self._data)
+        if length > MAX_REQUEST:
+            raise WireError(f"request of {length} bytes (at most {MAX_REQUEST})")
+        body = self._data[_LENGTH.size:]
+        if len(body) < length:
+            return None
+        if len(body) > length:
+            raise WireError("bytes after the request")
+        if len(self.fds) != _FDS:
+            raise WireError(f"a request carries {_FDS} descriptors, this one {len(self.fds)}")
+        return Request.decode(body)
+
+    def close_fds(self) -> None:
+        """Close the descriptors received so far (a request that failed)."""
+        for fd in self.fds:
+            _close(fd)
+        self.fds = []
 
 
 def send_request(sock: socket.socket, request: Request, fds: tuple[int, int, int]) -> None:
@@ -58,40 +125,6 @@ def send_request(sock: socket.socket, request: Request, fds: tuple[int, int, int
     sent = sock.sendmsg([data], rights)
     if sent < len(data):
         sock.sendall(data[sent:])
-
-
-def recv_request(sock: socket.socket) -> tuple[Request, list[int]]:
-    """Read one request and the descriptors that came with it (blocking socket). The caller
-    owns the descriptors, also when this raises after receiving them."""
-    fds: list[int] = []
-    head, ancillary, _, _ = sock.recvmsg(_LENGTH.size, socket.CMSG_SPACE(3 * array.array("i").itemsize))
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            got = array.array("i")
-            got.frombytes(payload[:len(payload) - len(payload) % got.itemsize])
-            fds.extend(got)
-    try:
-        while len(head) < _LENGTH.size:
-            more = sock.recv(_LENGTH.size - len(head))
-            if not more:
-                raise WireError("connection closed inside a request")
-            head += more
-        (length,) = _LENGTH.unpack(head)
-        if length > MAX_REQUEST:
-            raise WireError(f"request of {length} bytes")
-        body = b""
-        while len(body) < length:
-            more = sock.recv(min(1 << 16, length - len(body)))
-            if not more:
-                raise WireError("connection closed inside a request")
-            body += more
-        if len(fds) != 3:
-            raise WireError(f"a request carries 3 descriptors, this one {len(fds)}")
-        return Request.decode(body), fds
-    except BaseException:
-        for fd in fds:
-            _close(fd)
-        raise
 
 
 def reply(sock: socket.socket, **fields: Any) -> None:

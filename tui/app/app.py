@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -26,11 +27,12 @@ from tui.app import signals
 from tui.app.bridge import Core
 from tui.app.controls import CONTROLS
 from tui.app.logs import LogPane
+from tui.app.lostrun import record_lost_run
 from tui.app.markup import said
 from tui.app.messages import AllTasksRequested, CoreActionFailed, TaskAction, TaskActionRequested
 from tui.app.pending import SettingsActions
 from tui.app.process_bridge import ProcessBridge
-from tui.app.runs import RunsView, traffic_chart
+from tui.app.runs import RunsView, traffic_view
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.split import LogSplit, SplitActions
 from tui.app.state import Dashboard
@@ -39,8 +41,21 @@ from tui.app.widgets import HintBar, Panes, PlacementView, QuietFooter, StatusBa
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
-from tui.core.events import Level, Notice, RunFinished, RunOutcome, TaskStateChanged
+from tui.core.events import (
+    ControllerEvent,
+    Level,
+    Notice,
+    ProgressUpdate,
+    RunFinished,
+    RunOutcome,
+    RunStarted,
+    RunSummary,
+    TaskOutput,
+    TaskStateChanged,
+    TrainerEvent,
+)
 from tui.core.exits import ExitInfo, exit_code_for
+from tui.core.inbox import CoreLost
 from tui.core.options import RunOptions
 from tui.core.supervisor.records import SupervisorOptions
 from tui.core.task_state import TaskState
@@ -171,15 +186,24 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         if self.core is None or not self.query(StatusBar):
             return  # not started yet, or closing: the widgets are gone
         events, dropped = self.core.drain()
+        folded: list[ControllerEvent | CoreLost] = []
         for event in events:
             if isinstance(event, TrafficUpdate):
-                self.traffic = event
-                continue
-            if isinstance(event, UsageSample):
+                # Once the run's summary came, a late idle sample does not replace it.
+                if self.traffic is None or self.traffic.summary is None or event.summary is not None:
+                    self.traffic = event
+            elif isinstance(event, UsageSample):
                 self.dashboard.usage = event
-                continue
-            self.dashboard.apply(event)
-            self._announce(event)
+            else:
+                if isinstance(event, RunStarted):
+                    self.traffic = None  # the earlier run's traffic is not this one's
+                folded.append(event)
+        self.dashboard.apply_all(folded)  # (a frame's output lines together)
+        for event in folded:
+            if isinstance(event, CoreLost):
+                record_lost_run(self.dashboard, event.text)  # the run's record, by the app
+            if not isinstance(event, (TaskOutput, TrainerEvent, ProgressUpdate)):
+                self._announce(event)
         if dropped:
             self.dashboard.merged.add(f"… {dropped} lines not shown (the UI fell behind); "
                                       "the run directory has every line")
@@ -195,13 +219,14 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
             self._last_table_refresh = now
             if self.task_log.source is None and self.table.selected:
                 self._show_task_log(self.table.selected)
+            elif self.task_log.source is None:  # the cursor on a role's header: say what to do
+                self.task_log.border_title = "select a task (↑↓) to see its log"
         self._show_new_log_lines()
         if d.placement_changed:
             self._show_placement()
             d.placement_changed = False
         if self.traffic is not None and self.query_one(TabbedContent).active == "placement":
-            self.query_one("#placement-traffic", Static).update(
-                traffic_chart(self.traffic.sample, list(self.traffic.expected_per_sec)))
+            self.query_one("#placement-traffic", Static).update(traffic_view(self.traffic))
         # The charts are the costliest redraw: only while visible, and only when progress
         # moved (or once a second, for the ETA).
         if self.query_one(TabbedContent).active == "throughput" and (
@@ -438,6 +463,15 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
         code = int(self.exit_code_now())
         self.call_from_thread(self.exit, code, code)
 
+    def last_summary(self) -> RunSummary | None:
+        """How the last run ended: as the app showed it, or, quit while it ran, as the core
+        said once it had stopped every task (after the app's last look). Call after close."""
+        found = self.dashboard.finished
+        if self.core is not None:
+            events, _ = self.core.drain()
+            found = next((e.summary for e in reversed(events) if isinstance(e, RunFinished)), found)
+        return found
+
     def exit_code_now(self) -> ExitCode:
         """The app's exit status, in the core's terms (:func:`tui.core.exits.exit_code_for`):
         the last run's outcome; quitting while it ran, or a SIGHUP/SIGTERM, is an interruption
@@ -455,11 +489,17 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions):
 
 
 def run(options: RunOptions) -> int:
-    """Run the app until the operator quits; returns the exit code."""
+    """Run the app until the operator quits; returns the exit code. The terminal keeps the
+    last run's summary, as a headless run ends (the app's screen goes with it)."""
     app = TfdistApp(options)
     try:
         result = app.run()
     finally:
         if app.core is not None:
             app.core.close(timeout=15.0)
+    summary = app.last_summary()
+    if summary is not None:
+        from tui.headless import write_summary  # (the printer's ~90 modules: only now)
+
+        write_summary(summary, sys.stdout)
     return int(result if result is not None else app.exit_code_now())

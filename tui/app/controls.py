@@ -161,8 +161,8 @@ def help_text() -> str:
 
 
 def key_table() -> str:
-    """The README's key table (Markdown), made from :data:`CONTROLS` like the help screen;
-    a test keeps the README's copy the same."""
+    """The guide's key table (Markdown, docs/app.md), made from :data:`CONTROLS` like the help
+    screen; a test keeps the guide's copy the same."""
     lines = ["| key | what it does | where |", "|---|---|---|"]
     for control in CONTROLS:
         where = f"{control.pane.capitalize()} pane" if control.pane else section_name(control.section)

@@ -17,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Input, TabbedContent
 
 from tui.app.logs import LogPane
+from tui.app.pagercopy import inert_copy
 from tui.app.state import Dashboard
 from tui.app.tasktable import TaskTable
 from tui.common.terminal import inert
@@ -104,8 +105,9 @@ class LogActions(App[int]):
         (panes[at] if at < len(panes) else self.table).focus()
 
     def action_open_pager(self) -> None:
-        """The selected task's whole log (the run directory's copy) in ``$PAGER``; the app
-        suspends meanwhile and comes back as it was."""
+        """The selected task's whole log (the run directory's copy, made inert:
+        :mod:`tui.app.pagercopy`) in ``$PAGER``; the app suspends meanwhile and comes back
+        as it was."""
         name = self._selected_or_warn()
         if name is None or not self.dashboard.run_dir:
             return
@@ -113,14 +115,19 @@ class LogActions(App[int]):
         if not path.is_file():
             self.notify(f"no log file yet: {path}", severity="warning")
             return
-        argv = [*shlex.split(os.environ.get("PAGER") or "less -R"), str(path)]
         try:
-            with self.suspend():
-                subprocess.run(argv, check=False)
+            pager = shlex.split(os.environ.get("PAGER") or "") or ["less", "-R"]
+        except ValueError as exc:  # unbalanced quotes
+            self.notify(f"PAGER is not a command line ({exc}); the log is {path}", severity="error")
+            return
+        try:
+            # Through the app's one filter: the file holds the task's escapes as written.
+            with inert_copy(path) as shown, self.suspend():
+                subprocess.run([*pager, str(shown)], check=False)
         except SuspendNotSupported:
             self.notify(f"cannot suspend this terminal; the log is {path}", severity="warning")
         except OSError as exc:
-            self.notify(f"cannot run {argv[0]}: {exc.strerror or exc}", severity="error")
+            self.notify(f"cannot show {path} in {pager[0]}: {exc.strerror or exc}", severity="error")
 
     # -- the fields under the panes -------------------------------------------------------
 

@@ -50,7 +50,7 @@ class RelaunchRequested(Message):
 
 @dataclass
 class PreviewReady(Message):
-    """``trainer plan`` computed the placement of pending settings."""
+    """The placement of pending settings is known (tui/plan/preview.py)."""
 
     settings: TrainingSettings
     placement: protocol.Placement

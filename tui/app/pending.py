@@ -1,9 +1,10 @@
 """The settings keys of the app (mode, partitions, placement; pending until ``R``
-relaunches), and their placement preview, computed off the UI thread."""
+relaunches), and their placement preview (computed without TensorFlow, as the key is
+pressed: tui/plan/preview.py)."""
 
 from __future__ import annotations
 
-from textual import on, work
+from textual import on
 from textual.app import App
 
 from trainer import protocol
@@ -39,7 +40,7 @@ class SettingsActions(App[int]):
     preview: protocol.Placement | None
     preview_note: str
     #: A placement depends only on the settings (the cluster is fixed): flipping back and
-    #: forth needs no second ``trainer plan``.
+    #: forth computes it once.
     _previews: dict[TrainingSettings, protocol.Placement]
 
     @property
@@ -57,11 +58,10 @@ class SettingsActions(App[int]):
         self.post_message(PendingSettingsChanged(pending))
         self.query_one(StatusBar).show(self.dashboard, pending)  # now, not at the next tick
         if preview:
-            self.preview = self._previews.get(pending)
-            self.preview_note = "" if self.preview else "computing the placement preview…"
-            self._show_placement()
+            self.preview, self.preview_note = self._previews.get(pending), ""
             if self.preview is None:
                 self._compute_preview(pending)
+            self._show_placement()
 
     def _ignored(self, setting: Setting) -> bool:
         """Say so (instead of pretending) when the run's program ignores ``setting``."""
@@ -93,13 +93,15 @@ class SettingsActions(App[int]):
                      else PlacementStrategy.GREEDY)
         self._set_pending(self.pending.replace(placement=placement), preview=True)
 
-    @work(exclusive=True, group="preview", exit_on_error=False)
-    async def _compute_preview(self, settings: TrainingSettings) -> None:
+    def _compute_preview(self, settings: TrainingSettings) -> None:
+        """Microseconds, so on the spot; the message tells whoever listens (tests, logs)."""
         try:
-            placement = await preview_placement(self.options.config, settings)
+            placement = preview_placement(self.options.config, settings)
         except PreviewError as exc:
+            self.preview_note = f"no preview: {exc}"
             self.post_message(PreviewFailed(settings, str(exc)))
             return
+        self._previews[settings] = self.preview = placement
         self.post_message(PreviewReady(settings, placement))
 
     @on(PreviewReady)

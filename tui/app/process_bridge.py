@@ -35,10 +35,11 @@ from tui.core.wire import Batch, Close, Closed, Execute, Failed, Reply, Start, r
 STDERR_TAIL_BYTES = 2000
 
 
-#: How the core's process starts: this ``tui`` first on its path (a user's own ``tui`` folder
-#: in the current directory must not stand in for it, and the app may run from a checkout
-#: that is not installed), without touching the environment its tasks inherit.
-BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv[2]); "
+#: How the core's process starts: this ``tui`` first on its path (the app may run from a
+#: checkout that is not installed), and the current folder, which ``-c`` puts first, off it:
+#: the core holds the SSH keys, and a user's ``yaml.py``, ``secrets.py`` or ``tui/`` beside
+#: hosts.yaml must not run in it. The environment its tasks inherit is not touched.
+BOOTSTRAP = ("import sys; sys.path[:] = [sys.argv[2], *(p for p in sys.path if p)]; "
              "from tui.core.process_main import main; sys.exit(main(sys.argv[1:2]))")
 
 
@@ -144,6 +145,9 @@ class ProcessBridge:
             self._inbox.put(Notice(level=Level.ERROR, text=why))
             self._inbox.put(CoreLost(why))
             self._end(why)
+        # Closing too: a command sent meanwhile (a hang-up's stop) must not wait for an
+        # answer that cannot come (the app stayed 60 s after its terminal closed, issue 33).
+        self._end("the controller's core is gone")
         self._closed.set()
 
     def _resolve(self, reply: Reply) -> None:

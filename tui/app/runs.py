@@ -20,7 +20,7 @@ from tui.app.runlist import RunBrief, RunCatalog
 from tui.common.private import replace_file
 from tui.common.terminal import inert
 from tui.common.units import format_rate
-from tui.core.traffic import TrafficSample
+from tui.core.traffic import TrafficSample, TrafficUpdate
 from tui.experiments.compare import COMPARISON_HTML, compare, render_html, render_text
 
 SELECTED = "●"
@@ -144,6 +144,14 @@ class RunsView(Vertical):
         if event.state is WorkerState.ERROR and event.worker.group.startswith("runs-"):
             self.query_one("#runs-comparison", Static).update(
                 Text(inert(f"cannot read the runs: {event.worker.error}"), "red"))
+
+
+def traffic_view(update: TrafficUpdate) -> Text:
+    """The Placement pane's traffic: live bars while the run goes on, the run's own traffic
+    (the lines headless prints after its summary) once it is over."""
+    if update.summary is not None:
+        return Text("traffic of the run: " + "\n".join(update.summary.lines()))
+    return traffic_chart(update.sample, list(update.expected_per_sec))
 
 
 def traffic_chart(sample: TrafficSample | None, expected: list[float | None], width: int = 40) -> Text:

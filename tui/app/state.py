@@ -33,6 +33,7 @@ from tui.core.events import (
 from tui.core.exits import ExitInfo
 from tui.core.inbox import CoreLost
 from tui.core.progress import ProgressSnapshot
+from tui.core.run_facts import Figures, RunFacts, figures
 from tui.core.task_state import TaskState
 from tui.core.usage import UsageSample
 from tui.launch.base import WARM_REASON
@@ -65,6 +66,8 @@ class TaskRow:
     tf_version: str = ""
     hint: str = ""  # the known-failure hint of the current launch (tui.core.hints), if any
     warm: bool = False  # the current launch was forked from a warm pool (issue 25)
+    #: TF2's coordinator: its rate is the whole cluster's (the workers show their parts).
+    coordinates: bool = False
 
     @property
     def state_text(self) -> str:
@@ -124,6 +127,8 @@ class Dashboard:
     #: The core's latest progress snapshot (tui.core.progress computes it; this only shows it).
     progress: ProgressSnapshot = field(default_factory=lambda: ProgressSnapshot.empty(0))
     rate_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    #: The global step's rate, one point a second: the chart without a batch size.
+    step_rate_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     worker_history: dict[str, deque[float]] = field(default_factory=dict)
     loss_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     notices: deque[Notice] = field(default_factory=lambda: deque(maxlen=100))
@@ -137,8 +142,30 @@ class Dashboard:
     usage: UsageSample | None = None
     #: Events folded so far: a test waiting on a slow machine waits while this moves.
     applied: int = 0
+    #: What the run is, as the core says it (tui.core.run_facts); None before a run.
+    facts: RunFacts | None = None
 
     # -- folding events -------------------------------------------------------------------
+
+    def apply_all(self, events: Sequence[ControllerEvent | CoreLost]) -> None:
+        """Fold a frame's events in order, as :meth:`apply` would one by one, but with the
+        output lines gathered until an event that adds lines of its own, and made inert
+        together (:meth:`_outputs`)."""
+        waiting: list[TaskOutput] = []
+        for event in events:
+            if isinstance(event, TaskOutput):
+                self.applied += 1
+                row = self.rows.get(event.task)
+                if row is not None:
+                    row.last_output = event.t
+                waiting.append(event)
+                continue
+            if waiting and not _adds_no_line(event):
+                self._outputs(waiting)
+                waiting = []
+            self.apply(event)
+        if waiting:
+            self._outputs(waiting)
 
     def apply(self, event: ControllerEvent | CoreLost) -> None:
         self.applied += 1
@@ -149,6 +176,7 @@ class Dashboard:
         elif isinstance(event, ProgressUpdate):
             self.progress = event.progress
             self.progress_revision += 1
+            self._rates(event.progress)
             self._sample(event.t)
         elif isinstance(event, TaskStateChanged):
             self._state(event)
@@ -179,6 +207,7 @@ class Dashboard:
 
     def _run_started(self, event: RunStarted) -> None:
         self.settings = event.settings
+        self.facts = event.facts
         self.run_id = event.run_id
         self.run_dir = str(event.run_dir)
         self.started = event.t
@@ -187,6 +216,7 @@ class Dashboard:
         self.progress = ProgressSnapshot.empty(event.settings.steps)
         self.worker_history.clear()
         self.rate_history.clear()
+        self.step_rate_history.clear()
         self.loss_history.clear()
         self.rows = {}
         for info in event.tasks:
@@ -218,6 +248,10 @@ class Dashboard:
         if event.new.is_finished:
             ending = ExitInfo(event.exit_code, event.reason).detail()
             self._add_line(event.task, f"── {event.new.value}: {ending}")
+        elif event.new is TaskState.UNREACHABLE:  # its host does not answer: not a failure
+            self._add_line(event.task, f"── unreachable: {event.reason}")
+        elif event.old is TaskState.UNREACHABLE and event.new.is_active:
+            self._add_line(event.task, f"── reachable again: {event.new.value}")
         self.tasks_changed = True
 
     def _hint(self, event: TaskHint) -> None:
@@ -238,22 +272,45 @@ class Dashboard:
         row = self.rows.get(event.task)
         if row is not None:
             row.last_output = event.t
+        self._outputs([event])
+
+    def _outputs(self, events: Sequence[TaskOutput]) -> None:
+        """Output of one or several tasks, in order: the lines shown made inert in one pass
+        over them all (a busy cluster sends a line per task many times a second, and a call
+        per line was most of the app's cost)."""
+        keep = self.merged.lines.maxlen
         # Event lines are shown in their described form by _trainer_event; noise only in the log.
-        shown = event.shown()
-        if not shown:
-            return
         # Only what a pane can keep is made inert and stored (a flood's batch can be longer).
-        shown = shown[-self.merged.lines.maxlen:] if self.merged.lines.maxlen else shown
-        texts = [_fitted(line) for line in inert("\n".join(shown), newlines=True).split("\n")]
-        self.logs.setdefault(event.task, TaskLog()).extend(texts)
-        self.merged.extend([f"{event.task:<8}| {text}" for text in texts])
+        batch = [(event.task, shown[-keep:] if keep else shown)
+                 for event in events if (shown := event.shown())]
+        if not batch:
+            return
+        texts = inert("\n".join(line for _, shown in batch for line in shown), newlines=True).split("\n")
+        merged: list[str] = []
+        start = 0
+        for task, shown in batch:
+            end = start + len(shown)
+            fitted = [_fitted(text) for text in texts[start:end]]
+            start = end
+            self.logs.setdefault(task, TaskLog()).extend(fitted)
+            merged += [f"{task:<8}| {text}" for text in fitted]
+        self.merged.extend(merged)
+
+    def _rates(self, progress: ProgressSnapshot) -> None:
+        """Each task's rate as the core computed it: a worker under TF2's coordinator has no
+        step of its own, only its part of the coordinator's."""
+        for worker in progress.workers:
+            row = self.rows.get(worker.task)
+            if row is not None:
+                row.examples_per_sec = worker.examples_per_sec
+                row.global_step = worker.global_step
+                row.coordinates = worker.coordinates
 
     def _trainer_event(self, task: str, event: protocol.Event, t: float) -> None:
         row = self.rows.get(task)
         if isinstance(event, protocol.Step):
             if row is not None:
                 row.global_step = event.global_step
-                row.examples_per_sec = event.examples_per_sec
             if event.loss is not None:
                 self.loss_history.append(event.loss)
             # Not tasks_changed: a table redraw re-renders every row, and steps arrive many
@@ -292,11 +349,17 @@ class Dashboard:
         new = second > self.sampled_second
         self.sampled_second = second
         _put(self.rate_history, self.progress.examples_per_sec, new)
+        _put(self.step_rate_history, self.progress.steps_per_sec or 0.0, new)
         for worker in self.progress.workers:
             history = self.worker_history.setdefault(worker.task, deque(maxlen=HISTORY_POINTS))
             _put(history, worker.examples_per_sec, new or not history)
 
     # -- shown as the core computed it ----------------------------------------------------
+
+    @property
+    def figures(self) -> Figures:
+        """The run's figures now, as the core computes them for every front end."""
+        return figures(self.progress)
 
     @property
     def global_step(self) -> int:
@@ -340,6 +403,13 @@ class Dashboard:
     @property
     def active_tasks(self) -> list[str]:
         return [name for name, row in self.rows.items() if row.state.is_active]
+
+
+def _adds_no_line(event: ControllerEvent | CoreLost) -> bool:
+    """The event adds no line to any log (a worker's step after its first, progress)."""
+    if isinstance(event, TrainerEvent):
+        return isinstance(event.event, protocol.Step) and event.event.local_step != 1
+    return isinstance(event, ProgressUpdate)
 
 
 def _fitted(text: str) -> str:

@@ -154,10 +154,11 @@ class TaskTable(DataTable[Text | str]):
         usage = dashboard.usage.tasks.get(name) if dashboard.usage and row.state.is_active else None
         return [
             # "w" after the pid: forked from the host's warm pool.
-            name, row.address, state, f"{row.pid}{'w' if row.warm else ''}" if row.pid else "-",
+            short_name(name), row.address, state, f"{row.pid}{'w' if row.warm else ''}" if row.pid else "-",
             str(row.restarts),
             "-" if row.global_step is None else str(row.global_step),
-            "-" if row.examples_per_sec is None else f"{row.examples_per_sec:,.0f}",
+            "-" if row.examples_per_sec is None
+            else f"Σ{row.examples_per_sec:,.0f}" if row.coordinates else f"{row.examples_per_sec:,.0f}",
             row.output_age(now),
             "-" if usage is None or usage.cpu_percent is None else f"{usage.cpu_percent:.0f}",
             "-" if usage is None else short_bytes(usage.rss_bytes),
@@ -171,3 +172,9 @@ class TaskTable(DataTable[Text | str]):
         self.border_title = "  ".join(
             f"{host}: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
             for host, usage in sorted(hosts.items()))
+
+
+def short_name(name: str) -> str:
+    """A task's name in the task column's 8 characters: ``evaluator0`` as ``eval0`` (cut,
+    it would read ``evaluato``); the others fit."""
+    return "eval" + name[len("evaluator"):] if name.startswith("evaluator") else name

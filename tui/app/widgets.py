@@ -15,6 +15,7 @@ from trainer.settings import TrainingSettings
 from tui.app.controls import TOGGLES, Toggle
 from tui.app.state import Dashboard
 from tui.common.units import format_bytes
+from tui.core.run_facts import Figures, RateUnit
 from tui.core.task_state import TaskState
 
 STATE_STYLES: dict[TaskState, str] = {
@@ -26,6 +27,7 @@ STATE_STYLES: dict[TaskState, str] = {
     TaskState.SUCCEEDED: "cyan",
     TaskState.FAILED: "bold red",
     TaskState.STOPPED: "magenta",
+    TaskState.UNREACHABLE: "bold magenta",
 }
 
 
@@ -57,26 +59,39 @@ class StatusBar(Static):
     _shown: Text | None = None
 
     def show(self, dashboard: Dashboard, pending: TrainingSettings) -> None:
-        applied = dashboard.settings
-        text = Text()
-        text.append(f" run {dashboard.run_id or '-'} ", style="bold")
-        text.append(f"│ {duration(dashboard.elapsed())} ")
-        if dashboard.finished is not None:
-            text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
-        changed = sum(_shown(applied, t) != _shown(pending, t) for t in TOGGLES)
-        if changed:  # before the values: what matters is that R has something to apply
-            text.append(f"│ {changed} pending, R applies ", style="bold yellow")
-        for toggle in TOGGLES:
-            label, now, later = toggle.label, _shown(applied, toggle), _shown(pending, toggle)
-            text.append("│ ")
-            text.append(f"{label}{now}")
-            if later != now:
-                text.append(f"→{later}", style="bold yellow")
-            text.append(" ")
+        text = status_text(dashboard, pending)
         # Ten refreshes a second, a new text about once a second: skip the other nine.
         if self._shown is None or text.plain != self._shown.plain or text.spans != self._shown.spans:
             self._shown = text
             self.update(text)
+
+
+def status_text(dashboard: Dashboard, pending: TrainingSettings) -> Text:
+    """The status bar's text: run id, elapsed time and outcome first, then the settings in
+    use as the core's facts say (with pending changes as ``old→new``), or the program."""
+    applied = dashboard.settings
+    text = Text()
+    text.append(f" run {dashboard.run_id or '-'} ", style="bold")
+    text.append(f"│ {duration(dashboard.elapsed())} ")
+    if dashboard.finished is not None:
+        text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
+    facts = dashboard.facts
+    # Only the settings the run's program honours (the core's facts): a user's command
+    # that uses none of them is shown as itself, never as "async │ partitions 1".
+    toggles = [t for t in TOGGLES if facts is None or t.setting in facts.honoured]
+    changed = sum(_shown(applied, t) != _shown(pending, t) for t in toggles)
+    if changed:  # before the values: what matters is that R has something to apply
+        text.append(f"│ {changed} pending, R applies ", style="bold yellow")
+    if facts is not None and not facts.honoured:
+        text.append(f"│ {facts.description} ")
+    for toggle in toggles:
+        label, now, later = toggle.label, _shown(applied, toggle), _shown(pending, toggle)
+        text.append("│ ")
+        text.append(f"{label}{now}")
+        if later != now:
+            text.append(f"→{later}", style="bold yellow")
+        text.append(" ")
+    return text
 
 
 class QuietFooter(Footer):
@@ -184,37 +199,65 @@ class ThroughputView(Vertical):
         yield Vertical(id="worker-charts")
 
     def show(self, dashboard: Dashboard) -> None:
-        eta = dashboard.eta_seconds()
-        done = dashboard.global_step
-        target = dashboard.target or 1
-        text = Text()
-        text.append(f"global step {done:,} / {target:,}", style="bold")
-        text.append(f"  {100 * min(done, target) / target:.0f}%")
-        text.append(f"  ETA {duration(eta)}" if eta is not None else "  ETA -")
-        text.append(f"  │ {dashboard.aggregate_rate:,.0f} ex/s")
-        if dashboard.loss is not None:
-            text.append(f"  │ loss {dashboard.loss:.4f}")
-        if dashboard.accuracy is not None:
-            text.append(f"  │ accuracy {dashboard.accuracy:.3f}")
-        self.query_one("#progress-text", Static).update(text)
-        self.query_one("#progress-bar", ProgressBar).update(total=target, progress=min(done, target))
-        self.query_one("#rate-chart", Sparkline).data = list(dashboard.rate_history)
+        shown = dashboard.figures
+        self.query_one("#progress-text", Static).update(progress_text(shown))
+        bar = self.query_one("#progress-bar", ProgressBar)
+        bar.display = shown.target is not None  # no target: no bar that reads as done
+        if shown.target is not None:
+            bar.update(total=shown.target, progress=min(shown.step, shown.target))
+        examples = shown.unit is RateUnit.EXAMPLES
+        rates = list(dashboard.rate_history) if examples else list(dashboard.step_rate_history)
+        self.query_one("#rate-chart", Sparkline).data = drawable(rates)
         self.query_one("#rate-title", Static).update(
-            scaled("aggregate examples/sec", dashboard.rate_history, "{:,.0f}", "one point a second"))
-        self.query_one("#loss-chart", Sparkline).data = list(dashboard.loss_history)
+            scaled("aggregate examples/sec" if examples else "global steps/sec", rates,
+                   "{:,.0f}" if examples else "{:,.1f}", "one point a second"))
+        self.query_one("#loss-chart", Sparkline).data = drawable(list(dashboard.loss_history))
         self.query_one("#loss-title", Static).update(
-            scaled("loss", dashboard.loss_history, "{:.4g}", "one point a step report"))
+            scaled("training loss", dashboard.loss_history, "{:.4g}", "one point a step report"))
         charts = self.query_one("#worker-charts", Vertical)
+        for stale in [c for c in charts.query(Sparkline)
+                      if (c.id or "").removeprefix("rate-") not in dashboard.worker_history]:
+            # A task of an earlier run (after R): its chart goes with it.
+            task = (stale.id or "").removeprefix("rate-")
+            stale.remove()
+            charts.query(f"#title-{task}").remove()
         for task, history in dashboard.worker_history.items():
             chart_id = f"rate-{task}"
             title = scaled(f"{task} examples/sec", history, "{:,.0f}", "")
             existing = charts.query(f"#{chart_id}")
             if not existing:
                 charts.mount(Static(title, classes="chart-title", id=f"title-{task}"))
-                charts.mount(Sparkline(list(history), id=chart_id))
+                charts.mount(Sparkline(drawable(list(history)), id=chart_id))
             else:
-                existing.first(Sparkline).data = list(history)
+                existing.first(Sparkline).data = drawable(list(history))
                 charts.query_one(f"#title-{task}", Static).update(title)
+
+
+def progress_text(shown: Figures) -> Text:
+    """The Throughput pane's headline from the core's figures: the step (with its target
+    and ETA only when there is one), the rate in its unit, training loss and accuracy, and
+    held-out accuracy apart."""
+    text = Text()
+    if shown.target is not None:
+        text.append(f"global step {shown.step:,} / {shown.target:,}", style="bold")
+        text.append(f"  {100 * min(shown.step, shown.target) / shown.target:.0f}%")
+        text.append(f"  ETA {duration(shown.eta_seconds)}" if shown.eta_seconds is not None else "  ETA -")
+    else:
+        text.append(f"global step {shown.step:,}", style="bold")
+    text.append(f"  │ {shown.rate_text or '- ' + shown.unit.value}")
+    if shown.loss is not None:
+        text.append(f"  │ loss {shown.loss:.4f}")
+    if shown.train_accuracy is not None:
+        text.append(f"  │ training accuracy {shown.train_accuracy:.3f}")
+    if shown.accuracy is not None:
+        text.append(f"  │ held-out accuracy {shown.accuracy:.3f}")
+    return text
+
+
+def drawable(values: list[float]) -> list[float]:
+    """A sparkline's data: none for a line of zeros (Textual draws a flat line at its top,
+    full blocks that read as a peak)."""
+    return values if any(values) else []
 
 
 def scaled(title: str, values: Iterable[float], number: str, step: str) -> str:

@@ -1,5 +1,5 @@
-"""``tfdist-tui``'s exit codes, shared by every front end and subcommand (documented in the
-README)."""
+"""``tfdist-tui``'s exit codes, shared by every front end and subcommand (documented in
+docs/exit-codes.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """``tfdist-tui``'s exit status (documented in the README)."""
+    """``tfdist-tui``'s exit status (documented in docs/exit-codes.md)."""
 
     OK = 0             # training finished and every task exited cleanly
     TASK_FAILED = 1    # a task failed (its exit code and last lines are in the summary)

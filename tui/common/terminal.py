@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["inert", "is_inert", "without_sequences"]
+__all__ = ["inert", "is_inert", "one_line", "without_sequences"]
 
 # Sequences removed whole, so that their parameters do not show up as junk: CSI (ESC [ or
 # U+009B, parameters, intermediates, one final byte), the string commands OSC, DCS, SOS, PM
@@ -71,3 +71,11 @@ def without_sequences(text: str) -> str:
     kept: for parsers of output that mean its carriage returns (Keras redraws its progress
     bar with ``\\r``). Not for a screen: use :func:`inert` there."""
     return _SEQUENCES.sub("", text) if _STARTS.search(text) else text
+
+
+def one_line(text: str) -> str:
+    """``text`` itself when it is inert and one line, else its Python ``repr`` (quoted, with
+    newlines, controls and format characters escaped): for a name from a user or a file
+    written into a comment of a file another program reads (an sbatch script, a manifest,
+    a hosts.yaml), where a newline would begin a line of code (issue 33)."""
+    return text if is_inert(text) else repr(text)

@@ -3,6 +3,7 @@ frozen dataclasses. :mod:`tui.config.load` reads a file into these (and re-expor
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from enum import Enum
 from pathlib import Path
 
 from trainer.settings import TrainingSettings
+from tui.config.network import NetworkSettings
 from tui.config.program_spec import ProgramSpec
 from tui.config.resources import ResourceSettings
 from tui.config.slurm import SlurmSettings
@@ -151,6 +153,8 @@ class ClusterConfig:
     program: ProgramSpec | None = None
     #: How each host's cores and GPUs are shared among its tasks (tui.plan.allocation).
     resources: ResourceSettings = field(default_factory=ResourceSettings)
+    #: What happens when a remote host stops answering (tui.config.network).
+    network: NetworkSettings = field(default_factory=NetworkSettings)
 
     @property
     def ps_tasks(self) -> tuple[TaskSpec, ...]:
@@ -178,5 +182,11 @@ class ClusterConfig:
         return f"{(placed or self.host_of(task)).address}:{port}"
 
     def restart_policy(self, job: Job) -> RestartPolicy:
-        """The restart policy for ``job``'s tasks: its override, else the cluster-wide one."""
-        return self.restart_overrides.get(job, self.restart)
+        """The restart policy for ``job``'s tasks: its override, else the cluster-wide one;
+        an evaluator's default is to be restarted (``on-failure``, the cluster-wide counts):
+        it only watches training, and training never waits for it."""
+        if job in self.restart_overrides:
+            return self.restart_overrides[job]
+        if job is Job.EVALUATOR:
+            return dataclasses.replace(self.restart, policy=RestartMode.ON_FAILURE)
+        return self.restart

@@ -17,6 +17,7 @@ from typing import Any
 from yaml.nodes import MappingNode, Node
 
 from trainer.settings import FIELD_NAMES, TrainingSettings, convert, shown
+from tui.config import network as network_settings
 from tui.config import program as program_section
 from tui.config import resources as resource_settings
 from tui.config import slurm as slurm_settings
@@ -81,19 +82,19 @@ def apply_overrides(config: ClusterConfig, **changes: object) -> ClusterConfig:
 
 
 def with_restart_mode(config: ClusterConfig, mode: RestartMode) -> ClusterConfig:
-    """``--restart MODE``: the policy of every job becomes ``mode``; the counts and backoff
-    written in hosts.yaml are kept."""
-    return dataclasses.replace(
-        config, restart=dataclasses.replace(config.restart, policy=mode),
-        restart_overrides={job: dataclasses.replace(p, policy=mode)
-                           for job, p in config.restart_overrides.items()})
+    """``--restart MODE``: the policy of every job becomes ``mode`` (the evaluator's own
+    default too); the counts and backoff written in hosts.yaml are kept."""
+    overrides = {job: dataclasses.replace(p, policy=mode) for job, p in config.restart_overrides.items()}
+    overrides.setdefault(Job.EVALUATOR, dataclasses.replace(config.restart, policy=mode))
+    return dataclasses.replace(config, restart=dataclasses.replace(config.restart, policy=mode),
+                               restart_overrides=overrides)
 
 
 def _command_line_error(message: str) -> ConfigError:
     return ConfigError("command line", None, None, message)
 
 
-_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart", "program", "resources")
+_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart", "program", "resources", "network")
 _HOST_KEYS = ("address", "port", "user", "identity", "known_hosts", "jump", "python", "workdir", "env",
               "kind", "warm")
 _HOST_TEXT_KEYS = ("address", "user", "identity", "known_hosts", "jump", "python", "workdir")
@@ -138,16 +139,21 @@ class _Loader(NodeReader):
         program: ProgramSpec | None = None
         if "program" in top:
             # The user's program reads its own section and takes training: as free-form values.
-            training, program = program_section.load(self, top["program"], top.get("training"))
+            # Local tasks run with the controller's own Python unless a host says otherwise.
+            local_python = all((host := hosts.get(t.host) or HostSpec(name=t.host, address=t.host)).is_local
+                               and not host.python for t in tasks)
+            training, program = program_section.load(self, top["program"], top.get("training"),
+                                                     local_python=local_python)
         else:
             training = self.training(top.get("training"), root, sum(t.job is Job.WORKER for t in tasks))
         restart, overrides = self.restart(top["restart"].value) if "restart" in top else (RestartPolicy(), {})
         run_dir = self.run_dir(top["run_dir"].value) if "run_dir" in top \
             else (self.base_dir / _DEFAULT_RUN_DIR).resolve()
         resources = resource_settings.load(self, top.get("resources"), _JOB_KEYS, (t.name for t in tasks))
+        network = network_settings.load(self, top.get("network"))
         return ClusterConfig(path=path, hosts=hosts, tasks=tasks, training=training,
                              run_dir=run_dir, restart=restart, restart_overrides=overrides, program=program,
-                             resources=resources)
+                             resources=resources, network=network)
 
     def hosts(self, node: Node) -> dict[str, HostSpec]:
         items = self.mapping(node, "hosts", "a mapping of host names to how to reach them")

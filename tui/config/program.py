@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import re
 import shlex
 import string
@@ -61,9 +62,12 @@ def module_index(argv: tuple[str, ...]) -> int | None:
     return None
 
 
-def load(loader: NodeReader, item: Item, training: Item | None) -> tuple[TrainingSettings, ProgramSpec]:
+def load(loader: NodeReader, item: Item, training: Item | None, *,
+         local_python: bool = False) -> tuple[TrainingSettings, ProgramSpec]:
     """The training settings the controller drives and the program, from ``program:`` and
-    ``training:``."""
+    ``training:``. ``local_python``: every task runs on this machine with the controller's
+    own interpreter, so a ``-m`` package that is neither in the folder nor installed for it
+    will not be found at run time either."""
     settings, values = _training(loader, training)
     where = "program"
     items = loader.mapping(item.value, where, "a mapping with command: and optionally upload:, "
@@ -73,7 +77,7 @@ def load(loader: NodeReader, item: Item, training: Item | None) -> tuple[Trainin
         raise loader.error(item.key, "program: missing key 'command' (what every task runs), e.g. "
                                      "command: python train.py --job_name={job} --task_index={index}")
     known = frozenset(p.value for p in Placeholder) | values.keys() | set(DRIVEN_SETTINGS)
-    command = _command(loader, items["command"], known)
+    command = _command(loader, items["command"], known, local_python)
     _check_values(loader, training, values, command)
     fields: dict[str, Any] = {"command": command, "base_dir": loader.base_dir, "values": values}
     if "upload" in items:
@@ -110,7 +114,7 @@ def _training(loader: NodeReader, item: Item | None) -> tuple[TrainingSettings, 
     return settings, values
 
 
-def _command(loader: NodeReader, item: Item, known: frozenset[str]) -> tuple[str, ...]:
+def _command(loader: NodeReader, item: Item, known: frozenset[str], local_python: bool) -> tuple[str, ...]:
     node = item.value
     where = "program.command"
     expected = "a command line (text) or a list of arguments"
@@ -135,7 +139,7 @@ def _command(loader: NodeReader, item: Item, known: frozenset[str]) -> tuple[str
     for arg, at in parts:
         _check_placeholders(loader, arg, at, known)
     argv = tuple(arg for arg, _ in parts)
-    _check_executable(loader, argv, parts)
+    _check_executable(loader, argv, parts, local_python)
     return argv
 
 
@@ -182,11 +186,12 @@ def _check_placeholders(loader: NodeReader, arg: str, node: ScalarNode, known: f
                       f"{', '.join(p.value for p in Placeholder)} and the training: keys)")
 
 
-def _check_executable(loader: NodeReader, argv: tuple[str, ...], parts: list[tuple[str, ScalarNode]]) -> None:
+def _check_executable(loader: NodeReader, argv: tuple[str, ...], parts: list[tuple[str, ScalarNode]],
+                      local_python: bool = False) -> None:
     """A script or program given by a relative path must exist in hosts.yaml's folder (where
     local tasks run, and what ``upload: .`` copies)."""
     if is_python(argv[0]) and (module := module_index(argv)) is not None:
-        _check_module(loader, argv[module], parts[module][1])
+        _check_module(loader, argv[module], parts[module][1], local_python)
         return
     index = script_index(argv) if is_python(argv[0]) else (0 if "/" in argv[0] else None)
     if index is None:
@@ -200,14 +205,28 @@ def _check_executable(loader: NodeReader, argv: tuple[str, ...], parts: list[tup
                   f"program.command: {what} {path!r} does not exist in {loader.base_dir}")
 
 
-def _check_module(loader: NodeReader, module: str, node: ScalarNode) -> None:
+def _check_module(loader: NodeReader, module: str, node: ScalarNode, local_python: bool = False) -> None:
     """``-m package.module`` whose package is in hosts.yaml's folder must name a module of
-    it that exists (one installed on the hosts is theirs to know)."""
-    if list(placeholder_names(module)) or not re.fullmatch(r"[A-Za-z_][\w.]*", module):
+    it that exists; a package that is not there must be installed for the controller's
+    Python when every task runs with it (one installed on other hosts is theirs to know).
+    ``-m`` takes a dotted name, never a path."""
+    if list(placeholder_names(module)):
+        return
+    if "/" in module or module.endswith(".py"):
+        dotted = module.removesuffix(".py").strip("/").replace("/", ".")
+        raise _at(loader, node, module, f"program.command: -m takes a module's dotted name, not a path; "
+                                        f"did you mean {dotted!r}?")
+    if not re.fullmatch(r"[A-Za-z_][\w.]*", module):
         return
     names = module.split(".")
     top = loader.base_dir / names[0]
     if not (top.is_dir() or top.with_suffix(".py").is_file()):
+        if local_python and importlib.util.find_spec(names[0]) is None:
+            packages = sorted(p.name for p in loader.base_dir.iterdir() if (p / "__init__.py").is_file())
+            close = difflib.get_close_matches(names[0], packages, n=1)
+            hint = f"; did you mean {'.'.join([close[0], *names[1:]])!r}?" if close else ""
+            raise _at(loader, node, module, f"program.command: module {module!r}: no package {names[0]!r} in "
+                                            f"{loader.base_dir}, and none installed for this Python{hint}")
         return
     folder = loader.base_dir.joinpath(*names[:-1])
     path = folder / names[-1]

@@ -10,6 +10,8 @@ Pure logic, no I/O: :func:`decide` takes the facts (:class:`FailureFacts`) and a
 - A worker that failed because a ps is unreachable is usually a casualty of that ps's failure,
   whose exit the controller may learn of a moment later: if a cluster restart could follow,
   settle first (wait :data:`PEER_LOSS_SETTLE` seconds), then judge it as a worker.
+- An evaluator (its default policy restarts it) that may not be restarted again is left
+  failed with a warning: it only watches training, so its failure never ends the run.
 - Otherwise, with ``fail_fast``, the run fails; without, nothing happens.
 """
 
@@ -96,6 +98,8 @@ def decide(config: ClusterConfig, facts: FailureFacts, *, fail_fast: bool,
         if allowed and facts.cluster_up and not facts.workers_done:
             return Decision.RESTART_CLUSTER
         return otherwise
+    if facts.job is Job.EVALUATOR:
+        return Decision.RESTART_TASK if allowed else Decision.NOTHING
     if facts.was_running and facts.lost_peer and not facts.settled \
             and cluster_restart_possible(config, ps, facts.cluster_up):
         return Decision.SETTLE

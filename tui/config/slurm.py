@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.config import salloc_options
 from tui.config.yamlload import Item, NodeReader
 
 #: Keys a ``kind: slurm`` entry may have besides ``kind``, ``python`` and ``env``.
@@ -29,8 +30,6 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 # Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or no limit.
 _TIME = re.compile(r"\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d{1,2}(:\d{1,2}(:\d{1,2})?)?"
                    r"|UNLIMITED|INFINITE|unlimited|infinite")
-# Options the launcher sets itself: letting extra: change them would break the allocation.
-_OURS = ("--job-name", "-J", "--nodes", "-N", "--no-shell", "--jobid")
 
 
 @dataclass(frozen=True)
@@ -113,16 +112,10 @@ def load(reader: NodeReader, items: Mapping[str, Item], where: str, is_slurm: bo
 
 
 def _extra(reader: NodeReader, item: Item, where: str) -> tuple[str, ...]:
-    options: list[str] = []
-    for index, node in enumerate(reader.sequence(item.value, f"{where}.extra",
-                                                 "a list of salloc options, e.g. [--qos=normal]")):
-        text = reader.text(node, f"{where}.extra[{index}]")
-        if not text.startswith("-"):
-            raise reader.error(node, f"{where}.extra[{index}]: expected an salloc option such as "
-                                     f"--qos=normal, got {text!r}")
-        name = text.split("=", 1)[0]
-        if name in _OURS or any(name.startswith(o) and len(o) == 2 for o in _OURS if len(o) == 2):
-            raise reader.error(node, f"{where}.extra[{index}]: {name} is set by the controller; "
-                                     "use the entry's own keys (nodes:, partition:, ...)")
-        options.append(text)
-    return tuple(options)
+    nodes = list(reader.sequence(item.value, f"{where}.extra",
+                                 "a list of salloc options, e.g. [--qos=normal]"))
+    words = [reader.text(node, f"{where}.extra[{index}]") for index, node in enumerate(nodes)]
+    _, refusal = salloc_options.parse(words)
+    if refusal is not None:
+        raise reader.error(nodes[refusal.index], f"{where}.extra[{refusal.index}]: {refusal.message}")
+    return tuple(words)

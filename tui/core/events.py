@@ -9,6 +9,7 @@ JSON-ready dict, the one format shared by ``events.jsonl`` and ``--json``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -21,6 +22,7 @@ from typing import Any, Union
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.core.progress import ProgressSnapshot
+from tui.core.run_facts import RunFacts
 from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 from tui.plan.tasks import TaskInfo
@@ -238,9 +240,12 @@ class RunSummary:
     global_step: int
     target: int
     final_loss: float | None
+    #: Held-out accuracy (evaluations), never a training accuracy.
     final_accuracy: float | None
     tasks: tuple[TaskResult, ...]
     incidents: tuple[Incident, ...] = ()
+    #: The training accuracy the workers last reported (Keras' bars, ``tfdist_report``).
+    final_train_accuracy: float | None = None
 
     @property
     def failed_tasks(self) -> tuple[TaskResult, ...]:
@@ -258,6 +263,8 @@ class RunStarted:
     t: float = field(default_factory=time.time)
     #: What the run does, one line (:meth:`~tui.program.base.TaskProgram.describe`).
     description: str = ""
+    #: What the run is, as every front end shows it (None: a test's or an old record's).
+    facts: RunFacts | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -293,9 +300,13 @@ def to_record(event: ControllerEvent) -> dict[str, Any]:
     return {"type": _RECORD_TYPES[type(event)], **body}
 
 
+#: One encoder for every record (json.dumps with options makes a new one per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def to_json(event: ControllerEvent) -> str:
     """One JSON line (without the newline) for ``events.jsonl`` and ``--json``."""
-    return json.dumps(to_record(event), separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(to_record(event))
 
 
 def summary_record(summary: RunSummary) -> dict[str, Any]:
@@ -306,15 +317,29 @@ def summary_record(summary: RunSummary) -> dict[str, Any]:
     return body
 
 
+#: Types written as they are.
+_SCALARS = frozenset({int, str, bool, type(None)})
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:  # most values: first, with one look-up
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None  # JSON has no NaN or infinity
     if isinstance(value, protocol.Event):
-        return json.loads(value.to_json())
+        return value.record()
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, Path):
         return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

@@ -46,6 +46,8 @@ OUT_OF_MEMORY = "out of memory: use a smaller model, batch size or partition cou
 DATASET_MISSING = ("dataset missing: set data_path to an .npz with x_train, y_train, x_test, y_test on "
                    "every host, or use dataset: digits")
 SIGKILL_HINT = "killed by SIGKILL: out of memory?"
+NO_COORDINATOR = ("nothing coordinates this worker: a TF2 ParameterServerStrategy program needs a chief: "
+                  "job in hosts.yaml's cluster (the coordinator that runs model.fit or the training loop)")
 
 #: A warning of TensorFlow's C++ log (``W0000 00:00:1795452453.528990   16598 file.cc:2166]``):
 #: an UNAVAILABLE there is a retry or a peer already gone at shutdown (the master's
@@ -63,6 +65,9 @@ HINTS: tuple[KnownFailure, ...] = (
     KnownFailure("port in use", re.compile(r"address already in use|EADDRINUSE|Could not start gRPC server",
                                            re.IGNORECASE), PORT_IN_USE,
                  ("address already in use", "eaddrinuse", "could not start grpc server")),
+    # The shim's words (trainer.shim.hooks.NO_COORDINATOR) for a worker that only serves.
+    KnownFailure("no coordinator", re.compile(r"the cluster has no chief to coordinate it"), NO_COORDINATOR,
+                 ("no chief to coordinate",)),
     KnownFailure("create session waiting", re.compile(r"CreateSession still waiting"), CREATE_SESSION,
                  ("createsession",)),
     KnownFailure("unavailable", re.compile(r"\bUnavailableError\b|\bUNAVAILABLE\b"), UNAVAILABLE,

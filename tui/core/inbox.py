@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from tui.core.events import ControllerEvent, TaskOutput
+from tui.core.events import ControllerEvent, ProgressUpdate, TaskOutput
 from tui.core.traffic import TrafficUpdate
 from tui.core.usage import UsageSample
 
@@ -68,16 +68,27 @@ class Inbox(Generic[Item]):
                 self._filled.notify()
 
     def drain(self) -> tuple[list[Item], int]:
-        """Everything queued since the last drain, in order, and how many output lines were
-        dropped meanwhile."""
+        """Everything queued since the last drain, in order (of its progress updates, the last
+        one alone), and how many output lines were dropped meanwhile."""
         with self._lock:
             items = list(self._items)
             dropped = self._dropped
             self._items.clear()
             self._pending_output = self._dropped = 0
-        return items, dropped
+        return _latest_progress(items), dropped
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until something is queued (or dropped); False after ``timeout``."""
         with self._lock:
             return self._filled.wait_for(lambda: bool(self._items) or self._dropped > 0, timeout)
+
+
+def _latest_progress(items: list[Item]) -> list[Item]:
+    """``items`` with only the last :class:`ProgressUpdate` among them, where it was: each
+    one is the whole run's progress, so an earlier one in the same frame says nothing the
+    last does not (a busy run publishes one per step of every worker, each listing every
+    worker)."""
+    last = next((i for i in range(len(items) - 1, -1, -1) if isinstance(items[i], ProgressUpdate)), None)
+    if last is None:
+        return items
+    return [item for i, item in enumerate(items) if i == last or not isinstance(item, ProgressUpdate)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -38,6 +39,7 @@ from tui.core.wire import (
     send_pickled,
     sendable,
 )
+from tui.launch.deathsig import signal_me_when_parent_dies
 
 #: A frame carries at most this much time's happenings: fewer, larger frames for a flood,
 #: and well under the app's refresh tick (0.1 s) for a single event.
@@ -47,6 +49,12 @@ GATHER_SECONDS = 0.01
 CLOSING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 #: The run's end when the app went without a word (killed): its socket ended.
 APP_GONE = "the app ended without closing its core (killed?)"
+#: Once closing, the core ends within this many seconds, however its close goes (the app's
+#: own close gives it 15 s, then kills it; an app that is gone gives it nothing): past it,
+#: every task's process group is SIGKILLed and the core exits (issue 33).
+CLOSE_DEADLINE = 30.0
+#: What the kernel sends the core when the app has died (its parent-death signal).
+APP_GONE_SIGNAL = signal.SIGUSR2
 
 
 class Sender:
@@ -85,13 +93,45 @@ class Closing:
     def __init__(self) -> None:
         self._why: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
 
+    @property
+    def begun(self) -> bool:
+        return self._why.done()
+
     def close(self, why: str | None = None) -> None:
-        """The first reason counts."""
+        """The first reason counts. The close is bounded from here on (:data:`CLOSE_DEADLINE`)."""
         if not self._why.done():
             self._why.set_result(why)
+            deadline = threading.Timer(CLOSE_DEADLINE, give_up,
+                                       args=(f"not closed after {CLOSE_DEADLINE:g} s",))
+            deadline.daemon = True
+            deadline.start()
 
     async def wait(self) -> str | None:
         return await self._why
+
+
+def give_up(why: str) -> None:
+    """End now, from any thread: SIGKILL the process group of every child (each task, pool,
+    ssh and salloc leads its own) and exit. What a SIGKILLed core would leave, no more:
+    the tasks die with it either way (their parent-death signal)."""
+    print(f"tfdist core: {why}; killing every task", file=sys.stderr, flush=True)
+    me = os.getpid()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) != me:  # not a child of ours (fields: state, ppid, pgrp)
+            continue
+        with contextlib.suppress(OSError):
+            if int(fields[2]) != os.getpgid(0):
+                os.killpg(int(fields[2]), signal.SIGKILL)
+            else:
+                os.kill(int(entry), signal.SIGKILL)
+    os._exit(1)
 
 
 def read_commands(frames: BinaryIO, loop: asyncio.AbstractEventLoop, session: Session,
@@ -136,8 +176,14 @@ async def serve(start: Start, sock: socket.socket, frames: BinaryIO) -> int:
     if session.usage is not None:
         session.usage.subscribe(sender.outbox.put)
     closing = Closing()
-    for signum in CLOSING_SIGNALS:
-        loop.add_signal_handler(signum, closing.close, f"interrupted by {signum.name}")
+
+    def on_signal(signum: signal.Signals) -> None:
+        if closing.begun:  # asked again while closing: no grace periods any more
+            session.supervisor.kill_all()
+        closing.close(APP_GONE if signum == APP_GONE_SIGNAL else f"interrupted by {signum.name}")
+
+    for signum in (*CLOSING_SIGNALS, APP_GONE_SIGNAL):
+        loop.add_signal_handler(signum, on_signal, signum)
     threading.Thread(target=read_commands, args=(frames, loop, session, sender, closing),
                      name="tfdist-core-commands", daemon=True).start()
     why = await closing.wait()
@@ -154,6 +200,19 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1 or not args[0].isdigit():
         print("usage: python -m tui.core.process_main FD (started by tfdist-tui's app)", file=sys.stderr)
         return 2
+    # Until the session's own handlers are in place, a closing signal ends us at once (there
+    # is nothing to stop yet), whatever the app's parent left ignored or blocked (nohup, a
+    # shell's trap): a core that ignored SIGTERM outlived its app (issue 33).
+    for signum in (*CLOSING_SIGNALS, APP_GONE_SIGNAL):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (*CLOSING_SIGNALS, APP_GONE_SIGNAL))
+    # The app gone, however (SIGKILL, a crash, a hang-up's quick exit), maybe before its
+    # socket's end says so: a signal of its own (not SIGTERM: the kernel sends it as soon as
+    # the app's main thread ends, while the app is still our parent, so that the reason
+    # could not be told from somebody's SIGTERM). Until the handlers are in place its
+    # default action ends us, with nothing started yet.
+    if not signal_me_when_parent_dies(APP_GONE_SIGNAL) and sys.platform.startswith("linux"):
+        return 1  # the app is gone already
     sock = socket.socket(fileno=int(args[0]))
     with contextlib.closing(sock), sock.makefile("rb") as frames:
         start = read_frame(frames)

@@ -8,6 +8,7 @@ snapshots as :class:`~tui.core.events.ProgressUpdate` events; front ends only re
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -15,17 +16,24 @@ from trainer import protocol
 
 #: How many recent (time, global step) points the ETA is computed from.
 ETA_POINTS = 30
+#: Reports between two sums of the workers' rates from scratch (see ProgressTracker).
+RESUM_EVERY = 1024
 
 
 @dataclass(frozen=True)
 class WorkerProgress:
-    """The latest ``step`` report of one worker."""
+    """The latest ``step`` report of one worker. Under TF2's coordinator the coordinator's
+    entry (``coordinates``) holds the whole cluster's rate, and each worker's entry the part
+    of it the coordinator saw that worker run (``via`` names the coordinator); only the
+    coordinator's counts in the total."""
 
     task: str
     global_step: int
     local_step: int
     examples_per_sec: float
     loss: float | None
+    coordinates: bool = False
+    via: str = ""
 
 
 @dataclass(frozen=True)
@@ -38,11 +46,16 @@ class ProgressSnapshot:
     examples_per_sec: float
     workers: tuple[WorkerProgress, ...]
     loss: float | None
+    #: Held-out accuracy (``eval`` events: the built-in trainer's chief, an evaluator).
     accuracy: float | None
     #: Seconds to the target at the recent global-step rate; None when unknown.
     eta_seconds: float | None = None
     #: The recent global-step rate, the rate to show when nothing says examples per step.
     steps_per_sec: float | None = None
+    #: The training accuracy the workers last reported with a step (never an evaluation's).
+    train_accuracy: float | None = None
+    #: The loss of the latest evaluation (kept apart from the training loss).
+    eval_loss: float | None = None
 
     @classmethod
     def empty(cls, target: int) -> ProgressSnapshot:
@@ -65,12 +78,25 @@ class ProgressTracker:
         self._target = target
         self._global_step = 0
         self._workers: dict[str, WorkerProgress] = {}
+        #: The workers' names in the order snapshots list them, made again only when a worker
+        #: comes or goes (a snapshot per step must not sort every worker).
+        self._order: tuple[str, ...] | None = ()
+        #: The workers' examples/sec summed as they report (not over every worker per step),
+        #: summed afresh when a worker comes or goes and every RESUM_EVERY reports, so that
+        #: float rounding cannot pile up.
+        self._rate_total = 0.0
+        self._since_resum = 0
         self._loss: float | None = None
         self._accuracy: float | None = None
         self._final_loss: float | None = None
         self._final_accuracy: float | None = None
         self._history: deque[tuple[float, int]] = deque(maxlen=ETA_POINTS)
         self.placement: protocol.Placement | None = None
+        self._train_accuracy: float | None = None
+        self._eval_loss: float | None = None
+        #: Per coordinator: its workers' functions finished so far, and each one's part of
+        #: the latest interval (what its rate is split by).
+        self._by_worker: dict[str, tuple[tuple[int, ...], tuple[float, ...]]] = {}
 
     def update(self, task: str, event: protocol.Event, t: float) -> bool:
         """Take one event emitted by ``task`` and received at ``t``; return whether the
@@ -79,10 +105,22 @@ class ProgressTracker:
             self._global_step = max(self._global_step, event.global_step)
             if event.target > 0:
                 self._target = event.target
+            before = self._workers.get(task)
+            if before is None:
+                self._order = None
+            else:
+                self._rate_total -= before.examples_per_sec
+            self._rate_total += event.examples_per_sec
+            self._since_resum += 1
             self._workers[task] = WorkerProgress(task, event.global_step, event.local_step,
-                                                 event.examples_per_sec, event.loss)
+                                                 event.examples_per_sec, event.loss,
+                                                 coordinates=event.coordinator)
+            if event.coordinator:
+                self._split(task, event)
             if event.loss is not None:
                 self._loss = event.loss
+            if event.accuracy is not None:
+                self._train_accuracy = event.accuracy
             self._history.append((t, self._global_step))
         elif isinstance(event, protocol.Initialized) and event.is_chief:
             # The chief read the step from the ps tasks: after a cluster restart that is the
@@ -93,6 +131,7 @@ class ProgressTracker:
         elif isinstance(event, protocol.Eval):
             self._global_step = max(self._global_step, event.global_step)
             self._accuracy = event.accuracy
+            self._eval_loss = event.loss
         elif isinstance(event, protocol.Done):
             self._global_step = max(self._global_step, event.global_step)
             # The chief's final numbers are the run's; another worker's fill in only gaps.
@@ -108,9 +147,38 @@ class ProgressTracker:
             return False
         return True
 
+    def _split(self, coordinator: str, event: protocol.Step) -> None:
+        """The coordinator's rate split among the workers by the functions each finished
+        since its previous report (the previous split while none moved)."""
+        before, parts = self._by_worker.get(coordinator, ((), ()))
+        counts = event.by_worker
+        if counts:
+            moved = [count - (before[i] if i < len(before) else 0) for i, count in enumerate(counts)]
+            total = sum(m for m in moved if m > 0)
+            if total > 0:
+                parts = tuple(max(m, 0) / total for m in moved)
+            self._by_worker[coordinator] = (counts, parts)
+        for index, part in enumerate(parts):
+            name = f"worker{index}"
+            if name not in self._workers:
+                self._order = None
+            self._workers[name] = WorkerProgress(name, event.global_step, event.local_step,
+                                                 event.examples_per_sec * part, None, via=coordinator)
+
+    @property
+    def global_step(self) -> int:
+        """The run's step so far."""
+        return self._global_step
+
     def worker_exited(self, task: str) -> bool:
         """A worker stopped contributing throughput; return whether the progress changed."""
-        return self._workers.pop(task, None) is not None
+        if self._workers.pop(task, None) is None:
+            return False
+        if self._by_worker.pop(task, None) is not None:  # a coordinator: its split goes too
+            for name in [w.task for w in self._workers.values() if w.via == task]:
+                del self._workers[name]
+        self._order = None
+        return True
 
     def steps_per_sec(self) -> float | None:
         """The global step's rate over the recent step reports (None before two)."""
@@ -129,17 +197,26 @@ class ProgressTracker:
         return (self._target - self._global_step) / rate
 
     def snapshot(self) -> ProgressSnapshot:
-        # (len, name) sorts worker2 before worker10.
-        workers = tuple(sorted(self._workers.values(), key=lambda w: (len(w.task), w.task)))
+        if self._order is None:
+            # (len, name) sorts worker2 before worker10.
+            self._order = tuple(sorted(self._workers, key=lambda name: (len(name), name)))
+            self._since_resum = RESUM_EVERY
+        workers = tuple(map(self._workers.__getitem__, self._order))
+        if self._since_resum >= RESUM_EVERY:
+            # A coordinator's split among its workers (``via``) is in its own rate already.
+            self._rate_total = math.fsum(w.examples_per_sec for w in workers if not w.via)
+            self._since_resum = 0
         return ProgressSnapshot(
             global_step=self._global_step,
             target=self._target,
-            examples_per_sec=sum(w.examples_per_sec for w in workers),
+            examples_per_sec=self._rate_total,
             workers=workers,
             loss=self._loss,
             accuracy=self._accuracy,
             eta_seconds=self.eta_seconds(),
             steps_per_sec=self.steps_per_sec(),
+            train_accuracy=self._train_accuracy,
+            eval_loss=self._eval_loss,
         )
 
     @property
@@ -149,5 +226,11 @@ class ProgressTracker:
 
     @property
     def final_accuracy(self) -> float | None:
-        """The accuracy the run ended with: the chief's ``done`` report, else the last eval."""
+        """The held-out accuracy the run ended with: the chief's ``done`` report, else the
+        last eval (never a training accuracy)."""
         return self._final_accuracy if self._final_accuracy is not None else self._accuracy
+
+    @property
+    def final_train_accuracy(self) -> float | None:
+        """The training accuracy last reported with a step."""
+        return self._train_accuracy

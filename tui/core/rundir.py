@@ -26,6 +26,7 @@ it is either whole or absent, never empty.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import secrets
 import time
@@ -219,8 +220,9 @@ class RunDirectory:
     def _log_path(self, task: str) -> Path:
         return self.path / "logs" / f"{task}.log"
 
-    @property
+    @functools.cached_property
     def _events_path(self) -> Path:
+        # (Once: a Path join per recorded event was a measurable part of a busy run's cost.)
         return self.path / "events.jsonl"
 
     def _handles(self) -> list[tuple[Path, IO[str]]]:

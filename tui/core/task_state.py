@@ -13,6 +13,13 @@ A task (:class:`TaskState`, what front ends show)::
     failed / stopped -> backoff -> starting   (a restart is coming: the restart policy's
                            '-> failed / stopped  backoff, a by-hand restart, or a failed
                                                  worker waiting to see whether its ps failed)
+    starting / running -> unreachable -> starting / running  (its host answers again: it
+                              |                              carries on where it was)
+                              '-> stopping / succeeded / failed / stopped  (its exit came, the
+                                  controller stops it, or its connection was lost for good)
+
+Unreachable: the task's host stopped answering the controller. What the task does is unknown;
+it is not a failure (tui.core.supervisor.unreachable).
 
 A run (:class:`RunPhase`): starting -> up -> (recovering -> up)* -> workers_done -> ending ->
 finished, where ending (a stop was requested, or the run is over and its tasks are stopped)
@@ -35,11 +42,13 @@ class TaskState(Enum):
     SUCCEEDED = "succeeded"    # exited 0 by itself
     FAILED = "failed"          # exited non-zero by itself, or never got ready, or never exited
     STOPPED = "stopped"        # exited because the controller stopped it
+    UNREACHABLE = "unreachable"  # its host does not answer: running or not, nobody knows yet
 
     @property
     def is_active(self) -> bool:
-        """A process exists (or is being launched) for the task."""
-        return self in (TaskState.STARTING, TaskState.RUNNING, TaskState.STOPPING)
+        """A process exists (or is being launched) for the task. (An unreachable one may: it
+        is stopped like the others, and its host's lease ends it if the stop cannot reach it.)"""
+        return self in (TaskState.STARTING, TaskState.RUNNING, TaskState.STOPPING, TaskState.UNREACHABLE)
 
     @property
     def is_finished(self) -> bool:
@@ -58,8 +67,12 @@ _S = TaskState
 #: from wherever a launch may begin.
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     _S.PENDING: frozenset({_S.STARTING, _S.FAILED}),
-    _S.STARTING: frozenset({_S.RUNNING, _S.STOPPING, _S.SUCCEEDED, _S.FAILED}),
-    _S.RUNNING: frozenset({_S.STOPPING, _S.SUCCEEDED, _S.FAILED}),
+    _S.STARTING: frozenset({_S.RUNNING, _S.STOPPING, _S.SUCCEEDED, _S.FAILED, _S.UNREACHABLE}),
+    _S.RUNNING: frozenset({_S.STOPPING, _S.SUCCEEDED, _S.FAILED, _S.UNREACHABLE}),
+    # Back to where it was when its host answers again (RUNNING: its `ready` may also have
+    # come in the meantime); its exit, a stop, or a connection lost for good end it.
+    _S.UNREACHABLE: frozenset({_S.STARTING, _S.RUNNING, _S.STOPPING, _S.SUCCEEDED, _S.FAILED,
+                               _S.STOPPED}),
     # SUCCEEDED: a task ended by the controller whose work was done (a user's ps once the
     # workers finished, a worker hung after the target step).
     _S.STOPPING: frozenset({_S.STOPPED, _S.FAILED, _S.SUCCEEDED}),

@@ -243,8 +243,11 @@ class TrafficUpdate:
     """A new sample and each ps's expected bytes/s at that moment, as published to the
     monitor's listeners (a front end on another thread gets it through its inbox)."""
 
-    sample: TrafficSample
+    sample: TrafficSample | None
     expected_per_sec: tuple[float | None, ...]
+    #: Set once the run is over: the run's traffic (what headless prints after its
+    #: summary), which every front end shows from then on instead of an idle sample.
+    summary: TrafficSummary | None = None
 
 
 class TrafficMonitor:
@@ -350,6 +353,10 @@ class TrafficMonitor:
     def _finish(self) -> None:
         self._sampler.cancel()
         self.summary = summarise(self.samples, self.placement)
+        if self.summary is not None:
+            update = TrafficUpdate(self.samples[-1] if self.samples else None, (), self.summary)
+            for listener in self._listeners:
+                listener(update)
         if self._run_dir is not None and self._run_dir.is_dir():
             (self._run_dir / TRAFFIC_SUMMARY).write_text(json.dumps(self.record(), indent=2) + "\n",
                                                          encoding="utf-8")

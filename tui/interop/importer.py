@@ -22,6 +22,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from trainer import settings as settings_mod
+from tui.common.terminal import one_line
 from tui.config.cluster import LOOPBACK, Job, RestartMode
 from tui.config.load import parse_port, split_host_port, valid_host
 from tui.config.yamlload import MAX_DEPTH, ConfigError, Item, NodeReader, compose, line_column, read_text
@@ -338,9 +339,11 @@ def read_input(path: Path) -> Imported:
 
 def hosts_yaml(imported: Imported, source: Path) -> str:
     """The hosts.yaml text for ``imported``: comments first, then the sections."""
-    lines = [f"# Imported by tfdist-tui from {source.name} ({imported.source}).",
+    # Comments one line each: a newline in the file's name (or in a value a note quotes)
+    # would start YAML of its own, such as a program: to run (issue 33).
+    lines = [f"# Imported by tfdist-tui from {one_line(source.name)} ({one_line(imported.source)}).",
              "# Guessed or left out:"]
-    lines += [f"#   - {note}" for note in imported.notes]
+    lines += [f"#   - {one_line(note)}" for note in imported.notes]
     jobs = dict(imported.jobs)
     supported = supported_jobs(imported.program is not None)
     if "chief" in jobs and "chief" not in supported:

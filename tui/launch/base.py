@@ -7,7 +7,7 @@ without blocking the event loop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -156,6 +156,48 @@ class Launcher(Protocol):
     async def close(self) -> None:
         """Release what the launcher holds (connections, reservations)."""
         ...
+
+
+class HostLink(Protocol):
+    """Whether a remote host answers the controller, and what to do when it stops
+    (:mod:`tui.launch.host_link`). One per host, kept across reconnections."""
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def where(self) -> str:
+        """``user@address:port``, for messages."""
+        ...
+
+    @property
+    def lease(self) -> float:
+        """Seconds a task of the host runs on without word from the controller."""
+        ...
+
+    def silent_for(self) -> float | None:
+        """Seconds since the host last answered, while it does not answer; None while it does."""
+        ...
+
+    def changed(self) -> Awaitable[object]:
+        """What to await for the next change between answering and not (armed by the call:
+        a change after it, even before the await, ends the wait)."""
+        ...
+
+    def abandon(self) -> None:
+        """Give up on the host's connection: every wait of its tasks raises (connection lost)."""
+        ...
+
+    async def reconnect(self) -> None:
+        """Connect to the host again and prepare it; raises :class:`LaunchError`."""
+        ...
+
+
+@runtime_checkable
+class LinkWatching(Protocol):
+    """A launcher that knows whether its hosts answer (SSH; a local task's host always does)."""
+
+    def link(self, host: HostSpec) -> HostLink | None: ...
 
 
 @runtime_checkable

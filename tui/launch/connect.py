@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ from typing import Any
 import asyncssh
 
 from tui.config.cluster import HostSpec
+from tui.config.network import LEASE_MARGIN
 from tui.launch.base import DEFAULT_CONNECT_TIMEOUT
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING, SSH_DEFAULT_PORT, HostKeyChecker, HostKeyPolicy
@@ -40,6 +42,14 @@ class ConnectOptions:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     #: OpenSSH client config files; ``()`` means ``~/.ssh/config`` if it exists, None none.
     ssh_config: tuple[str, ...] | None = ()
+    #: The tasks' lease (hosts.yaml ``network:``): a connection outlives a silence of that long
+    #: and more, so that a host back before its tasks' lease ran out finds them still attached.
+    lease: float = 0.0
+
+    @property
+    def keepalive_count_max(self) -> int:
+        """Keepalives unanswered before the connection is given up."""
+        return max(KEEPALIVE_COUNT_MAX, math.ceil((self.lease + LEASE_MARGIN) / KEEPALIVE_INTERVAL) + 1)
 
 
 def where(spec: HostSpec) -> str:
@@ -119,7 +129,7 @@ async def open_connection(spec: HostSpec, options: ConnectOptions, *, for_host: 
         "client_factory": lambda: _Client(checker, on_lost),
         "connect_timeout": options.connect_timeout,
         "keepalive_interval": KEEPALIVE_INTERVAL,
-        "keepalive_count_max": KEEPALIVE_COUNT_MAX,
+        "keepalive_count_max": options.keepalive_count_max,
         "config": options.ssh_config,
     }
     if tunnel is not None:

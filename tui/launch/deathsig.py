@@ -34,6 +34,20 @@ def die_with_parent() -> Callable[[], None] | None:
 DIE_WITH_PARENT = die_with_parent()
 
 
+def signal_me_when_parent_dies(signum: int) -> bool:
+    """Have the kernel send this process ``signum`` when its parent (the thread that started
+    it) ends, however it ends; False where there is no such thing, or the parent went
+    while it asked (this process was reparented meanwhile)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+    return os.getppid() == parent
+
+
 #: util-linux's ``setpriv``, where there is one: it sets the parent-death signal and execs the
 #: task, so the controller needs no pre-exec hook, and Python can then start the task with
 #: vfork instead of copying the controller's whole address space (a fork of the app, 150 MB,

@@ -13,6 +13,7 @@ same way by sh, bash, dash, zsh and ksh; a login shell of fish or csh is not sup
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 EXIT_NO_ENVIRONMENT = 124
 
 # $1: directory to cd to ("" = stay in the home directory); $2: a directory to put first on
-# PYTHONPATH ("" = none); $3: how many variables to read from stdin; $4: see _WATCHER;
+# PYTHONPATH ("" = none); $3: how many variables to read from stdin; $4 to $6: see _WATCHER;
 # then the command.
 # The environment comes over the channel, never in this command line: any user of the
 # remote host can read a command line in /proc/*/cmdline, and a hosts.yaml's env: holds
@@ -45,13 +46,24 @@ EXIT_NO_ENVIRONMENT = 124
 # $4 = 1: watch the connection. A task that never reads its stdin does not notice EOF when
 # the connection is lost, and would run on (ppid 1). A background watcher, in the task's
 # process group, polls the sshd session process that started us; once it is gone it ends
-# the group (TERM, KILL 5 s later; no "--": dash's kill refuses it). It ignores TERM itself
-# and ends with the group's KILL; started before the environment is read, it carries none
-# of it (no secret, no run id). It leaves the task's folder (cd /): it outlives the task by up
-# to 6 s, and a folder is in use while a process works in it (tui.launch.upload_copies).
+# the group (TERM, KILL 5 s later; no "--": dash's kill refuses it).
+# $5, $6: the lease. A link that is cut (not closed) leaves the sshd session alive for as
+# long as TCP retries, so the session alone cannot tell: the controller renews a lease file
+# ($5) every second over its own channel (tui.launch.host_link), and the watcher ends the
+# group once the file has not changed for $6 looks a second apart (so within $6 + 7 s).
+# The watcher ignores TERM itself and ends with the group's KILL; started before the
+# environment is read, it carries none of it (no secret, no run id). It leaves the task's
+# folder (cd /): it outlives the task by up to 6 s, and a folder is in use while a process
+# works in it (tui.launch.upload_copies).
 _WATCHER = (
-    'if [ "$4" = 1 ]; then tfdist_p=$PPID; tfdist_g=$$; '
-    '( cd /; trap "" TERM; while kill -0 "$tfdist_p" 2>/dev/null; do sleep 1; done; '
+    'if [ "$4" = 1 ]; then tfdist_p=$PPID; tfdist_g=$$; tfdist_f=$5; tfdist_s=$6; '
+    '( cd /; trap "" TERM; tfdist_b=; tfdist_n=0; '
+    'while kill -0 "$tfdist_p" 2>/dev/null; do '
+    'if [ -n "$tfdist_f" ]; then tfdist_v=; [ -r "$tfdist_f" ] && read -r tfdist_v < "$tfdist_f"; '
+    'if [ "$tfdist_v" = "$tfdist_b" ]; then tfdist_n=$((tfdist_n + 1)); '
+    '[ "$tfdist_n" -ge "$tfdist_s" ] && break; '
+    'else tfdist_b=$tfdist_v; tfdist_n=0; fi; fi; '
+    'sleep 1; done; '
     'kill -TERM "-$tfdist_g"; sleep 5; kill -KILL "-$tfdist_g" ) </dev/null >/dev/null 2>&1 & '
     'fi; '
 )
@@ -59,7 +71,7 @@ _TASK_SCRIPT = (
     'if [ -n "$1" ]; then cd -- "$1" || exit ' + str(EXIT_NO_WORKDIR) + '; fi; '
     + _WATCHER +
     'if [ -n "$2" ]; then PYTHONPATH="$2${PYTHONPATH:+:$PYTHONPATH}"; export PYTHONPATH; fi; '
-    'n=$3; shift 4; '
+    'n=$3; shift 6; '
     'while [ "$n" -gt 0 ]; do '
     'IFS= read -r tfdist_name && IFS= read -r tfdist_k && IFS= read -r tfdist_v '
     '|| exit ' + str(EXIT_NO_ENVIRONMENT) + '; '
@@ -89,6 +101,10 @@ class RemoteCommand:
     #: End the task when its connection is lost, even if it never reads stdin (tasks; not
     #: the controller's own short commands).
     watch_connection: bool = False
+    #: With ``watch_connection``: the host's lease file (tui.launch.host_link) and the seconds
+    #: the task runs on once it stops changing; "" for none.
+    lease_file: str = ""
+    lease: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -98,7 +114,7 @@ class RemoteCommand:
                 raise ValueError(f"{name!r} is not a valid environment variable name")
             if "\0" in value:
                 raise ValueError(f"environment variable {name} contains a NUL character")
-        for word in (*self.argv, self.cwd, self.python_path):
+        for word in (*self.argv, self.cwd, self.python_path, self.lease_file):
             if "\0" in word:
                 raise ValueError(f"{word!r} contains a NUL character")
 
@@ -117,7 +133,8 @@ class RemoteCommand:
         stdout (unless the command prints its own: ``prints_pid``), then becomes ``argv``
         (same pid) in ``cwd`` with ``env`` added. No value of ``env`` is in it."""
         env, python_path = self._environment()
-        words = [self.cwd, python_path, str(len(env)), "1" if self.watch_connection else "0", *self.argv]
+        words = [self.cwd, python_path, str(len(env)), "1" if self.watch_connection else "0",
+                 self.lease_file, str(max(1, math.ceil(self.lease))), *self.argv]
         script = _TASK_SCRIPT if self.prints_pid else _QUIET_TASK_SCRIPT
         return shlex.join(["exec", "sh", "-c", script, "tfdist", *words])
 

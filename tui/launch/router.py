@@ -16,8 +16,10 @@ from tui.launch.base import (
     DEFAULT_CONNECT_TIMEOUT,
     CommandRunner,
     ConnectReport,
+    HostLink,
     Launcher,
     LaunchError,
+    LinkWatching,
     PoolStarter,
     PortProblem,
     PortReservation,
@@ -78,7 +80,7 @@ class Router:
         return cls(warm=warm, hosts=config.hosts, accept_new_host_keys=accept_new_host_keys,
                    insecure_no_host_key_check=insecure_no_host_key_check,
                    connect_timeout=connect_timeout, upload=upload, upload_exclude=(config.run_dir,),
-                   config=config)
+                   config=config, lease=config.network.lease)
 
     def on_notice(self, notify: Callable[[str], None]) -> None:
         """Where a launcher sends what people should see before a run starts (a Slurm
@@ -134,6 +136,11 @@ class Router:
 
     async def check_ports(self, host: HostSpec, ports: Sequence[int]) -> list[PortProblem]:
         return await self._for(host).check_ports(host, ports)
+
+    def link(self, host: HostSpec) -> HostLink | None:
+        """Whether ``host`` answers, where its launcher knows (:class:`LinkWatching`)."""
+        launcher = self._for(host)
+        return launcher.link(host) if isinstance(launcher, LinkWatching) else None
 
     async def free_ports(self, host: HostSpec, n: int,
                          avoid: frozenset[int] = frozenset()) -> list[PortReservation]:

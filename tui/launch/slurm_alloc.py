@@ -216,6 +216,15 @@ class Allocation:
             if len(line) != 3 or line[0] != HOLDER_MARK:
                 await asyncio.wait_for(process.wait(), COMMAND_TIMEOUT)
                 await errors
+                granted = _GRANTED.search("".join(stderr))
+                if granted:
+                    # Granted, but the holder never ran (an option of extra: that changes
+                    # what salloc runs): not a refusal, and the job must not outlive us.
+                    self.job_id = granted.group(1)
+                    raise SlurmError(self.host, f"Slurm granted job {self.job_id}, but salloc "
+                                     f"exited ({process.returncode}) without running the "
+                                     "controller's holder in it (does an option of extra: change "
+                                     "what salloc runs?); the job is cancelled", "extra")
                 message = slurm_message("".join(stderr))
                 raise SlurmError(self.host, f"Slurm refused the allocation: {message}", _blamed(message))
             self.job_id = line[1]

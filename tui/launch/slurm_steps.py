@@ -1,7 +1,7 @@
 """Job steps in a Slurm allocation: the ``srun`` line of a task or a short command, where each
 task of a hosts entry goes among the allocation's nodes, and the probes run as steps.
 
-Established against Slurm 22.05 (see the README's "Running on Slurm"):
+Established against Slurm 22.05 (see docs/slurm.md):
 
 * ``srun --jobid=J --nodelist=N --nodes=1 --ntasks=1 --overlap --unbuffered --quiet`` starts one
   task on node N of job J beside the other steps (``--overlap``: steps share the job's CPUs

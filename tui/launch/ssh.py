@@ -12,7 +12,9 @@ A remote task is ``sh`` printing its pid, then exec'ing the trainer
 (:mod:`tui.launch.remote_command`). sshd makes it a session and process group leader, so
 stopping it signals that group (``kill -s TERM -- -PGID``) over the same connection. Its stdin
 is the SSH channel: when the controller closes it, the connection drops or the controller
-dies, the trainer reads EOF and exits.
+dies, the trainer reads EOF and exits. A link that is cut rather than closed is noticed by
+the host's lease (:mod:`tui.launch.host_link`): the controller sees the host stop answering,
+and the task stops itself once its lease runs out.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import contextlib
 import logging
 import shlex
 import time
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import asyncssh
 
 from tui.config.cluster import HostSpec, TaskSpec
+from tui.config.network import NetworkSettings
 from tui.launch import deploy
 from tui.launch import leftover_search as sweep
 from tui.launch.base import (
@@ -41,14 +44,16 @@ from tui.launch.base import (
 from tui.launch.command_stream import SshCommandStream
 from tui.launch.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.errors import HostError, HostFailure
+from tui.launch.host_link import SSHHostLink
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
-from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
+from tui.launch.lines import MAX_LINE_BYTES
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
 from tui.launch.ssh_prepare import prepare_host
+from tui.launch.ssh_task import SSHTask
 from tui.launch.ssh_warm import RemotePools, parse_pid
-from tui.launch.streams import read_first_line, task_output
+from tui.launch.streams import read_first_line
 from tui.launch.upload_copies import UploadCopies
 
 log = logging.getLogger(__name__)
@@ -87,88 +92,6 @@ class _Entry:
         await self.remote.close()
 
 
-class SSHTask:
-    """A task running on a remote host. Implements :class:`tui.launch.base.RunningTask`."""
-
-    def __init__(self, host: RemoteHost, process: asyncssh.SSHClientProcess, pid: int, head: bytes,
-                 max_line: int = MAX_LINE_BYTES) -> None:
-        self._host = host
-        self._process = process
-        self._pid = pid
-        self._head = head
-        self._max_line = max_line
-        self._stdin_closed = False
-        #: Forked from the host's warm pool; a notice to show once (its pool failed).
-        self.warm = False
-        self.launch_notice = ""
-
-    @property
-    def pid(self) -> int:
-        """The remote pid, which is also the task's process group id."""
-        return self._pid
-
-    @property
-    def host(self) -> str:
-        return self._host.spec.name
-
-    async def output(self) -> AsyncGenerator[OutputBatch, None]:
-        """Both streams merged in arrival order, a read at a time."""
-        process = self._process
-        async for batch in task_output(process.stdout, process.stderr, self._max_line, self._head):
-            yield batch
-
-    async def wait(self) -> int:
-        """The exit code (negative: the signal that killed it). Raises :class:`HostError`
-        (CONNECTION_LOST) when the connection went away before the exit was reported; the
-        task itself then ended too, through EOF on its stdin."""
-        await self._process.wait()
-        code = self._process.returncode
-        # asyncssh gives -1 for a channel that closed with no exit status (no process ends
-        # with -1: statuses are 0-255, signals come as exit-signal): the connection went,
-        # not "killed by SIGHUP" as a local -1 would mean.
-        if code is None or (code == -1 and not self._process.exit_signal):
-            raise self._host.error(HostFailure.CONNECTION_LOST,
-                                   f"the connection closed before pid {self._pid} reported its exit; "
-                                   f"on the host the task ends too (EOF on its stdin, or the connection "
-                                   f"watcher of tui.launch.remote_command)")
-        return code
-
-    async def send(self, line: str) -> None:
-        if self._stdin_closed:
-            raise BrokenPipeError(f"stdin of {self.host} pid {self._pid} is closed")
-        # A port released for this task must be free before the task may bind it.
-        await self._host.releases_settled()
-        try:
-            self._process.stdin.write(line.encode() + b"\n")
-            await self._process.stdin.drain()
-        except (asyncssh.Error, ConnectionError, RuntimeError) as exc:
-            raise BrokenPipeError(f"stdin of {self.host} pid {self._pid}: {exc}") from exc
-
-    async def terminate(self) -> None:
-        self._close_stdin()
-        await self._signal("TERM")
-
-    async def kill(self) -> None:
-        self._close_stdin()
-        await self._signal("KILL")
-
-    def _close_stdin(self) -> None:
-        if self._stdin_closed:
-            return
-        self._stdin_closed = True
-        with contextlib.suppress(asyncssh.Error, OSError, RuntimeError):
-            self._process.stdin.write_eof()
-
-    async def _signal(self, name: str) -> None:
-        if self._process.returncode is not None or self._host.lost.is_set():
-            return  # exited, or its connection is gone and EOF on stdin ends it
-        try:
-            await self._host.signal_group(self._pid, name)
-        except HostError as exc:
-            if exc.failure is not HostFailure.CONNECTION_LOST:
-                raise
-
-
 class SSHLauncher:
     """Starts tasks on remote hosts over SSH. Implements :class:`tui.launch.base.Launcher`
     for hosts that are not ``localhost`` (see :class:`tui.launch.router.Router`).
@@ -185,8 +108,14 @@ class SSHLauncher:
                  ssh_config: tuple[str, ...] | None = (),
                  max_line: int = MAX_LINE_BYTES, upload: Path | None = None,
                  upload_exclude: tuple[Path, ...] = (), warm: bool = True,
-                 warm_mode: str | None = None) -> None:
+                 warm_mode: str | None = None,
+                 lease: float = NetworkSettings().lease) -> None:
         self._specs = dict(hosts or {})
+        # Each host's beats and lease (tui.launch.host_link), kept across reconnections.
+        self._lease = lease
+        self._links: dict[str, SSHHostLink] = {}
+        # What preparing each host found: a reconnection needs no new probe or upload.
+        self._infos: dict[str, HostInfo] = {}
         # Warm pools per host (tui.launch.ssh_warm), made on the first task; off with --cold.
         self._warm_on = warm
         self._warm: RemotePools | None = None
@@ -195,7 +124,7 @@ class SSHLauncher:
         self._upload = UploadCopies(upload, upload_exclude) if upload is not None else None
         self._options = ConnectOptions(
             host_key_policy=HostKeyPolicy.from_flags(accept_new_host_keys, insecure_no_host_key_check),
-            connect_timeout=connect_timeout, ssh_config=ssh_config)
+            connect_timeout=connect_timeout, ssh_config=ssh_config, lease=lease)
         self._probe_timeout = probe_timeout
         self._max_line = max_line
         self._hosts: dict[str, _Entry] = {}
@@ -276,8 +205,10 @@ class SSHLauncher:
 
     async def _prepare(self, host: RemoteHost) -> HostInfo:
         pooled = self._warm_on and host.spec.warm and self._warm_mode is not None
-        return await prepare_host(host, self._probe_timeout, self._upload,
-                                  self._pools() if pooled else None, self._warm_mode)
+        info = await prepare_host(host, self._probe_timeout, self._upload, self._pools() if pooled else None,
+                                  self._warm_mode, self._link_for(host.spec), self._lease)
+        self._infos[host.spec.name] = info
+        return info
 
     def _pools(self) -> RemotePools:
         if self._warm is None:
@@ -312,6 +243,46 @@ class SSHLauncher:
         return await open_connection(spec, self._options, tunnel=tunnel, on_lost=on_lost,
                                      notify=self._notices.append)
 
+    # -- hosts that stop answering -------------------------------------------------------
+
+    def link(self, host: HostSpec) -> SSHHostLink | None:
+        """Whether ``host`` answers (implements :class:`tui.launch.base.LinkWatching`)."""
+        return None if host.is_local else self._link_for(host)
+
+    def _link_for(self, spec: HostSpec) -> SSHHostLink:
+        link = self._links.get(spec.name)
+        if link is None:
+            link = SSHHostLink(spec.name, where(spec), self._lease, reconnect=lambda: self._reconnect(spec),
+                               abandon=lambda: self._abandon(spec.name))
+            self._links[spec.name] = link
+        return link
+
+    def _abandon(self, name: str) -> None:
+        """Drop the host's connections at once (no goodbye: the host does not answer)."""
+        entry = self._hosts.get(name)
+        if entry is not None:
+            for conn in entry.remote.connections:
+                conn.abort()
+
+    async def _reconnect(self, spec: HostSpec) -> None:
+        """A new connection to a host whose connection was lost. A host prepared before is
+        only given a new lease keeper: its Python, TensorFlow and trainer are where they were
+        (probing again imports TensorFlow there, which takes seconds)."""
+        self._abandon(spec.name)
+        await self._forget(spec.name)
+        info = self._infos.get(spec.name)
+        if info is None:
+            await self.prepare(spec)
+            return
+        entry = await self._entry(spec)
+        entry.prepared = asyncio.create_task(self._rejoin(entry.remote, info), name=f"rejoin {spec.name}")
+        await asyncio.shield(entry.prepared)
+
+    async def _rejoin(self, host: RemoteHost, info: HostInfo) -> HostInfo:
+        await host.first_connection()
+        await self._link_for(host.spec).attach(host)
+        return info
+
     # -- the Launcher protocol ----------------------------------------------------------
 
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
@@ -322,9 +293,11 @@ class SSHLauncher:
             await self._upload.ensure(remote, info.workdir)
         await remote.releases_settled()
         try:
+            link = self._link_for(host)
             command = RemoteCommand(argv=tuple(argv), env=dict(env),
                                     cwd=resolve_remote_dir(cwd, info) if cwd is not None else "",
-                                    python_path=info.trainer_path, watch_connection=True)
+                                    python_path=info.trainer_path, watch_connection=True,
+                                    lease_file=link.lease_file, lease=self._lease)
         except ValueError as exc:
             raise LaunchError(f"{task.name}: {exc}") from None
         warm = None
@@ -348,7 +321,7 @@ class SSHLauncher:
         if pid is None:
             raise await _start_failure(remote, task, process, command)
         log.info("host %s: started %s as pid %d%s", host.name, task.name, pid, " (warm)" if forked else "")
-        started = SSHTask(remote, process, pid, head, self._max_line)
+        started = SSHTask(remote, process, pid, head, self._max_line, link)
         started.warm = forked
         started.launch_notice = self._warm.take_notice() if self._warm else ""
         return started
@@ -395,6 +368,8 @@ class SSHLauncher:
 
     async def close(self) -> None:
         """Close every connection; remote tasks still running see EOF and exit."""
+        for link in self._links.values():
+            link.close()
         if self._warm is not None:
             await self._warm.close()
         for name in list(self._hosts):

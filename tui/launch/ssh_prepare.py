@@ -17,6 +17,7 @@ import logging
 from tui.launch import deploy
 from tui.launch.base import HostInfo
 from tui.launch.errors import HostFailure
+from tui.launch.host_link import SSHHostLink
 from tui.launch.probe import HostResources
 from tui.launch.remote_host import RemoteHost
 from tui.launch.ssh_warm import RemotePools
@@ -26,9 +27,11 @@ log = logging.getLogger(__name__)
 
 
 async def prepare_host(host: RemoteHost, probe_timeout: float, upload: UploadCopies | None,
-                       pools: RemotePools | None, pool_mode: str | None) -> HostInfo:
-    """Make ``host`` ready; with ``pools`` and ``pool_mode`` its pool of that mode is
-    started (and is the TensorFlow check). Raises :class:`~tui.launch.errors.HostError`."""
+                       pools: RemotePools | None, pool_mode: str | None, link: SSHHostLink,
+                       lease: float) -> HostInfo:
+    """Make ``host`` ready and attach its ``link`` (its lease keeper); with ``pools`` and
+    ``pool_mode`` its pool of that mode is started (and is the TensorFlow check), holding the
+    link's lease of ``lease`` seconds. Raises :class:`~tui.launch.errors.HostError`."""
     conn = await host.first_connection()
     pooled = pools is not None and pool_mode is not None
     found = await deploy.probe(conn, host.spec, probe_timeout, import_tf=not pooled)
@@ -36,9 +39,11 @@ async def prepare_host(host: RemoteHost, probe_timeout: float, upload: UploadCop
                                                  probe_resources(host, probe_timeout))
     if upload is not None:
         await upload.ensure(host, found.workdir)
+    await link.attach(host)
     tf_version = found.tf_version
     if pools is not None and pool_mode is not None:
-        tf_version = await pools.prestart(host, host.spec, pool_mode, found.workdir, deployment.path) or ""
+        tf_version = await pools.prestart(host, host.spec, pool_mode, found.workdir, deployment.path,
+                                          link.lease_file, lease) or ""
         if not tf_version:  # no pool: the probe's import says whether TensorFlow works
             tf_version = (await deploy.probe(conn, host.spec, probe_timeout)).tf_version
     log.info("host %s: Python %s, TensorFlow %s, trainer in %s (%s)", host.spec.name,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping
@@ -59,6 +60,9 @@ class _PoolCommand:
     env: Mapping[str, str]
     workdir: str
     python_path: str
+    #: The host's lease (tui.launch.host_link), which the pool holds as its tasks do.
+    lease_file: str = ""
+    lease: float = 0.0
 
 
 def parse_pid(line: str) -> tuple[int | None, bool]:
@@ -87,27 +91,30 @@ class RemotePools:
             return None
         mode, args = served
         key = (host.name, cold.argv[0], mode, pool_key(mode, args, {**host.env, **cold.env}))
-        started = _PoolCommand(cold.argv[0], cold.env, info.workdir, cold.python_path)
+        started = _PoolCommand(cold.argv[0], cold.env, info.workdir, cold.python_path, cold.lease_file,
+                               cold.lease)
         pool = await self._pool(key, remote, started)
         if not pool.ready:
             if not pool.noticed:
                 pool.noticed = True
                 why = pool.why or "the pool ended"
-                self.pending_notice = f"warm start on {host.name} unavailable ({why}); tasks start cold"
-                log.warning("%s", self.pending_notice)
+                self.pending_notice = (f"warm start on {host.name} unavailable ({why}); its tasks start "
+                                       f"cold: check that `{cold.argv[0]} -m trainer.warm {mode}` runs "
+                                       "there, or pass --cold")
             return None
-        return RemoteCommand(argv=(cold.argv[0], "-m", "trainer.warm.client", pool.socket_path, mode, *args),
-                             env=cold.env, cwd=cold.cwd, python_path=cold.python_path, prints_pid=False)
+        client = (cold.argv[0], "-m", "trainer.warm.client", pool.socket_path, mode, *args)
+        return dataclasses.replace(cold, argv=client, prints_pid=False)
 
     async def prestart(self, remote: RemoteHost, host: HostSpec, mode: str, workdir: str,
-                       python_path: str) -> str | None:
+                       python_path: str, lease_file: str = "", lease: float = 0.0) -> str | None:
         """Start ``host``'s pool for ``mode`` now, as its tasks will ask for it (the host's
         interpreter and environment, no task arguments), while the other hosts are checked:
         pools then import TensorFlow on every host at once, not one host after another as
         the tasks start. The TensorFlow version it imported, or None when it failed (its
         tasks will start cold, with the notice)."""
         key = (host.name, host.interpreter, mode, pool_key(mode, (), host.env))
-        pool = await self._pool(key, remote, _PoolCommand(host.interpreter, host.env, workdir, python_path))
+        pool = await self._pool(key, remote, _PoolCommand(host.interpreter, host.env, workdir, python_path,
+                                                          lease_file, lease))
         return (pool.tf_version or None) if pool.ready else None
 
     async def _pool(self, key: tuple[str, str, str, str], remote: RemoteHost,
@@ -128,8 +135,12 @@ class RemotePools:
         env = {k: v for k, v in started.env.items() if k in IMPORT_TIME_ENV or k == "PYTHONPATH"}
         env[RUN_ID_ENV] = POOL_RUN_ID
         env[CONTROLLER_ENV] = str(this_controller())
+        # The pool holds the host's lease too: a pool cut off from the controller ends, and
+        # its tasks with it (their parent-death signal), when the lease runs out.
         command = RemoteCommand(argv=(started.python, "-m", "trainer.warm", mode), env=env,
-                                cwd=started.workdir, python_path=started.python_path)
+                                cwd=started.workdir, python_path=started.python_path,
+                                watch_connection=bool(started.lease_file), lease_file=started.lease_file,
+                                lease=started.lease)
         try:
             pool.process = await remote.open_process(command.shell_line())
             pool.process.stdin.write(command.env_input())  # the env: never in a command line

@@ -18,11 +18,11 @@ import logging
 import os
 import signal
 import socket
-import sys
 from collections.abc import AsyncGenerator, Mapping, Sequence
 
 from trainer.shim import BOOTSTRAP
 from trainer.warm import MODES, pool_key, wire
+from tui.launch.interpreter import Interpreter, identify, locate
 from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, OutputBatch
 from tui.launch.pipes import output_pipe, pipe_reader
 from tui.launch.streams import task_output
@@ -32,18 +32,6 @@ log = logging.getLogger(__name__)
 
 #: How long a pool may take to answer a request (it forks at once; a loaded machine).
 REQUEST_TIMEOUT = 30.0
-
-
-def servable(argv: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
-    """The pool mode and the task's own arguments for ``argv`` on this machine (see
-    :func:`servable_mode`): its interpreter must be the controller's own, the one a local
-    task gets by default."""
-    try:
-        python = os.path.realpath(argv[0]) if argv else ""
-    except OSError:
-        return None
-    served = servable_mode(argv, None)
-    return served if served is not None and python == os.path.realpath(sys.executable) else None
 
 
 def servable_mode(argv: Sequence[str], python: str | None) -> tuple[str, tuple[str, ...]] | None:
@@ -149,6 +137,8 @@ class WarmPools:
         self._starting: dict[PoolKey, asyncio.Task[None]] = {}
         self._noticed: set[PoolKey] = set()
         self._refusals: set[str] = set()
+        self._interpreters: dict[str, Interpreter | None] = {}
+        self._notices: list[str] = []
 
     @property
     def pools(self) -> tuple[WarmPool, ...]:
@@ -158,12 +148,17 @@ class WarmPools:
     async def start(self, name: str, argv: Sequence[str], env: Mapping[str, str],
                     cwd: str | None) -> WarmTask | None:
         """Fork ``argv`` from a pool; None when it must start cold (a notice is logged)."""
-        served = servable(argv)
+        served = servable_mode(argv, None)
         if served is None:
             return None
         mode, args = served
-        key = PoolKey(os.path.realpath(argv[0]), mode, pool_key(mode, args, env), env.get("PYTHONPATH", ""))
-        pool = await self._pool(key, env)
+        # The interpreter as the task would run it: a venv's by its own path (see interpreter).
+        python = locate(argv[0], env.get("PATH", os.environ.get("PATH")))
+        interpreter = await self._identify(python) if python is not None else None
+        if python is None or interpreter is None:
+            return None  # not a Python that answers: the cold start says what is wrong
+        key = PoolKey(*interpreter.identity, mode, pool_key(mode, args, env), env.get("PYTHONPATH", ""))
+        pool = await self._pool(key, env, python)
         if not pool.check():
             self._fail_notice(key, pool)
             return None
@@ -171,15 +166,21 @@ class WarmPools:
             return await self._request(pool, name, args, env, cwd)
         except (OSError, wire.WireError, asyncio.TimeoutError) as exc:
             if pool.check():  # the pool runs but this request failed: this task goes cold
-                log.warning("%s: warm start failed (%s); starting it cold", name, exc)
+                self._notices.append(f"{name}: warm start failed ({exc or type(exc).__name__}); "
+                                     "it starts cold")
                 return None
             self._fail_notice(key, pool)
             return None
 
-    async def _pool(self, key: PoolKey, env: Mapping[str, str]) -> WarmPool:
+    async def _identify(self, python: str) -> Interpreter | None:
+        if python not in self._interpreters:
+            self._interpreters[python] = await identify(python)
+        return self._interpreters[python]
+
+    async def _pool(self, key: PoolKey, env: Mapping[str, str], python: str) -> WarmPool:
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = WarmPool(key, env)
+            pool = self._pools[key] = WarmPool(key, env, python)
             self._starting[key] = asyncio.ensure_future(pool.start())
         starting = self._starting.get(key)
         if starting is not None:
@@ -190,15 +191,15 @@ class WarmPools:
         if key in self._noticed or pool.state is PoolState.CLOSED:
             return
         self._noticed.add(key)
-        self.pending_notice = (f"warm start unavailable ({pool.why or pool.state.value}); "
-                               "tasks start cold")
-        log.warning("warm pool %s: %s", key.mode, self.pending_notice)
-
-    pending_notice = ""
+        self._notices.append(
+            f"warm start unavailable ({pool.why or pool.state.value}); tasks start cold: check that "
+            f"`{pool.python} -m trainer.warm {key.mode}` runs on this machine, or pass --cold")
 
     def take_notice(self) -> str:
-        """The one notice of a pool that failed since the last call ("" if none)."""
-        notice, self.pending_notice = self.pending_notice, ""
+        """What went wrong with warm starts since the last call, said once ("" if nothing):
+        a pool that failed, a request that did."""
+        notice = "; ".join(self._notices)
+        self._notices.clear()
         return notice
 
     async def _request(self, pool: WarmPool, name: str, args: tuple[str, ...],
@@ -222,7 +223,7 @@ class WarmPools:
                 os.close(fd)
             if answer not in self._refusals:  # once per reason: every task would say it
                 self._refusals.add(answer)
-                log.warning("%s: the warm pool cannot serve it (%s); starting it cold", name, answer)
+                self._notices.append(f"{name}: the warm pool cannot serve it ({answer}); it starts cold")
             return None
         loop = asyncio.get_running_loop()
         stdin_transport, stdin_proto = await loop.connect_write_pipe(

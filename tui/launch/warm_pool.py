@@ -22,6 +22,7 @@ from enum import Enum
 from trainer.warm import IMPORT_TIME_ENV, POOL_RUN_ID
 from tui.launch.deathsig import DIE_WITH_PARENT
 from tui.launch.owner import CONTROLLER_ENV, RUN_ID_ENV, this_controller
+from tui.launch.package import trainer_root
 
 #: How long a pool may take to import TensorFlow (a loaded 2-core machine: 4-15 s; three
 #: runs importing at once: more).
@@ -39,10 +40,12 @@ class PoolState(Enum):
 
 @dataclass(frozen=True)
 class PoolKey:
-    """What makes two tasks servable by one pool: the interpreter, the module, the values
-    read at import (:func:`trainer.warm.pool_key`) and where the trainer is found."""
+    """What makes two tasks servable by one pool: the interpreter (as it reports itself:
+    two paths to one venv's Python share a pool), the module, the values read at import
+    (:func:`trainer.warm.pool_key`) and where the trainer is found."""
 
-    python: str
+    prefix: str
+    version: str
     mode: str
     import_key: str
     python_path: str
@@ -51,8 +54,11 @@ class PoolKey:
 class WarmPool:
     """One fork server. :meth:`start` once; then :attr:`socket_path` while :attr:`ready`."""
 
-    def __init__(self, key: PoolKey, env: Mapping[str, str]) -> None:
+    def __init__(self, key: PoolKey, env: Mapping[str, str], python: str) -> None:
         self.key = key
+        #: The interpreter's path as the first task to need the pool gave it, never resolved:
+        #: a venv's ``bin/python`` run through its link's target is the base interpreter.
+        self.python = python
         self._env = dict(env)
         self.state = PoolState.STARTING
         self.why = ""
@@ -85,12 +91,15 @@ class WarmPool:
         """Start the server and wait until it serves (or failed: :attr:`why` says why)."""
         try:
             self._process = await asyncio.create_subprocess_exec(
-                self.key.python, "-m", "trainer.warm", self.key.mode,
+                self.python, "-m", "trainer.warm", self.key.mode,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, env=self.pool_env(),
-                start_new_session=True, preexec_fn=DIE_WITH_PARENT)
+                # ``-m`` puts the working folder first on the path: the trainer's own root,
+                # never the user's (whose yaml.py or secrets.py must not run in the pool;
+                # each forked task gets its own folder and path back).
+                cwd=str(trainer_root()), start_new_session=True, preexec_fn=DIE_WITH_PARENT)
         except OSError as exc:
-            self._fail(f"cannot run {self.key.python}: {exc.strerror or exc}")
+            self._fail(f"cannot run {self.python}: {exc.strerror or exc}")
             return
         self.pid = self._process.pid
         self._watchers.append(asyncio.create_task(self._read_stderr()))

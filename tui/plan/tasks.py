@@ -97,14 +97,15 @@ class TaskPlan:
     def shell_command(self) -> str:
         """A line that reruns the task by hand from a shell (TF_CONFIG and the variables of
         its share of the host included)."""
-        cd = f"cd {_shell_path(self.cwd)} && " if self.cwd else ""
+        cd = f"cd {shell_path(self.cwd)} && " if self.cwd else ""
         share = self.share.env() if self.share is not None else {}
         words = [f"{k}={shlex.quote(self.env[k])}" for k in share if k in self.env]
         return cd + " ".join([*words, f"TF_CONFIG={shlex.quote(self.tf_config)}", self.command])
 
 
-def _shell_path(path: str) -> str:
-    """``path`` quoted for a shell, keeping a leading ``~/`` for the shell to expand."""
+def shell_path(path: str) -> str:
+    """``path`` quoted for a shell, keeping a leading ``~/`` for the shell to expand (a
+    remote host's workdir: its home is not ours to name)."""
     if path.startswith("~/"):
         return "~/" + shlex.quote(path[2:])
     return shlex.quote(path)

@@ -149,7 +149,7 @@ class TaskProgram(ABC):
     ps_ending: PsEnding = PsEnding.EXITS
     #: Its output on stderr means something too (TensorFlow's own log lines).
     reads_stderr: bool = False
-    #: Its placement can be computed without running it (``python -m trainer plan``).
+    #: Its placement can be computed without running it (trainer/layout.py).
     previews_placement: bool = False
     #: Once its chief exited 0, a worker that no longer makes progress is ended (a user's
     #: non-chief may wait forever for a session the chief no longer serves); the built-in

@@ -40,14 +40,23 @@ class _Keras:
 class LogMetrics:
     """Reads one task's log lines. A line may hold several ``\\r``-separated progress
     updates (Keras redraws its bar); the last one counts. ``examples_per_step``: what this
-    task contributes per step of the steps its lines count, for examples/sec."""
+    task contributes per step of the steps its lines count, for examples/sec.
+
+    What a training task's lines say is training progress: its accuracy (a Keras bar's) is
+    the training accuracy of its ``step``. An evaluator's lines (``evaluates``) are held-out
+    evaluations: ``eval`` events (at the step its line names, else 0: the run's step then),
+    never steps."""
 
     def __init__(self, role: str, index: int, *, patterns: Sequence[MetricPattern] = (),
-                 examples_per_step: float | None = None, target: int = 0) -> None:
+                 examples_per_step: float | None = None, target: int = 0,
+                 evaluates: bool = False) -> None:
         self._role = role
         self._index = index
         self._patterns = tuple(patterns)
-        self._examples_per_step = examples_per_step
+        #: Examples per counted step (the reader raises it to the whole batch once it learns
+        #: that the task is TF2's coordinator).
+        self.examples_per_step = examples_per_step
+        self._evaluates = evaluates
         self._target = target
         self._keras = _Keras()
         self._local_steps = 0
@@ -73,15 +82,16 @@ class LogMetrics:
         if step is None:
             return []
         global_step, loss, accuracy, examples_per_sec = step
+        if self._evaluates:
+            if accuracy is None:
+                return []
+            return [protocol.Eval(role=self._role, index=self._index, t=now, global_step=global_step or 0,
+                                  accuracy=accuracy, loss=loss, examples=0)]
         if loss is not None:
             self._loss = loss
-        events: list[protocol.Event] = []
-        if global_step is not None:
-            events.append(self._step(global_step, now, examples_per_sec))
-        if accuracy is not None and global_step is not None:
-            events.append(protocol.Eval(role=self._role, index=self._index, t=now, global_step=global_step,
-                                        accuracy=accuracy, loss=self._loss, examples=0))
-        return events
+        if global_step is None:
+            return []
+        return [self._step(global_step, now, examples_per_sec, accuracy)]
 
     def _parse(self, text: str) -> tuple[int | None, float | None, float | None, float | None] | None:
         """(step, loss, accuracy, examples/sec) from one update, or None if it has none."""
@@ -113,24 +123,28 @@ class LogMetrics:
         keras.last_batch = batch
         metrics = {m["name"]: _float(m["value"]) for m in KERAS_METRIC.finditer(text)}
         accuracy = metrics.get("accuracy", metrics.get("acc"))
-        # Batches count from 1 in each epoch; the run's step counts through the epochs.
+        # Batches count from 1 in each epoch; the run's step counts through the epochs. (An
+        # evaluator's bar counts its evaluation's batches: no training step.)
         step = (keras.epoch - 1) * keras.batches + batch if keras.batches else batch
+        if self._evaluates:
+            return None, metrics.get("loss"), accuracy, None
         return step, metrics.get("loss"), accuracy, None
 
-    def _step(self, global_step: int, now: float, examples_per_sec: float | None) -> protocol.Step:
+    def _step(self, global_step: int, now: float, examples_per_sec: float | None,
+              accuracy: float | None) -> protocol.Step:
         step_time = 0.0
         if self._last is not None and global_step > self._last[0] and now > self._last[1]:
             step_time = (now - self._last[1]) / (global_step - self._last[0])
         if examples_per_sec is None:
             rate = self._rate if self._rate is not None else (1 / step_time if step_time else None)
-            per_step = self._examples_per_step
+            per_step = self.examples_per_step
             examples_per_sec = rate * per_step if rate is not None and per_step else 0.0
         if self._last is None or global_step != self._last[0]:
             self._local_steps += 1
         self._last = (global_step, now)
         return protocol.Step(role=self._role, index=self._index, t=now, global_step=global_step,
                              local_step=self._local_steps, loss=self._loss, examples_per_sec=examples_per_sec,
-                             step_time=step_time, target=self._target)
+                             step_time=step_time, target=self._target, accuracy=accuracy)
 
 
 def _int(text: str | None) -> int | None:

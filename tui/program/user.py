@@ -109,13 +109,17 @@ class UserProgram(TaskProgram):
 
     def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
         share = self.examples_per_step(settings or TrainingSettings())
-        return ProgramReader(spec, LogMetrics(spec.job.value, spec.index, patterns=self.spec.metrics,
-                                              examples_per_step=share), share, shimmed=self.uses_shim)
+        batch = float(self.spec.batch_size) if self.spec.batch_size else None
+        metrics = LogMetrics(spec.job.value, spec.index, patterns=self.spec.metrics,
+                             examples_per_step=share, evaluates=spec.job is Job.EVALUATOR)
+        return ProgramReader(spec, metrics, share, shimmed=self.uses_shim, batch=batch)
 
     def examples_per_step(self, settings: TrainingSettings) -> float | None:
         """Examples one task contributes per global step, to turn the global step's rate
-        (all that the shim and most logs show) into this task's examples/sec: a sync step
-        takes a batch from every worker, an async step one worker's batch."""
+        (what the shim reads and most logs show, the same on every worker of a TF1 cluster)
+        into this task's examples/sec: a sync step takes a batch from every worker, an async
+        step one worker's batch. (TF2's coordinator counts the whole cluster's steps alone:
+        :class:`ProgramReader` gives it the whole batch once it says it is one.)"""
         if not self.spec.batch_size:
             return None
         if settings.mode is Mode.SYNC:
@@ -149,13 +153,22 @@ def _shim_at(argv: tuple[str, ...]) -> int | None:
 
 class ProgramReader(OutputReader):
     """Protocol events (the shim's, ``tfdist_report``'s) as they are; TensorFlow's "Started
-    server" line as ``ready``; anything else through :class:`LogMetrics`."""
+    server" line as ``ready``; anything else through :class:`LogMetrics`.
+
+    One step unit per task: once the shim reports the task's steps, the steps its log lines
+    count (a Keras bar's batches, the same unit) carry the shim's rate rather than one of
+    their own, so that two clocks never alternate in a chart. TF2's coordinator (the shim
+    says so) counts the whole cluster's steps: its examples per step are the whole batch
+    (``batch``), never a worker's share."""
 
     def __init__(self, spec: TaskSpec, metrics: LogMetrics, examples_per_step: float | None = None,
-                 *, shimmed: bool = False) -> None:
+                 *, shimmed: bool = False, batch: float | None = None) -> None:
         self._spec = spec
         self._metrics = metrics
         self._share = examples_per_step
+        self._batch = batch
+        self._coordinator = False
+        self._shim_step: protocol.Step | None = None  # the latest step event of the shim's
         # Under the shim its ready event (with the pid and TensorFlow's version) says it:
         # TensorFlow's own line is then only text, or the task would be ready twice.
         self._ready = shimmed
@@ -168,12 +181,8 @@ class ProgramReader(OutputReader):
 
     def read(self, line: str, now: float) -> list[protocol.Event]:
         event = protocol.parse_event(line)
-        if isinstance(event, protocol.Step) and not event.examples_per_sec and event.step_time > 0 \
-                and self._share:
-            # The shim measures the global step's pace; the batch size makes it examples.
-            event = dataclasses.replace(event, examples_per_sec=self._share / event.step_time)
         if event is not None:
-            return [event]
+            return [self._protocol(event)]
         if protocol.SERVER_STARTED in line:
             if self._ready:
                 return []
@@ -181,7 +190,30 @@ class ProgramReader(OutputReader):
             match = _STARTED.search(line)
             return [protocol.Ready(role=self._spec.job.value, index=self._spec.index, t=now, pid=0,
                                    address=match["address"] if match else "")]
-        return self._metrics.read(line, now)
+        return [self._from_log(e) for e in self._metrics.read(line, now)]
+
+    def _protocol(self, event: protocol.Event) -> protocol.Event:
+        if isinstance(event, (protocol.Initialized, protocol.Step)) and event.coordinator:
+            self._became_coordinator()
+        if isinstance(event, protocol.Step):
+            if not event.examples_per_sec and event.step_time > 0 and self._share:
+                # The shim measures the global step's pace; the batch size makes it examples.
+                event = dataclasses.replace(event, examples_per_sec=self._share / event.step_time)
+            self._shim_step = event
+        return event
+
+    def _became_coordinator(self) -> None:
+        if not self._coordinator:
+            self._coordinator = True
+            if self._batch:
+                self._share = self._metrics.examples_per_step = self._batch
+
+    def _from_log(self, event: protocol.Event) -> protocol.Event:
+        shim = self._shim_step
+        if not isinstance(event, protocol.Step) or shim is None:
+            return event
+        return dataclasses.replace(event, examples_per_sec=shim.examples_per_sec, step_time=shim.step_time,
+                                   coordinator=shim.coordinator)
 
 
 def placeholder_values(ctx: TaskContext, *, from_subfolder: bool = False) -> dict[str, str]:

@@ -7,7 +7,7 @@ tf1 = tf.compat.v1
 FEATURES, CLASSES = 32, 4
 
 
-def input_batch(batch_size, seed):
+def input_batch(batch_size: int, seed: int) -> tuple[tf.Tensor, tf.Tensor]:
     """A batch of separable synthetic examples, drawn in the graph at every step."""
     centers = np.random.default_rng(0).normal(size=(CLASSES, FEATURES)).astype("float32")
     labels = tf1.random.uniform([batch_size], 0, CLASSES, dtype=tf.int64, seed=seed)
@@ -15,7 +15,7 @@ def input_batch(batch_size, seed):
     return tf.gather(tf.constant(centers), labels) + noise, labels
 
 
-def build(features, labels, learning_rate):
+def build(features: tf.Tensor, labels: tf.Tensor, learning_rate: float) -> tuple[tf.Tensor, tf.Operation]:
     """Logits, loss and a train op that advances the global step."""
     weights = tf1.get_variable("softmax/weights", [FEATURES, CLASSES])
     biases = tf1.get_variable("softmax/biases", [CLASSES], initializer=tf1.zeros_initializer())

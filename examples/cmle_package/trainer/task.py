@@ -13,7 +13,7 @@ tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 
 
-def parse():
+def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--job-dir", required=True, help="where checkpoints go")
     parser.add_argument("--train-steps", type=int, default=2000)
@@ -22,7 +22,7 @@ def parse():
     return parser.parse_args()
 
 
-def main():
+def main() -> None:
     args = parse()
     config = json.loads(os.environ.get("TF_CONFIG", "{}"))
     cluster = tf1.train.ClusterSpec(config["cluster"])

@@ -1,7 +1,8 @@
 """A cluster with no TensorFlow in it whose chief drives the training, as TF2's coordinator
 does: every task listens on its port; the workers, evaluators and ps then serve forever (like
 ``server.join()``); the chief waits until every worker accepts connections, prints, and exits
-with ``--exit``."""
+with ``--exit``. ``--evaluator-exit N``: the evaluator prints an evaluation and exits N at once
+(no server, as TensorFlow's evaluator has none); ``--chief-seconds``: the chief's training time."""
 
 import argparse
 import socket
@@ -13,7 +14,13 @@ parser.add_argument("--job", required=True)
 parser.add_argument("--address", required=True)
 parser.add_argument("--workers", required=True)
 parser.add_argument("--exit", type=int, default=0)
+parser.add_argument("--evaluator-exit", type=int, default=None)
+parser.add_argument("--chief-seconds", type=float, default=0.0)
 args = parser.parse_args()
+
+if args.job == "evaluator" and args.evaluator_exit is not None:
+    print("4/4 - 0s - loss: 0.5 - accuracy: 0.75", flush=True)
+    sys.exit(args.evaluator_exit)
 
 host, port = args.address.rsplit(":", 1)
 listener = socket.create_server((host, int(port)))
@@ -34,5 +41,6 @@ for worker in args.workers.split(","):
             if time.monotonic() > deadline:
                 sys.exit(f"worker {worker} never came up")
             time.sleep(0.05)
+time.sleep(args.chief_seconds)
 print(f"chief done, exit {args.exit}", flush=True)
 sys.exit(args.exit)

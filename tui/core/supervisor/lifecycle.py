@@ -55,6 +55,7 @@ from tui.config.restart_policy import PEER_LOSS_SETTLE
 from tui.core.clock import Clock, SystemClock, Wake, first_completed
 from tui.core.events import ControllerEvent, Level, Notice, RunFinished, RunOutcome, RunStarted, RunSummary
 from tui.core.progress import ProgressSnapshot
+from tui.core.run_facts import RunFacts
 from tui.core.rundir import RunDirectory, WriteFailure, new_run_id
 from tui.core.supervisor import recovery
 from tui.core.supervisor.after_target import end_hung_workers
@@ -65,6 +66,7 @@ from tui.core.supervisor.staged import expect_ready, start_in_order
 from tui.core.supervisor.stall import watch_stalls
 from tui.core.supervisor.stopping import kill_everything, let_ps_exit, stop_one, stop_tasks
 from tui.core.supervisor.summary import summarize
+from tui.core.supervisor.unreachable import watch_links
 from tui.core.task_state import RunPhase
 from tui.launch.base import Launcher, PoolStarter
 from tui.launch.local import LocalLauncher
@@ -211,7 +213,8 @@ class Supervisor:
         self._run = run
         run.publish(RunStarted(run_id=run_id, run_dir=directory.path,
                                tasks=tuple(p.info for p in plans), settings=self._settings,
-                               t=started_wall, description=program.describe(self._settings)))
+                               t=started_wall, description=program.describe(self._settings),
+                               facts=RunFacts.of(program, self._settings)))
         for text in (*report.warnings, *allocation.notes):
             run.notify(Level.WARNING, text)
         if unreachable_local := _local_tasks_remote_peers_cannot_reach(self._config):
@@ -227,6 +230,7 @@ class Supervisor:
         run.spawn(directory.flush_periodically(self._clock))
         run.spawn(watch_stalls(run))
         run.spawn(watch_pauses(run))
+        watch_links(run)
         run.spawn(self._lifecycle(run))
 
     async def wait(self) -> RunSummary:

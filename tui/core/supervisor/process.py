@@ -14,12 +14,14 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from trainer import protocol
+from tui.config.cluster import Job
 from tui.core.clock import Wake, first_completed
 from tui.core.describe import describe_event
 from tui.core.events import Level, TaskHint, TaskOutput, TrainerEvent
 from tui.core.exits import describe_exit
 from tui.core.hints import CREATE_SESSION, hint_for_exit, hints_in
-from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
+from tui.core.supervisor.records import RunRecord, TaskRecord
+from tui.core.supervisor.unreachable import out_of_reach_note, task_lost
 from tui.core.task_state import TaskState
 from tui.launch.base import WARM_REASON, LaunchError, RunningTask
 from tui.launch.lines import OutputBatch, Stream
@@ -38,8 +40,23 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     """Start the task's process; return why it could not start, or None."""
     task.new_launch()
     plan = task.plan
+    starting = asyncio.ensure_future(run.launcher.start(plan.spec, plan.host, plan.argv, plan.env, plan.cwd))
+    ending = asyncio.ensure_future(run.entered_ending())
     try:
-        process = await run.launcher.start(plan.spec, plan.host, plan.argv, plan.env, plan.cwd)
+        await asyncio.wait({starting, ending}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ending.cancel()
+    if not starting.done():
+        # Stopped while it was starting (a warm pool importing TensorFlow takes 5-180 s):
+        # the stop does not wait for that (a core asked to close did, issue 33). The task
+        # stays not started; what the launcher still makes is killed when it comes.
+        _ABANDONED.add(starting)
+        starting.add_done_callback(_kill_abandoned)
+        for event in (task.loaded, task.settled, task.exited):
+            event.set()
+        return None
+    try:
+        process = starting.result()
     except (LaunchError, OSError) as exc:
         task.exit_code = None
         run.set_state(task, TaskState.FAILED, reason=f"could not start: {exc}")
@@ -50,19 +67,49 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     task.process = process
     task.pid = process.pid
     task.launches += 1
+    task.launched_at = run.clock.monotonic()
     task.last_activity = run.clock.monotonic()
     # A launcher may say more than the protocol asks: forked warm, or a notice (its warm
     # pool failed, so this task started cold).
     run.set_state(task, TaskState.STARTING, reason=WARM_REASON if getattr(process, "warm", False) else "")
     notice = getattr(process, "launch_notice", "")
-    if notice:
-        run.notify(Level.WARNING, notice, task.name)
+    if notice:  # the controller's (its warm pools'), not the task's: said once, as tfdist
+        run.notify(Level.WARNING, notice)
     run.spawn(_watch(run, task, process))
-    if task in run.workers():
+    if task.job is Job.EVALUATOR:
+        # TensorFlow starts no server for an evaluator and no task waits for it: it is up
+        # once it runs (what it evaluates comes as eval events).
+        became_ready(run, task)
+    if run.trains(task):
         run.hangs.started(task.name, run.clock.monotonic())
     if run.program.readiness is Readiness.SERVER and plan.host.is_local:
         run.spawn(_probe_port(run, task))
     return None
+
+
+#: Launches a stop left behind, kept until they end (the loop holds tasks weakly).
+_ABANDONED: set[asyncio.Future[RunningTask]] = set()
+_KILLING: set[asyncio.Future[None]] = set()
+
+
+def _kill_abandoned(starting: asyncio.Future[RunningTask]) -> None:
+    _ABANDONED.discard(starting)
+    if starting.cancelled() or starting.exception() is not None:
+        return  # nothing started (the launcher closed under it, or it failed)
+    process = starting.result()
+
+    async def kill() -> None:
+        await process.kill()
+        await process.wait()
+
+    def forget(future: asyncio.Future[None]) -> None:
+        _KILLING.discard(future)
+        if not future.cancelled():
+            future.exception()  # retrieved: a task already gone is not worth a warning
+
+    future = asyncio.ensure_future(kill())
+    _KILLING.add(future)
+    future.add_done_callback(forget)
 
 
 async def _probe_port(run: RunRecord, task: TaskRecord) -> None:
@@ -78,7 +125,12 @@ async def _probe_port(run: RunRecord, task: TaskRecord) -> None:
 
 def became_ready(run: RunRecord, task: TaskRecord) -> None:
     """The task's server is up (its ``ready`` event, TensorFlow's line, or its port)."""
-    if task.state is TaskState.STARTING:
+    if task.state is TaskState.UNREACHABLE and task.before_unreachable is TaskState.STARTING:
+        # Said while its host was out of reach (the line came late): up once it is back.
+        task.up_at = run.clock.monotonic()
+        task.before_unreachable = TaskState.RUNNING
+        task.settled.set()
+    elif task.state is TaskState.STARTING:
         task.up_at = run.clock.monotonic()
         run.set_state(task, TaskState.RUNNING)
         task.settled.set()
@@ -87,19 +139,21 @@ def became_ready(run: RunRecord, task: TaskRecord) -> None:
 async def _watch(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
     """Pump the task's output until it exits, then record the exit."""
     pump = asyncio.create_task(_pump(run, task, process))
+    code: int | None = None
+    lost = ""
     try:
         code = await process.wait()
     except LaunchError as exc:  # the connection to its host was lost: no exit code
-        task.judge(Verdict(TaskState.FAILED, str(exc)))
-        run.notify(Level.ERROR, str(exc), task.name)
-        code = -1
+        # Not a failure of the task: its host is out of reach. Wait for it (or the run's
+        # limit), then judge what became of the task (tui.core.supervisor.unreachable).
+        lost = await task_lost(run, task, str(exc))
     except Exception as exc:  # a bug in a launcher: keep the traceback in the log
         log.exception("%s: waiting for the process failed", task.name)
         run.notify(Level.ERROR, f"lost track of the process: {exc}", task.name)
-        code = -1
+        lost = f"lost track of the process: {exc}"
     if not pump.done():
         await first_completed({Wake.DONE: pump, Wake.TIMEOUT: run.clock.sleep(DRAIN_TIMEOUT)})
-    record_exit(run, task, code)
+    record_exit(run, task, code, lost)
 
 
 async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
@@ -203,6 +257,9 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
     """Act on one event of the task's (from the protocol, or read from its log)."""
     if isinstance(event, protocol.Ready) and not event.pid and task.pid:
         event = dataclasses.replace(event, pid=task.pid)  # read from TensorFlow's log line
+    elif isinstance(event, protocol.Eval) and not event.global_step:
+        # An evaluator's line names no step: it evaluated what training had reached.
+        event = dataclasses.replace(event, global_step=run.progress.global_step)
     progressed = run.progress.update(task.name, event, now)
     run.publish(TrainerEvent(task=task.name, event=event, t=now))
     if progressed:
@@ -218,24 +275,30 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
     elif isinstance(event, protocol.Ready):
         task.tf_server = task.tf_server or bool(event.tf_version)
         became_ready(run, task)
-    elif isinstance(event, protocol.Step) and task in run.workers():
+    elif isinstance(event, protocol.Step) and run.trains(task):
         task.stepped = True
         run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
         run.hang_check.set()
 
 
-def record_exit(run: RunRecord, task: TaskRecord, code: int) -> None:
-    """The task's process exited with ``code``: record its final state and judge a failure."""
+def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = "") -> None:
+    """The task's process exited with ``code``, or (None) was lost with its connection, for
+    the reason ``lost``: record its final state and judge a failure."""
     task.exit_code = code
-    was_running = task.state is TaskState.RUNNING
+    settled = task.settled_state
+    was_running = settled is TaskState.RUNNING
     verdict = task.verdict
     if verdict is not None:
         state, reason = verdict.state, verdict.reason
+        if code is None:
+            reason = f"{reason} ({lost})" if lost else reason
+    elif code is None:
+        state, reason = TaskState.FAILED, lost or "lost: no exit status came"
     elif code == 0:
         state, reason = TaskState.SUCCEEDED, ""
     else:
-        before = " before reporting ready" if task.state is TaskState.STARTING else ""
-        state, reason = TaskState.FAILED, describe_exit(code) + before
+        before = " before reporting ready" if settled is TaskState.STARTING else ""
+        state, reason = TaskState.FAILED, describe_exit(code) + before + out_of_reach_note(run, task)
         if not task.hint:  # what it said while waiting for its peers, if it then died of it
             offer_hint(run, task, task.withheld_hint or None)
         if not task.hint:  # it died by itself: the exit code alone may tell why

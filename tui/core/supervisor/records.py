@@ -33,7 +33,7 @@ from tui.core.progress import ProgressTracker
 from tui.core.rundir import RunDirectory
 from tui.core.supervisor.pause import PauseGuard
 from tui.core.task_state import RunPhase, TaskState, check_run_transition, check_task_transition
-from tui.launch.base import Launcher, PortReservation, RunningTask
+from tui.launch.base import HostLink, Launcher, PortReservation, RunningTask
 from tui.plan.tasks import TaskPlan
 from tui.program.base import EventReader, OutputReader, TaskProgram
 from tui.program.end_rules import HangWatch, RunEnd
@@ -120,6 +120,8 @@ class TaskRecord:
         self.last_activity = 0.0
         #: The state and reason of its last exit: where an abandoned restart goes back to.
         self.last_exit: tuple[TaskState, str] = (TaskState.PENDING, "")
+        #: Where it was when its host stopped answering (tui.core.supervisor.unreachable).
+        self.before_unreachable: TaskState | None = None
         self.new_launch()
 
     @property
@@ -148,6 +150,8 @@ class TaskRecord:
         self.tf_server = False
         self.up_at: float | None = None  # when it became ready this launch (the run's clock)
         self.withheld_hint = ""  # a hint held back while peers were starting; given if it fails
+        self.connection_lost = False  # its connection went before its exit came
+        self.launched_at = 0.0  # when this launch began (the run's clock)
 
         self.stall_taken_back = False  # ... again only after it was taken back (on the full timeout)
 
@@ -163,6 +167,13 @@ class TaskRecord:
         if self.state is TaskState.BACKOFF:
             state, reason = self.last_exit
             run.set_state(self, state, reason)
+
+    @property
+    def settled_state(self) -> TaskState:
+        """Its state, or where it was before its host stopped answering."""
+        if self.state is TaskState.UNREACHABLE and self.before_unreachable is not None:
+            return self.before_unreachable
+        return self.state
 
     @property
     def declared_failed(self) -> bool:
@@ -192,6 +203,10 @@ class RunRecord:
         self.program = program
         #: When training is over: every worker, or the chief job's task (tui.program.end_rules).
         self.run_end = RunEnd.of(t.job for t in tasks.values())
+        # The run's tasks are fixed: which of them train is worked out once, not on every
+        # step event (a list over every task per event was most of a busy run's cost).
+        self._trainers = tuple(t for t in tasks.values() if self.run_end.trains(t.job))
+        self._trainer_names = frozenset(t.name for t in self._trainers)
         #: Workers stuck after the target step (a user's sync chief): tui.core.supervisor.after_target.
         self.hangs = HangWatch(self.program.target(settings))
         self.hang_check = asyncio.Event()  # a step came in: look at the hang watch again
@@ -221,6 +236,13 @@ class RunRecord:
         #: Called when a task failed by itself (task, was it running, reason): the restart
         #: policy's entry point, set by the supervisor.
         self.on_failure: Callable[[TaskRecord, bool, str], None] = lambda task, running, why: None
+        #: Hosts that do not answer (tui.core.supervisor.unreachable): their links, since when
+        #: each silent one is silent (the run's clock), its reconnection under way, and when
+        #: each was last reconnected.
+        self.links: dict[str, HostLink] = {}
+        self.unreachable: dict[str, float] = {}
+        self.reconnecting: dict[str, asyncio.Task[bool]] = {}
+        self.reconnected_at: dict[str, float] = {}
 
     # -- phases ---------------------------------------------------------------------------
 
@@ -257,10 +279,12 @@ class RunRecord:
     # -- tasks ----------------------------------------------------------------------------
 
     def stages(self) -> list[list[TaskRecord]]:
-        """The start order: every ps, the chief, then everyone else (workers, evaluators)."""
+        """The start order: every ps, the chief, the other workers, then the evaluators
+        (ready once running: nothing waits for them)."""
         ps = self.of_job(Job.PS)
-        others = [t for t in self.tasks.values() if t.job is not Job.PS and t is not self.chief]
-        return [stage for stage in (ps, [self.chief], others) if stage]
+        others = [t for t in self.tasks.values()
+                  if t.job not in (Job.PS, Job.EVALUATOR) and t is not self.chief]
+        return [stage for stage in (ps, [self.chief], others, self.of_job(Job.EVALUATOR)) if stage]
 
     def of_job(self, job: Job) -> list[TaskRecord]:
         return [t for t in self.tasks.values() if t.job is job]
@@ -268,7 +292,11 @@ class RunRecord:
     def workers(self) -> list[TaskRecord]:
         """The tasks that train, as :attr:`run_end` says (every worker; with a chief job, the
         chief alone): the run's training is over when they are."""
-        return [t for t in self.tasks.values() if self.run_end.trains(t.job)]
+        return list(self._trainers)
+
+    def trains(self, task: TaskRecord) -> bool:
+        """``task`` is one of :meth:`workers` (in constant time: asked on every step)."""
+        return task.name in self._trainer_names
 
     def servers(self) -> list[TaskRecord]:
         """The tasks that serve the ones that train (ps, evaluators; with a chief job, the

@@ -47,6 +47,9 @@ def on_failure(run: RunRecord, task: TaskRecord, was_running: bool, reason: str,
         run.spawn(_restart_after_backoff(run, task, policy.backoff))
         return
     task.abandon_restart(run)
+    if task.job is Job.EVALUATOR:
+        run.notify(Level.WARNING, f"{reason}; not restarted again: training goes on without "
+                                  "evaluations", task.name)
     if decision is Decision.FAIL_RUN:
         run.request_stop(RunOutcome.FAILED, f"{task.name} {reason}")
 

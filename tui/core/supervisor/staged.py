@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from tui.config.cluster import Job
 from tui.core.clock import Wake, first_completed
 from tui.core.events import Level
 from tui.core.supervisor.process import launch
@@ -83,7 +84,8 @@ async def _await_stage(run: RunRecord, stage: list[TaskRecord],
     # An exit explains a stop that fail-fast requested, so look at exits first. (A task
     # whose restart is coming is in BACKOFF, not FAILED.)
     for task in stage:
-        if task.state is TaskState.FAILED:
+        # (An evaluator's failure is its restart policy's: it never fails the start.)
+        if task.state is TaskState.FAILED and task.job is not Job.EVALUATOR:
             return f"{task.name} {task.reason}"
     if wake is Wake.TIMEOUT:
         timeout = run.options.ready_timeout

@@ -76,25 +76,33 @@ def check_stalls(run: RunRecord) -> None:
         # for it, and that wait is not a stall. Idle time counts from when it is back.
         run.settled_at = now
     running = [t for t in run.tasks.values() if t.state is TaskState.RUNNING]
-    stopped = {t.name for t in running if process_stopped(t)}
-    workers = [t for t in running if t.job is Job.WORKER]
+    # The tasks that train (with a chief job: the coordinator, whose workers only serve).
+    workers = [t for t in running if run.run_end.trains(t.job)]
 
     def active(task: TaskRecord) -> float:
         return max(task.last_activity, run.settled_at)
 
+    # One pass over the workers, not one per worker: how many progressed lately, and when
+    # the last one did.
+    fresh = {w.name for w in workers if now - active(w) < quick}
+    last_worker = max((active(w) for w in workers), default=now)
+    idles = {t.name: now - active(t) if run.run_end.trains(t.job) else now - last_worker for t in running}
+    # Whether a process is stopped (a read of /proc per task) matters only to a task quiet
+    # for a quarter of the timeout or already reported: not asked every tick of a busy run.
+    stopped = ({t.name for t in running if process_stopped(t)}
+               if any(t.stall_reported or idles[t.name] >= quick for t in running) else set())
+
     for task in running:
-        if task.job is Job.WORKER:
-            idle = now - active(task)
+        idle = idles[task.name]
+        if run.run_end.trains(task.job):
             # A worker that has not stepped yet may be waiting quietly for its session (a
             # non-chief, while the chief initialises on a busy machine): the full timeout.
-            others_progress = task.stepped and any(now - active(w) < quick
-                                                   for w in workers if w is not task)
+            others_progress = task.stepped and len(fresh) - (task.name in fresh) > 0
             # Once taken back, only the full timeout: a worker that prints in bursts must
             # not be reported and taken back again every quarter of it.
             limit = quick if task.name in stopped or (others_progress and not task.stall_taken_back) \
                 else timeout
         else:
-            idle = now - max((active(w) for w in workers), default=now)
             limit = quick if task.name in stopped else timeout
         if task.stall_reported:
             if idle < quick and task.name not in stopped:
@@ -107,8 +115,8 @@ def check_stalls(run: RunRecord) -> None:
             _report(run, task, idle, task.name in stopped)
 
 
-#: States of a task being (re)started or stopped.
-_UNSETTLED = frozenset({TaskState.STARTING, TaskState.STOPPING, TaskState.BACKOFF})
+#: States of a task being (re)started or stopped, or out of reach (the others may wait for it).
+_UNSETTLED = frozenset({TaskState.STARTING, TaskState.STOPPING, TaskState.BACKOFF, TaskState.UNREACHABLE})
 
 
 def _clear(run: RunRecord, task: TaskRecord, why: str) -> None:

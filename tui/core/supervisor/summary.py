@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tui.config.cluster import Job
 from tui.core.events import RunOutcome, RunSummary, TaskResult
 from tui.core.supervisor.records import RunRecord
 from tui.core.task_state import TaskState
@@ -12,7 +13,9 @@ def summarize(run: RunRecord) -> RunSummary:
     names the outcome; otherwise any failed task makes it FAILED, every task succeeding
     SUCCEEDED, and anything else STOPPED."""
     tasks = list(run.tasks.values())
-    failed = [t for t in tasks if t.state is TaskState.FAILED]
+    # An evaluator only watches training: its failure is said, and never fails the run.
+    evaluators = [t for t in tasks if t.job is Job.EVALUATOR]
+    failed = [t for t in tasks if t.state is TaskState.FAILED and t not in evaluators]
     outcome: RunOutcome
     if run.stop_outcome in (RunOutcome.INTERRUPTED, RunOutcome.TIMEOUT):
         outcome, reason = run.stop_outcome, run.stop_reason
@@ -20,8 +23,10 @@ def summarize(run: RunRecord) -> RunSummary:
         outcome = RunOutcome.FAILED
         reason = (run.stop_reason if run.stop_outcome is RunOutcome.FAILED
                   else f"{failed[0].name} {failed[0].reason}")
-    elif all(t.state is TaskState.SUCCEEDED for t in tasks):
-        outcome, reason = RunOutcome.SUCCEEDED, ""
+    elif all(t.state is TaskState.SUCCEEDED for t in tasks if t not in evaluators):
+        outcome, reason = RunOutcome.SUCCEEDED, "; ".join(
+            f"{t.name} {t.reason} (training went on without it)"
+            for t in evaluators if t.state is TaskState.FAILED)
     else:
         outcome, reason = RunOutcome.STOPPED, run.stop_reason or "stopped"
     snapshot = run.progress.snapshot()
@@ -36,6 +41,7 @@ def summarize(run: RunRecord) -> RunSummary:
         target=snapshot.target,
         final_loss=run.progress.final_loss,
         final_accuracy=run.progress.final_accuracy,
+        final_train_accuracy=run.progress.final_train_accuracy,
         tasks=tuple(TaskResult(name=t.name, state=t.state, exit_code=t.exit_code, reason=t.reason,
                                restarts=t.restarts, last_lines=tuple(t.tail), hint=t.hint)
                     for t in tasks),

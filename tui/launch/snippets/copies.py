@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import time
 
@@ -45,9 +46,18 @@ def in_use(path: str, cwds: list[str]) -> bool:
 
 def last_used(path: str) -> float | None:
     try:
-        return os.stat(path).st_mtime
+        return os.lstat(path).st_mtime
     except OSError:
         return None
+
+
+def is_copy(path: str) -> bool:
+    """A real folder (not a symlink, not a file): only what deploy made is ever touched; a
+    link or file planted under a copy's name is left alone, under its own name."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def remove(path: str, unused_for: float) -> bool:
@@ -58,14 +68,18 @@ def remove(path: str, unused_for: float) -> bool:
     except OSError:
         return False
     used = last_used(doomed)
-    if used is not None and time.time() - used <= unused_for:
+    if not is_copy(doomed) or (used is not None and time.time() - used <= unused_for):
         try:
-            os.rename(doomed, path)  # a controller marked it used meanwhile: it stays
+            # A controller marked it used meanwhile, or it was swapped for something that
+            # is not a copy: it stays, under its name.
+            os.rename(doomed, path)
             return False
         except OSError:
-            pass  # that controller uploaded it again meanwhile: this one is not needed
+            if not is_copy(doomed):
+                return False
+            # that controller uploaded it again meanwhile: this one is not needed
     shutil.rmtree(doomed, ignore_errors=True)
-    return True
+    return not os.path.lexists(doomed)  # "removed" only when it is gone
 
 
 def tidy(workdir: str, name: str, current: str, unused_for: float) -> dict[str, object]:
@@ -87,7 +101,8 @@ def tidy(workdir: str, name: str, current: str, unused_for: float) -> dict[str, 
     for entry in entries:
         copy = os.path.join(workdir, entry)
         used = last_used(copy)
-        if entry == current or not pattern.fullmatch(entry) or used is None or now - used <= unused_for:
+        if entry == current or not pattern.fullmatch(entry) or not is_copy(copy) or used is None \
+                or now - used <= unused_for:
             continue
         if in_use(copy, cwds or []):
             busy.append(entry)

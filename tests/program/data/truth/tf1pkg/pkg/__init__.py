@@ -1,0 +1,1 @@
+"""A TF1 training package, run as ``python -m pkg.train``."""
