@@ -192,18 +192,20 @@ class LabHost:
 
 @dataclass(frozen=True)
 class LinkCounters:
-    """Bytes through a host's link, seen from the bridge: ``to_host`` the host received,
-    ``from_host`` it sent."""
+    """Bytes (and packets) through a host's link, seen from the bridge: ``to_host`` the host
+    received, ``from_host`` it sent. Bytes count every packet's headers too."""
 
     to_host: int
     from_host: int
+    packets: int = 0
 
     @property
     def total(self) -> int:
         return self.to_host + self.from_host
 
     def __sub__(self, other: LinkCounters) -> LinkCounters:
-        return LinkCounters(self.to_host - other.to_host, self.from_host - other.from_host)
+        return LinkCounters(self.to_host - other.to_host, self.from_host - other.from_host,
+                            self.packets - other.packets)
 
 
 class NetLab:
@@ -331,8 +333,12 @@ class NetLab:
     def counters(self, name: str) -> LinkCounters:
         """The bytes through host ``name``'s link so far (the bridge side's tx is the host's rx)."""
         statistics = Path("/sys/class/net") / self.hosts[name].veth / "statistics"
-        return LinkCounters(to_host=int((statistics / "tx_bytes").read_text()),
-                            from_host=int((statistics / "rx_bytes").read_text()))
+
+        def read(counter: str) -> int:
+            return int((statistics / counter).read_text())
+
+        return LinkCounters(to_host=read("tx_bytes"), from_host=read("rx_bytes"),
+                            packets=read("tx_packets") + read("rx_packets"))
 
     def served_bytes(self, name: str, port: int) -> dict[tuple[str, str], int]:
         """Bytes (both ways) of each established TCP connection to ``port`` of host ``name``

@@ -47,10 +47,10 @@ from tui.launch.errors import HostError, HostFailure
 from tui.launch.host_link import SSHHostLink
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.lines import MAX_LINE_BYTES
-from tui.launch.probe import HostResources
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
 from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.remote_ports import hold_ports
+from tui.launch.ssh_prepare import prepare_host
 from tui.launch.ssh_task import SSHTask
 from tui.launch.ssh_warm import RemotePools, parse_pid
 from tui.launch.streams import read_first_line
@@ -204,32 +204,10 @@ class SSHLauncher:
         return (await self._entry(spec)).remote
 
     async def _prepare(self, host: RemoteHost) -> HostInfo:
-        conn = await host.first_connection()
-        # With a warm pool to come, the pool's import is the host's TensorFlow check: one
-        # import per host, on every host at once (the tasks would otherwise wait for each
-        # host's pool in turn), and none in the probe.
-        pool_mode = self._warm_mode if self._warm_on and host.spec.warm else None
-        found = await deploy.probe(conn, host.spec, self._probe_timeout, import_tf=pool_mode is None)
-        deployment, resources = await asyncio.gather(deploy.deploy(conn, host.spec, found.workdir),
-                                                     self._probe_resources(host))
-        if self._upload is not None:
-            await self._upload.ensure(host, found.workdir)
-        link = self._link_for(host.spec)
-        await link.attach(host)
-        tf_version = found.tf_version
-        if pool_mode is not None:
-            tf_version = await self._pools().prestart(host, host.spec, pool_mode, found.workdir,
-                                                      deployment.path, link.lease_file, self._lease) or ""
-            if not tf_version:  # no pool: the probe's import says whether TensorFlow works
-                tf_version = (await deploy.probe(conn, host.spec, self._probe_timeout)).tf_version
-        self._infos[host.spec.name] = info = HostInfo(
-            name=host.spec.name, python=found.python, python_version=found.python_version,
-            tf_version=tf_version, workdir=found.workdir, home=found.home,
-            trainer_path=deployment.path, uploaded=deployment.uploaded,
-            configured_workdir=host.spec.workdir, resources=resources)
-        log.info("host %s: Python %s, TensorFlow %s, trainer in %s (%s)", host.spec.name,
-                 found.python_version, tf_version, deployment.path,
-                 "uploaded" if deployment.uploaded else "already there")
+        pooled = self._warm_on and host.spec.warm and self._warm_mode is not None
+        info = await prepare_host(host, self._probe_timeout, self._upload, self._pools() if pooled else None,
+                                  self._warm_mode, self._link_for(host.spec), self._lease)
+        self._infos[host.spec.name] = info
         return info
 
     def _pools(self) -> RemotePools:
@@ -241,14 +219,6 @@ class SSHLauncher:
         """Tasks will start from warm pools of ``mode`` (:data:`trainer.warm.MODES`; None:
         not known): preparing a host starts its pool (:meth:`RemotePools.prestart`)."""
         self._warm_mode = mode
-
-    async def _probe_resources(self, host: RemoteHost) -> HostResources:
-        """The host's cores and GPUs, as its tasks (with the host's env) will see them."""
-        answer = await host.run_snippet("resources", [], self._probe_timeout)
-        try:
-            return HostResources.from_probe(answer)
-        except ValueError as exc:
-            raise host.error(HostFailure.COMMAND_FAILED, f"resource probe: {exc}") from None
 
     async def _forget(self, name: str) -> None:
         entry = self._hosts.pop(name, None)
