@@ -16,6 +16,10 @@ from tui.core.task_state import TaskState
 
 #: From this many tasks on (the table shows about ten rows), tasks are grouped by role.
 GROUP_FROM = 12
+#: Rows above and below the visible ones that each refresh brings up to date too.
+ROWS_BEYOND = 10
+#: A table with fewer rows than this is brought up to date whole.
+ALL_ROWS_UNDER = 64
 #: Row keys of group headers start with this (never a task name: names are job + index).
 GROUP = "group:"
 
@@ -93,7 +97,12 @@ class TaskTable(DataTable[Text | str]):
             if selected in keys:
                 self.move_cursor(row=keys.index(selected))
             return
-        for key in keys:
+        # Only the rows on screen (and a few beyond) are brought up to date: 256 tasks are
+        # mostly out of sight, and what scrolls into sight is redrawn at the next refresh.
+        top = int(self.scroll_y)
+        shown = keys if len(keys) < ALL_ROWS_UNDER else \
+            keys[max(0, top - ROWS_BEYOND):top + self.size.height + ROWS_BEYOND]
+        for key in shown:
             for (column, _), value in zip(self.COLUMNS, self._row(dashboard, key, now), strict=True):
                 if self.get_cell(key, column) != value:
                     self.update_cell(key, column, value)
