@@ -9,7 +9,6 @@ process's policy: signals (Ctrl-C/SIGTERM stop every task, a second one kills), 
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import os
 import shlex
@@ -22,6 +21,7 @@ from typing import TextIO, cast
 
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
+from tui.common.streams import SurvivingStream
 from tui.common.terminal import inert
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
@@ -408,8 +408,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     (tests use a fake trainer); by default the session is built from ``options``."""
     # After SIGHUP the terminal is gone: a write fails (EIO), and must not end the run's
     # shutdown, which still has tasks to stop and a summary to write.
-    out_stream: TextIO = cast(TextIO, _Surviving(out or sys.stdout))
-    err_stream: TextIO = cast(TextIO, _Surviving(err or sys.stderr))
+    out_stream: TextIO = cast(TextIO, SurvivingStream(out or sys.stdout))
+    err_stream: TextIO = cast(TextIO, SurvivingStream(err or sys.stderr))
     session = Session(supervisor) if supervisor is not None else Session.from_options(options)
     supervisor = session.supervisor
     printer: Printer | JsonPrinter
@@ -457,37 +457,6 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
         for signum in handled:
             loop.remove_signal_handler(signum)
         await session.close()
-
-
-class _Surviving(io.TextIOBase):
-    """A text stream whose writes stop quietly once the stream fails (a hung-up terminal,
-    a closed pipe) instead of raising into the controller."""
-
-    def __init__(self, stream: TextIO) -> None:
-        super().__init__()
-        self._stream = stream
-        self.lost = False
-
-    def write(self, text: str) -> int:
-        if not self.lost:
-            try:
-                self._stream.write(text)
-            except (OSError, ValueError):  # EIO, EPIPE; ValueError: closed
-                self.lost = True
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.lost:
-            try:
-                self._stream.flush()
-            except (OSError, ValueError):
-                self.lost = True
-
-    def isatty(self) -> bool:
-        try:
-            return self._stream.isatty()
-        except (OSError, ValueError):
-            return False
 
 
 async def _every(interval: float, action: Callable[[], None]) -> None:
