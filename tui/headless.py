@@ -303,8 +303,8 @@ class JsonPrinter:
     def traffic_update(self, update: TrafficUpdate) -> None:
         """A ``traffic`` record: each ps's rates and totals so far, and what it should carry."""
         sample = update.sample
-        if sample is None:  # the run's own traffic, once over: run_finished carries it
-            return
+        if sample is None or update.summary is not None:  # the run's own traffic, once over:
+            return  # run_finished carries it (and the last sample was written already)
         expected = [*update.expected_per_sec, *[None] * len(sample.ps)]  # empty while not known
         record = {"type": "traffic", "t": time.time(), "global_step": sample.global_step,
                   "ps": [{**asdict(ps), "expected_per_sec": expected[i]} for i, ps in enumerate(sample.ps)]}
