@@ -24,7 +24,10 @@ def test_a_deleted_run_directory_fails_the_run(tmp_path: Path) -> None:
         try:
             run = the_run(tmp_path)
             wait_until(lambda: "tick 3" in log_text(run, "worker0"), 60)
-            shutil.rmtree(run)
+            # The run writes on meanwhile (a file made between rmtree's listing and its rmdir
+            # leaves the folder "not empty"): removed again until it is gone.
+            wait_until(lambda: (shutil.rmtree(run, ignore_errors=True), not run.exists())[1], 30,
+                       "the run directory could not be removed")
             code = process.wait(90)
         finally:
             if process.poll() is None:

@@ -7,6 +7,7 @@ modes on 1 to 4 ps."""
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
 import pytest
@@ -16,6 +17,10 @@ from trainer.cluster import Cluster
 from trainer.settings import Dataset, Mode, Model, Optimizer, PlacementStrategy, TrainingSettings
 
 PARTITIONS = (1, 2, 3, 16)
+#: The convolutional models' graphs take seconds each to build (VGG-19 most): the suite checks
+#: them on a few cases that still turn every rule (no partitioner, uneven shards, more shards
+#: than rows, both strategies); TFDIST_LAYOUT_ALL=1 checks them on every case, as the MLPs are.
+BIG_MODELS_SAMPLE = (0, 3, 6)
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +63,24 @@ def test_the_cases_cover_every_optimizer_mode_and_strategy() -> None:
             itertools.product(PlacementStrategy, PARTITIONS))
 
 
+def checked_cases(model: Model) -> list[tuple[TrainingSettings, int]]:
+    """The cases the suite checks for ``model`` (every one for the quick models)."""
+    every = cases(model)
+    if model in (Model.SOFTMAX, Model.MLP) or os.environ.get("TFDIST_LAYOUT_ALL") == "1":
+        return every
+    return [every[i] for i in BIG_MODELS_SAMPLE]
+
+
+def test_the_sample_of_the_big_models_turns_every_rule() -> None:
+    sample = [cases(Model.VGG19)[i] for i in BIG_MODELS_SAMPLE]
+    assert {s.placement for s, _ in sample} == set(PlacementStrategy)
+    assert {s.partitions for s, _ in sample} >= {1, 3, 16}
+    assert len({n for _, n in sample}) > 1
+
+
 @pytest.mark.parametrize("model", list(Model), ids=lambda m: m.value)
 def test_layout_is_tensorflows_placement(tf: Any, model: Model) -> None:
-    for settings, num_ps in cases(model):
+    for settings, num_ps in checked_cases(model):
         want = tensorflows(tf, settings, num_ps)
         got = layout.plan(settings, num_ps)
         what = f"{settings.placement.value}, partitions {settings.partitions}, " \
