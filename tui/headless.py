@@ -456,7 +456,22 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
             progress.cancel()
         for signum in handled:
             loop.remove_signal_handler(signum)
-        await session.close()
+        await _close_within(session, err_stream)
+
+
+#: How long closing the session may take once the run is over (every task is stopped by
+#: then; what is left is connections and monitors) before the controller ends regardless.
+SESSION_CLOSE_LIMIT = 60.0
+
+
+async def _close_within(session: Session, err: TextIO) -> None:
+    """Close the session; a close that hangs (a connection whose peer never answers) is given
+    up on after :data:`SESSION_CLOSE_LIMIT`, so the controller always ends."""
+    try:
+        await asyncio.wait_for(session.close(), SESSION_CLOSE_LIMIT)
+    except asyncio.TimeoutError:
+        err.write(f"tfdist  | warning: closing took longer than {SESSION_CLOSE_LIMIT:.0f} s; "
+                  "ending without waiting for it\n")
 
 
 async def _every(interval: float, action: Callable[[], None]) -> None:

@@ -5,7 +5,6 @@ snippets, batched signals, and port releases still on their way."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,8 @@ COMMAND_TIMEOUT = 30.0
 RELEASE_TIMEOUT = 5.0
 #: Connections to one host at most, when sshd's MaxSessions keeps refusing channels.
 MAX_CONNECTIONS = 8
+#: How long a closed connection's peer may take to answer the close before it is dropped.
+CLOSE_WAIT = 5.0
 _SESSION_LIMIT_CODES = (asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, asyncssh.OPEN_CONNECT_FAILED)
 
 #: Opens a connection to a host; sets the event (if given) when the connection closes.
@@ -178,6 +179,12 @@ class RemoteHost:
         for conn in self.connections:
             conn.close()
         for conn in self.connections:
-            with contextlib.suppress(Exception):
-                await conn.wait_closed()
+            # A peer that never answers the close (a cut link, a wedged sshd) must not keep
+            # the controller from ending: its tasks end by their lease anyway.
+            try:
+                await asyncio.wait_for(conn.wait_closed(), CLOSE_WAIT)
+            except asyncio.TimeoutError:
+                conn.abort()
+            except Exception:  # a connection that failed is closed as well
+                pass
         self.connections.clear()
