@@ -178,7 +178,10 @@ async def serve(start: Start, sock: socket.socket, frames: BinaryIO) -> int:
     closing = Closing()
 
     def on_signal(signum: signal.Signals) -> None:
-        if closing.begun:  # asked again while closing: no grace periods any more
+        # Asked again while closing: no grace periods any more. The app's death is no second
+        # request: it comes with (or after) the socket's end that began the close, and its
+        # tasks still deserve their last words.
+        if closing.begun and signum != APP_GONE_SIGNAL:
             session.supervisor.kill_all()
         closing.close(APP_GONE if signum == APP_GONE_SIGNAL else f"interrupted by {signum.name}")
 
