@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.report import run_footer
 from tests.support.netlab import NetLab, missing_requirements
 
 REPO = Path(__file__).resolve().parents[1]
@@ -137,9 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 points.append(run_point(hosts, placement, partitions))
                 print(f"{points[-1]}", file=sys.stderr, flush=True)
     print(report(points, args.rate))
-    print(f"\n{args.reps} repetitions, {(time.time() - started) / 60:.1f} minutes, {os.cpu_count()} cores; "
-          f"1-minute load average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end "
-          f"(the machine is shared).")
+    print()
+    print(run_footer(args.reps, started, load))
     return 0
 
 

@@ -8,6 +8,7 @@ import math
 import os
 import platform
 import statistics
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -246,6 +247,14 @@ def load_average() -> str:
         return f"{os.getloadavg()[0]:.1f}"
     except OSError:
         return "unknown"
+
+
+def run_footer(reps: int, started: float, load_at_start: float) -> str:
+    """The closing line of a benchmark's table: repetitions, minutes, cores, and the machine's
+    1-minute load average at its start and end (it is shared)."""
+    return (f"{reps} repetitions, {(time.time() - started) / 60:.1f} minutes, {os.cpu_count()} cores; "
+            f"1-minute load average {load_at_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end "
+            "(the machine is shared).")
 
 
 def replace_section(report: str, title: str, markdown: str) -> str:
