@@ -1,9 +1,11 @@
 """Warm starts through the local launcher, with real processes: a pool that dies mid-run
 takes its tasks along and later tasks start cold with one notice; a SIGKILLed controller
-leaves no pool and no task behind, whether the pool was still importing or serving."""
+leaves no pool and no task behind, whether the pool was still importing or serving; a pool
+started ahead of its task (a prestart) is the one the task forks from."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 import signal
@@ -12,11 +14,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import psutil
+
 from trainer.shim import BOOTSTRAP
 from tui.config.cluster import HostSpec, Job, TaskSpec
 from tui.launch.local import LocalLauncher, LocalTask
 from tui.launch.streams import each_line
 from tui.launch.warm import WarmTask, servable_mode
+from tui.launch.warm_pool import WarmPool
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = HostSpec(name="localhost", address="localhost")
@@ -92,6 +97,50 @@ async def test_a_pool_killed_mid_run_takes_its_task_and_later_tasks_start_cold(t
             await cold.kill()
             await cold.wait()
     finally:
+        await launcher.close()
+
+
+async def _first_pool(launcher: LocalLauncher, timeout: float = 30.0) -> WarmPool:
+    """The launcher's first pool once its process exists (it imports on: not awaited)."""
+    async def spawned() -> WarmPool:
+        while True:
+            pools = launcher.warm_pools
+            if pools is not None and pools.pools and pools.pools[0].pid is not None:
+                return pools.pools[0]
+            await asyncio.sleep(0.02)
+    return await asyncio.wait_for(spawned(), timeout)
+
+
+async def test_a_prestarted_pool_is_the_one_its_task_forks_from(tmp_path: Path) -> None:
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    argv = [sys.executable, "-m", "trainer.shim", str(script)]
+    launcher = LocalLauncher()
+    try:
+        launcher.prestart(LOCAL, argv, ENV)
+        pool = await _first_pool(launcher)  # before any task asked
+        task = await launcher.start(TASK, LOCAL, argv, ENV, str(tmp_path))
+        assert isinstance(task, WarmTask)
+        assert (await anext(each_line(task.output()))).text == "up"
+        assert launcher.warm_pools is not None and launcher.warm_pools.pools == (pool,)
+        assert psutil.Process(task.pid).ppid() == pool.pid
+        await task.kill()
+        await task.wait()
+    finally:
+        await launcher.close()
+
+
+async def test_nothing_is_prestarted_that_no_task_would_fork_from(tmp_path: Path) -> None:
+    plain = [sys.executable, str(tmp_path / "train.py")]  # shim: false
+    shim = [sys.executable, "-m", "trainer.shim", "train.py"]
+    for launcher, host, argv in ((LocalLauncher(), LOCAL, plain),
+                                 (LocalLauncher(warm=False), LOCAL, shim),
+                                 (LocalLauncher(), HostSpec(name="localhost", address="localhost",
+                                                            warm=False), shim)):
+        launcher.prestart(host, argv, ENV)
+        for _ in range(20):  # the prestart's own steps, without a pool to wait for
+            await asyncio.sleep(0)
+        assert launcher.warm_pools is None or launcher.warm_pools.pools == ()
         await launcher.close()
 
 

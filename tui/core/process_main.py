@@ -170,6 +170,9 @@ async def serve(start: Start, sock: socket.socket, frames: BinaryIO) -> int:
     except Exception as error:  # whatever it was, the app says it
         sender.finish(Failed(f"{type(error).__name__}: {error}"))
         return 1
+    # The app sends its first command once it is up: until then, this machine's warm pools
+    # import TensorFlow.
+    session.supervisor.prestart()
     session.supervisor.subscribe(sender.outbox.put)
     if session.traffic is not None:
         session.traffic.subscribe(sender.outbox.put)

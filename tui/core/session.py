@@ -67,7 +67,9 @@ class Session:
 
     async def start(self) -> None:
         """Sweep for leftovers (the first time), then start a run (see
-        :meth:`Supervisor.start` for what it raises)."""
+        :meth:`Supervisor.start` for what it raises). This machine's warm pools start
+        first: their import overlaps the sweep."""
+        self.supervisor.prestart()
         await self.sweep_leftovers()
         await self.supervisor.start()
 

@@ -209,6 +209,15 @@ class CommandRunner(Protocol):
 
 
 @runtime_checkable
+class TaskPrestarter(Protocol):
+    """A launcher that can get ready for a task before it is asked to start it: start, without
+    waiting, the warm pool the task will fork from, so that its import overlaps the rest of
+    the controller's start."""
+
+    def prestart(self, host: HostSpec, argv: Sequence[str], env: Mapping[str, str]) -> None: ...
+
+
+@runtime_checkable
 class PoolStarter(Protocol):
     """A launcher whose hosts can start their warm pool while they are prepared, when told
     which kind of task will come (:data:`trainer.warm.MODES`; None: none known)."""

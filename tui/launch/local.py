@@ -93,10 +93,7 @@ class LocalLauncher:
             raise LaunchError(f"{task.name}: empty command line")
         full_env = {**os.environ, **env}
         if self._warm_on and host.warm:
-            if self._warm is None:
-
-                self._warm = WarmPools(self._max_line)
-            warm_task = await self._warm.start(task.name, argv, full_env, cwd)
+            warm_task = await self._pools().start(task.name, argv, full_env, cwd)
             if warm_task is not None:
                 return warm_task
         pipes = [output_pipe(), output_pipe()]
@@ -127,6 +124,19 @@ class LocalLauncher:
         if self._warm is not None:
             cold.launch_notice = self._warm.take_notice()
         return cold
+
+    def prestart(self, host: HostSpec, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        """Start now, without waiting, the warm pool a task with ``argv`` and ``env`` would
+        fork from (nothing with --cold, for a host with ``warm: false``, or a command no
+        pool serves)."""
+        self._require_local(host)
+        if self._warm_on and host.warm:
+            self._pools().prestart(argv, {**os.environ, **env})
+
+    def _pools(self) -> WarmPools:
+        if self._warm is None:
+            self._warm = WarmPools(self._max_line)
+        return self._warm
 
     @property
     def warm_pools(self) -> WarmPools | None:

@@ -24,6 +24,7 @@ from tui.launch.base import (
     PortProblem,
     PortReservation,
     RunningTask,
+    TaskPrestarter,
 )
 from tui.launch.command_stream import CommandStream, CommandStreamer, StreamNotSupported, open_local_command
 from tui.launch.kinds import LAUNCHERS
@@ -136,6 +137,13 @@ class Router:
 
     async def check_ports(self, host: HostSpec, ports: Sequence[int]) -> list[PortProblem]:
         return await self._for(host).check_ports(host, ports)
+
+    def prestart(self, host: HostSpec, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        """Get ``host``'s launcher ready for a task (:class:`TaskPrestarter`), where it can
+        be (SSH hosts start their pools while they are prepared: :meth:`expect_pools`)."""
+        launcher = self._for(host)
+        if isinstance(launcher, TaskPrestarter):
+            launcher.prestart(host, argv, env)
 
     def link(self, host: HostSpec) -> HostLink | None:
         """Whether ``host`` answers, where its launcher knows (:class:`LinkWatching`)."""

@@ -137,17 +137,34 @@ class WarmPools:
         self._starting: dict[PoolKey, asyncio.Task[None]] = {}
         self._noticed: set[PoolKey] = set()
         self._refusals: set[str] = set()
-        self._interpreters: dict[str, Interpreter | None] = {}
+        self._interpreters: dict[str, asyncio.Future[Interpreter | None]] = {}
         self._notices: list[str] = []
+        self._prestarts: set[asyncio.Task[None]] = set()
 
     @property
     def pools(self) -> tuple[WarmPool, ...]:
         """Every pool made so far (running, failed or closed)."""
         return tuple(self._pools.values())
 
-    async def start(self, name: str, argv: Sequence[str], env: Mapping[str, str],
-                    cwd: str | None) -> WarmTask | None:
-        """Fork ``argv`` from a pool; None when it must start cold (a notice is logged)."""
+    def prestart(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        """Start, without waiting, the pool a task with ``argv`` and ``env`` will fork from,
+        so that its TensorFlow import overlaps whatever comes before the task's start (the
+        controller's own start, the preflight). Says nothing: a pool that fails says so when
+        its first task asks (:meth:`start`)."""
+        prestart = asyncio.ensure_future(self._prestart(tuple(argv), dict(env)))
+        self._prestarts.add(prestart)
+        prestart.add_done_callback(self._prestarts.discard)
+
+    async def _prestart(self, argv: tuple[str, ...], env: dict[str, str]) -> None:
+        wanted = await self._wanted(argv, env)
+        if wanted is not None:
+            key, python, _ = wanted
+            self._pool_now(key, env, python)
+
+    async def _wanted(self, argv: Sequence[str], env: Mapping[str, str]
+                      ) -> tuple[PoolKey, str, tuple[str, ...]] | None:
+        """The pool that would serve ``argv`` (its key and interpreter path) and the task's
+        arguments for it; None when no pool can (a cold start says what is wrong)."""
         served = servable_mode(argv, None)
         if served is None:
             return None
@@ -156,8 +173,17 @@ class WarmPools:
         python = locate(argv[0], env.get("PATH", os.environ.get("PATH")))
         interpreter = await self._identify(python) if python is not None else None
         if python is None or interpreter is None:
-            return None  # not a Python that answers: the cold start says what is wrong
-        key = PoolKey(*interpreter.identity, mode, pool_key(mode, args, env), env.get("PYTHONPATH", ""))
+            return None
+        return PoolKey(*interpreter.identity, mode, pool_key(mode, args, env), env.get("PYTHONPATH", "")), \
+            python, args
+
+    async def start(self, name: str, argv: Sequence[str], env: Mapping[str, str],
+                    cwd: str | None) -> WarmTask | None:
+        """Fork ``argv`` from a pool; None when it must start cold (a notice is logged)."""
+        wanted = await self._wanted(argv, env)
+        if wanted is None:
+            return None
+        key, python, args = wanted
         pool = await self._pool(key, env, python)
         if not pool.check():
             self._fail_notice(key, pool)
@@ -173,15 +199,21 @@ class WarmPools:
             return None
 
     async def _identify(self, python: str) -> Interpreter | None:
+        # Asked once per path, also when a prestart and a task ask at the same time.
         if python not in self._interpreters:
-            self._interpreters[python] = await identify(python)
-        return self._interpreters[python]
+            self._interpreters[python] = asyncio.ensure_future(identify(python))
+        return await asyncio.shield(self._interpreters[python])
 
-    async def _pool(self, key: PoolKey, env: Mapping[str, str], python: str) -> WarmPool:
+    def _pool_now(self, key: PoolKey, env: Mapping[str, str], python: str) -> WarmPool:
+        """The pool of ``key``, started now if there is none yet (no await: never two)."""
         pool = self._pools.get(key)
         if pool is None:
             pool = self._pools[key] = WarmPool(key, env, python)
             self._starting[key] = asyncio.ensure_future(pool.start())
+        return pool
+
+    async def _pool(self, key: PoolKey, env: Mapping[str, str], python: str) -> WarmPool:
+        pool = self._pool_now(key, env, python)
         starting = self._starting.get(key)
         if starting is not None:
             await asyncio.shield(starting)
@@ -234,7 +266,7 @@ class WarmPools:
                         self.take_notice())
 
     async def close(self) -> None:
-        for task in self._starting.values():
+        for task in (*self._prestarts, *self._starting.values()):
             if not task.done():
                 task.cancel()
         await asyncio.gather(*(pool.close() for pool in self._pools.values()), return_exceptions=True)

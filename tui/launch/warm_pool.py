@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from trainer.warm import IMPORT_TIME_ENV, POOL_RUN_ID
+from trainer.warm import IMPORT_TIME_ENV, POOL_ENV, POOL_RUN_ID, ROOM_BYTES, ROOM_ENV
 from tui.launch.deathsig import DIE_WITH_PARENT
 from tui.launch.owner import CONTROLLER_ENV, RUN_ID_ENV, this_controller
 from tui.launch.package import trainer_root
@@ -85,6 +85,11 @@ class WarmPool:
                 env.pop(name, None)
         env[RUN_ID_ENV] = POOL_RUN_ID
         env[CONTROLLER_ENV] = str(this_controller())
+        # The room the server would otherwise re-exec itself to get (one interpreter start
+        # less before its import): as ``trainer.warm`` sizes it, from the rest of the block.
+        size = sum(len(k) + len(v) + 2 for k, v in env.items())
+        env[POOL_ENV] = "1"
+        env[ROOM_ENV] = "x" * (size + ROOM_BYTES)
         return env
 
     async def start(self) -> None:

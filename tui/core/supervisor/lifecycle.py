@@ -68,7 +68,7 @@ from tui.core.supervisor.stopping import kill_everything, let_ps_exit, stop_one,
 from tui.core.supervisor.summary import summarize
 from tui.core.supervisor.unreachable import watch_links
 from tui.core.task_state import RunPhase
-from tui.launch.base import Launcher, PoolStarter
+from tui.launch.base import Launcher, PoolStarter, TaskPrestarter
 from tui.launch.local import LocalLauncher
 from tui.plan.allocation import ResourceError, allocate_for
 from tui.plan.preflight import PreflightError, resolve_ports
@@ -169,12 +169,29 @@ class Supervisor:
 
     # -- whole runs ---------------------------------------------------------------------
 
+    def prestart(self) -> None:
+        """Start, without waiting, the warm pools this machine's tasks of the next run will
+        fork from, so that their TensorFlow import overlaps the controller's own start and
+        the preflight (a front end calls this as soon as it has a supervisor; a pool that
+        exists already is kept). Plans the run with provisional ports: what a pool must
+        agree on with its tasks (the interpreter, the import-time environment) does not
+        depend on them."""
+        if not isinstance(self._launcher, TaskPrestarter):
+            return
+        ports = {spec.name: spec.port or 0 for spec in self._config.tasks}
+        plans = plan_run(self._config, self._settings, ports, "prestart", program=self._program,
+                         local_python=self._options.local_python)
+        for plan in plans:
+            if plan.host.is_local:
+                self._launcher.prestart(plan.host, plan.argv, plan.env)
+
     async def start(self) -> None:
         """Preflight, create the run directory, and begin the staged start in the
         background. Returns once the run has begun; :meth:`wait` for its end.
         Raises :class:`PreflightError` (nothing started) or RuntimeError (a run is active)."""
         if self.is_running:
             raise RuntimeError("a run is already in progress")
+        self.prestart()
         # Every host at once: preparing a remote host imports TensorFlow there (seconds), in
         # the warm pool its tasks will start from when the launcher can start it meanwhile.
         if isinstance(self._launcher, PoolStarter):
