@@ -16,12 +16,12 @@ from pathlib import Path
 
 import psutil
 
+from tests.support.warm_pool import spawned_pool
 from trainer.shim import BOOTSTRAP
 from tui.config.cluster import HostSpec, Job, TaskSpec
 from tui.launch.local import LocalLauncher, LocalTask
 from tui.launch.streams import each_line
 from tui.launch.warm import WarmTask, servable_mode
-from tui.launch.warm_pool import WarmPool
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = HostSpec(name="localhost", address="localhost")
@@ -100,16 +100,6 @@ async def test_a_pool_killed_mid_run_takes_its_task_and_later_tasks_start_cold(t
         await launcher.close()
 
 
-async def _first_pool(launcher: LocalLauncher, timeout: float = 30.0) -> WarmPool:
-    """The launcher's first pool once its process exists (it imports on: not awaited)."""
-    async def spawned() -> WarmPool:
-        while True:
-            pools = launcher.warm_pools
-            if pools is not None and pools.pools and pools.pools[0].pid is not None:
-                return pools.pools[0]
-            await asyncio.sleep(0.02)
-    return await asyncio.wait_for(spawned(), timeout)
-
 
 async def test_a_prestarted_pool_is_the_one_its_task_forks_from(tmp_path: Path) -> None:
     script = tmp_path / "sleeper.py"
@@ -118,7 +108,7 @@ async def test_a_prestarted_pool_is_the_one_its_task_forks_from(tmp_path: Path) 
     launcher = LocalLauncher()
     try:
         launcher.prestart(LOCAL, argv, ENV)
-        pool = await _first_pool(launcher)  # before any task asked
+        pool = await spawned_pool(launcher)  # before any task asked
         task = await launcher.start(TASK, LOCAL, argv, ENV, str(tmp_path))
         assert isinstance(task, WarmTask)
         assert (await anext(each_line(task.output()))).text == "up"

@@ -3,6 +3,7 @@ it with the test's own pipes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import selectors
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.warm import client, wire
+from tui.launch.local import LocalLauncher
+from tui.launch.warm_pool import WarmPool
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 120.0
@@ -113,3 +116,15 @@ def read_all(out_fd: int, err_fd: int, timeout: float) -> tuple[str, str]:
                     sel.unregister(key.fd)
                     os.close(key.fd)
     return data[out_fd].decode(), data[err_fd].decode()
+
+
+async def spawned_pool(launcher: LocalLauncher, timeout: float = 60.0) -> WarmPool:
+    """The launcher's first pool once its process exists (it may still be importing: a
+    prestart is not awaited by anyone)."""
+    async def spawned() -> WarmPool:
+        while True:
+            pools = launcher.warm_pools
+            if pools is not None and pools.pools and pools.pools[0].pid is not None:
+                return pools.pools[0]
+            await asyncio.sleep(0.02)
+    return await asyncio.wait_for(spawned(), timeout)

@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.clirun import write_hosts
 from tests.support.fakes import Recorder
+from tests.support.warm_pool import spawned_pool
 from tui.config.load import load_config
 from tui.core.commands import StartRun
 from tui.core.events import RunOutcome, TaskStateChanged
@@ -21,19 +22,9 @@ from tui.core.task_state import TaskState
 from tui.launch.base import WARM_REASON
 from tui.launch.local import LocalLauncher
 from tui.launch.router import Router
-from tui.launch.warm_pool import WarmPool
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-
-async def _spawned_pool(launcher: LocalLauncher, timeout: float = 60.0) -> WarmPool:
-    async def spawned() -> WarmPool:
-        while True:
-            pools = launcher.warm_pools
-            if pools is not None and pools.pools and pools.pools[0].pid is not None:
-                return pools.pools[0]
-            await asyncio.sleep(0.02)
-    return await asyncio.wait_for(spawned(), timeout)
 
 
 async def test_the_prestarted_pool_serves_every_task_of_the_run(tmp_path: Path) -> None:
@@ -47,7 +38,7 @@ async def test_the_prestarted_pool_serves_every_task_of_the_run(tmp_path: Path) 
     assert isinstance(local, LocalLauncher)
     try:
         supervisor.prestart()
-        pool = await _spawned_pool(local)
+        pool = await spawned_pool(local)
         assert not recorder.of(TaskStateChanged)  # nothing of the run has started yet
         await session.execute(StartRun())
         starting = [e for e in recorder.of(TaskStateChanged) if e.new is TaskState.STARTING]
