@@ -36,7 +36,15 @@ from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.split import LogSplit, SplitActions
 from tui.app.state import Dashboard
 from tui.app.tasktable import TaskTable
-from tui.app.widgets import HintBar, Panes, PlacementView, QuietFooter, StatusBar, ThroughputView
+from tui.app.widgets import (
+    HintBar,
+    Panes,
+    PlacementView,
+    QuietFooter,
+    StatusBar,
+    ThroughputView,
+    use_whole_cell_scrollbars,
+)
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
@@ -141,6 +149,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
 
     def on_mount(self) -> None:
         signals.install(self._on_signal)
+        use_whole_cell_scrollbars()
         self.core = self._core_factory(self)
         # Everything made so far (modules, widgets, the core) lives as long as the app: out of
         # the collector's sight, a full collection takes half as long (140 ms with 64 tasks was
