@@ -177,13 +177,10 @@ class Printer:
         """Size the name column for these tasks (a run's start does it for its tasks)."""
         self._width = max([len(CONTROLLER), *(len(name) for name in names)])
 
-    def traffic(self, monitor: TrafficMonitor) -> None:
-        """The measured traffic per ps, after the summary."""
-        if monitor.summary is not None:
-            for number, line in enumerate(monitor.summary.lines()):
-                self._out.write(f"  {'traffic' if number == 0 else '':<12} {inert(line)}\n")
-        elif monitor.not_measured:  # may hold a host's words (ss's stderr)
-            self._out.write(f"  traffic      not measured: {inert(monitor.not_measured)}\n")
+    def traffic(self, update: TrafficUpdate) -> None:
+        """The run's measured traffic per ps (or why it was not measured), after the summary."""
+        for number, line in enumerate(update.lines()):  # may hold a host's words (ss's stderr)
+            self._out.write(f"  {'traffic' if number == 0 else '':<12} {inert(line)}\n")
         self._out.flush()
 
     # -- pieces -------------------------------------------------------------------------
@@ -266,12 +263,15 @@ def compare_command(summary: RunSummary) -> str:
     return f"tfdist-tui compare {shlex.quote(str(summary.run_dir))} OTHER_RUN_DIR"
 
 
-def write_summary(summary: RunSummary, out: TextIO) -> None:
-    """The summary block alone, as a headless run ends with it: the app prints it when
-    the operator quits, so the terminal keeps how the run ended and where it is."""
+def write_summary(summary: RunSummary, out: TextIO, traffic: TrafficUpdate | None = None) -> None:
+    """The summary block alone, as a headless run ends with it (``traffic``: the run's, once
+    over): the app prints it when the operator quits, so the terminal keeps how the run ended
+    and where it is."""
     printer = Printer(out, colour=out.isatty() and "NO_COLOR" not in os.environ)
     printer.fit([task.name for task in summary.tasks])
     printer.summary(summary)
+    if traffic is not None and traffic.final:
+        printer.traffic(traffic)
     out.flush()
 
 
@@ -303,7 +303,7 @@ class JsonPrinter:
     def traffic_update(self, update: TrafficUpdate) -> None:
         """A ``traffic`` record: each ps's rates and totals so far, and what it should carry."""
         sample = update.sample
-        if sample is None or update.summary is not None:  # the run's own traffic, once over:
+        if sample is None or update.final:  # the run's own traffic, once over:
             return  # run_finished carries it (and the last sample was written already)
         expected = [*update.expected_per_sec, *[None] * len(sample.ps)]  # empty while not known
         record = {"type": "traffic", "t": time.time(), "global_step": sample.global_step,
@@ -447,7 +447,7 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
         progress = asyncio.create_task(_every(progress_interval, printer.progress_line))
         summary = await supervisor.wait()
         if session.traffic is not None and isinstance(printer, Printer):
-            printer.traffic(session.traffic)
+            printer.traffic(session.traffic.final_update)
         return exit_code_for(summary.outcome)
     finally:
         if timer is not None:

@@ -6,9 +6,13 @@ import io
 from pathlib import Path
 
 from tests.app.scripted import T0, ScriptedCore, running_history
+from tests.support import with_progress
 from tests.support.runfixtures import write_run
+from trainer import protocol
 from trainer.settings import Mode, PlacementStrategy
 from tui.app.app import TfdistApp
+from tui.app.widgets import ThroughputView
+from tui.core.inbox import Happening
 from tui.core.options import RunOptions
 from tui.core.task_state import TaskState
 from tui.experiments.compare import compare, render_text
@@ -141,3 +145,54 @@ def test_a_line_of_zeros_is_no_peak_and_evaluator0_fits_its_column() -> None:
     width = dict(TaskTable.COLUMNS)["task"]
     assert short_name("evaluator0") == "eval0" and len(short_name("evaluator12")) <= width
     assert short_name("worker10") == "worker10"
+
+
+#: The glyphs Textual draws a scrollbar thumb's ends with (and that a sparkline draws with).
+EIGHTHS = set("▁▂▃▄▅▆▇█▉▊▋▌▍▎▏")
+
+
+def screen_text(app: TfdistApp) -> list[str]:
+    """The screen as a terminal shows it, a line per row (as ``tmux capture-pane`` reads it)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+async def test_at_80_columns_no_stray_glyph_sits_beside_the_table_or_the_charts(options: RunOptions) -> None:
+    from tui.config.cluster import Job
+    from tui.core.events import RunStarted, TaskStateChanged, TrainerEvent
+    from tui.plan.tasks import TaskInfo
+
+    tasks = tuple(TaskInfo(f"ps{i}", Job.PS, i, "localhost", 41000 + i) for i in range(2)) + tuple(
+        TaskInfo(f"worker{i}", Job.WORKER, i, "localhost", 42000 + i) for i in range(14))
+    events: list[Happening] = [RunStarted(run_id="big", run_dir=Path("runs/big"), tasks=tasks,
+                                          settings=options.config.training, t=T0)]
+    events += [TaskStateChanged(task=t.name, old=TaskState.PENDING, new=TaskState.RUNNING, pid=100 + n,
+                                t=T0 + 1) for n, t in enumerate(tasks)]
+    for step in range(1, 31):
+        events += [TrainerEvent(task=f"worker{i}", t=T0 + 5 + step, event=protocol.Step(
+            role="worker", index=i, t=T0 + 5 + step, global_step=40 * step, local_step=20 * step,
+            loss=2.3 / (1 + step / 5), examples_per_sec=5000.0 + 40 * step + 10 * i, step_time=0.012,
+            target=3000)) for i in range(14)]
+    app = TfdistApp(options, core_factory=lambda app: ScriptedCore(with_progress(events)), autostart=False,
+                    clock=lambda: T0 + 40)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.refresh_dashboard(force=True)
+        await pilot.pause()
+        table = app.table.region
+        assert app.table.max_scroll_y > 0  # 18 rows in fewer: it scrolls (its scrollbar is up)
+        rows = screen_text(app)[table.y + 1:table.bottom - 1]  # inside the table's border
+        assert "out" in rows[0].split()  # the last column shown at 80 columns is not cut
+        # Textual draws a thumb's ends with eighth blocks: beside the table they read as stray
+        # glyphs ("▅▅" after the ex/s column, "▌" under the pids). Nothing is drawn in them.
+        assert not EIGHTHS & set("".join(rows)), "\n".join(rows)
+        await pilot.press("tab", "tab", "tab")
+        view = app.query_one(ThroughputView)
+        assert view.max_scroll_y > 0  # 14 workers' charts: the pane scrolls
+        for y in (1, view.max_scroll_y // 2, view.max_scroll_y):
+            view.scroll_to(y=y, animate=False)
+            await pilot.pause()
+            pane = screen_text(app)[view.region.y:view.region.bottom]
+            # A sparkline's blocks stay in its cells; the scrollbar's column holds none.
+            bar = "".join(line[view.region.right - view.scrollbar_size_vertical:view.region.right]
+                          for line in pane)
+            assert bar.strip() == "" and len(bar) == len(pane) * view.scrollbar_size_vertical, "\n".join(pane)

@@ -181,3 +181,37 @@ def test_an_evaluator_is_restarted_by_default_and_follows_restart_on_the_command
     assert config.restart_policy(Job.EVALUATOR).policy is RestartMode.ON_FAILURE
     never = with_restart_mode(config, RestartMode.NEVER)
     assert never.restart_policy(Job.EVALUATOR).policy is RestartMode.NEVER
+
+
+PSS_SCRIPT = """\
+import tensorflow as tf
+
+# A TF2 program: the chief coordinates, the ps and workers serve.
+resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+"""
+
+
+@pytest.mark.parametrize("command", ["python train.py --steps={steps}", "python -m pkg.train"])
+def test_a_parameter_server_strategy_program_without_a_chief_is_a_config_error(tmp_path: Path,
+                                                                               command: str) -> None:
+    path = write(tmp_path, CLUSTER + f"program:\n  command: {command}\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    for script in (tmp_path / "train.py", tmp_path / "pkg" / "train.py"):
+        script.write_text(PSS_SCRIPT)
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert (raised.value.line, raised.value.column) == (1, 1), str(raised.value)  # at cluster:
+    where = "train.py:5:12" if command.startswith("python train") else "pkg/train.py:5:12"
+    assert f"constructs a ParameterServerStrategy ({where})" in raised.value.message
+    assert "no chief: job" in raised.value.message
+    # With a chief it loads; a TF1 program that only names the strategy is no PSS program.
+    chief = tmp_path / "chief.yaml"
+    chief.write_text(CLUSTER.replace("worker:", "chief: [localhost:auto], worker:") +
+                     f"program:\n  command: {command}\n")
+    assert load_config(chief).program is not None
+    for script in (tmp_path / "train.py", tmp_path / "pkg" / "train.py"):
+        script.write_text("# not a ParameterServerStrategy() program: replica_device_setter\n"
+                          "print('ParameterServerStrategy(')\n")
+    assert load_config(path).program is not None

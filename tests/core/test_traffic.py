@@ -184,7 +184,7 @@ async def test_a_run_too_short_to_sample_says_traffic_not_measured(tmp_path: Pat
     monitor.handle(finished)
     json_printer.handle(finished)
     await monitor.close()
-    printer.traffic(monitor)
+    printer.traffic(monitor.final_update)
     assert "  traffic      not measured: the run was too short to sample" in text.getvalue()
     lines = [json.loads(line) for line in records.getvalue().splitlines()]
     assert [r["type"] for r in lines] == ["run_started", "traffic", "run_finished"]

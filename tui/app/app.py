@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TextIO
 
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
@@ -36,7 +36,15 @@ from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.split import LogSplit, SplitActions
 from tui.app.state import Dashboard
 from tui.app.tasktable import TaskTable
-from tui.app.widgets import HintBar, Panes, PlacementView, QuietFooter, StatusBar, ThroughputView
+from tui.app.widgets import (
+    HintBar,
+    Panes,
+    PlacementView,
+    QuietFooter,
+    StatusBar,
+    ThroughputView,
+    use_whole_cell_scrollbars,
+)
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
@@ -141,6 +149,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
 
     def on_mount(self) -> None:
         signals.install(self._on_signal)
+        use_whole_cell_scrollbars()
         self.core = self._core_factory(self)
         # Everything made so far (modules, widgets, the core) lives as long as the app: out of
         # the collector's sight, a full collection takes half as long (140 ms with 64 tasks was
@@ -177,9 +186,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
         folded: list[ControllerEvent | CoreLost] = []
         for event in events:
             if isinstance(event, TrafficUpdate):
-                # Once the run's summary came, a late idle sample does not replace it.
-                if self.traffic is None or self.traffic.summary is None or event.summary is not None:
-                    self.traffic = event
+                self._take_traffic(event)
             elif isinstance(event, UsageSample):
                 self.dashboard.usage = event
             else:
@@ -424,7 +431,16 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
         if self.core is not None:
             events, _ = self.core.drain()
             found = next((e.summary for e in reversed(events) if isinstance(e, RunFinished)), found)
+            for event in events:  # the run's traffic, which the summary ends with
+                if isinstance(event, TrafficUpdate):
+                    self._take_traffic(event)
         return found
+
+    def _take_traffic(self, update: TrafficUpdate) -> None:
+        # Once the run's own traffic came (or why there is none), a late idle sample does not
+        # replace it.
+        if self.traffic is None or not self.traffic.final or update.final:
+            self.traffic = update
 
     def exit_code_now(self) -> ExitCode:
         """The app's exit status, in the core's terms (:func:`tui.core.exits.exit_code_for`):
@@ -451,9 +467,15 @@ def run(options: RunOptions) -> int:
     finally:
         if app.core is not None:
             app.core.close(timeout=15.0)
+    write_last_summary(app, sys.stdout)
+    return int(result if result is not None else app.exit_code_now())
+
+
+def write_last_summary(app: TfdistApp, out: TextIO) -> None:
+    """What the terminal keeps once the app is gone, as a headless run ends: the last run's
+    summary and its traffic (headless's own printer: both screens say the same)."""
     summary = app.last_summary()
     if summary is not None:
         from tui.headless import write_summary  # (the printer's ~90 modules: only now)
 
-        write_summary(summary, sys.stdout)
-    return int(result if result is not None else app.exit_code_now())
+        write_summary(summary, out, app.traffic)

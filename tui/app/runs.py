@@ -149,8 +149,8 @@ class RunsView(Vertical):
 def traffic_view(update: TrafficUpdate) -> Text:
     """The Placement pane's traffic: live bars while the run goes on, the run's own traffic
     (the lines headless prints after its summary) once it is over."""
-    if update.summary is not None:
-        return Text("traffic of the run: " + "\n".join(update.summary.lines()))
+    if update.final:
+        return Text("traffic of the run: " + "\n".join(update.lines()))
     return traffic_chart(update.sample, list(update.expected_per_sec))
 
 

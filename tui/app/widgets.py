@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
+from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import DataTable, Footer, ProgressBar, Sparkline, Static, TabbedContent, TabPane
 
 from trainer import protocol
@@ -29,6 +30,22 @@ STATE_STYLES: dict[TaskState, str] = {
     TaskState.STOPPED: "magenta",
     TaskState.UNREACHABLE: "bold magenta",
 }
+
+
+class WholeCellScrollBar(ScrollBarRender):
+    """A scrollbar whose thumb is drawn in whole cells. Textual draws a thumb's ends with
+    eighth blocks for smoothness; beside a table or a sparkline they read as stray glyphs
+    (``▅▅`` after the task table's last column, ``▌`` under its pids) and a text capture of
+    the screen shows nothing else of the bar."""
+
+    VERTICAL_BARS = [" "] * len(ScrollBarRender.VERTICAL_BARS)
+    HORIZONTAL_BARS = [" "] * len(ScrollBarRender.HORIZONTAL_BARS)
+
+
+def use_whole_cell_scrollbars() -> None:
+    """Every scrollbar of the app in whole cells (Textual's documented way: the class's
+    renderer; one app runs in the process)."""
+    ScrollBar.renderer = WholeCellScrollBar
 
 
 def duration(seconds: float) -> str:

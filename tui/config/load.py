@@ -32,6 +32,7 @@ from tui.config.cluster import (
     TaskSpec,
     machine_of,
 )
+from tui.config.program_source import check_coordinator
 from tui.config.program_spec import ProgramSpec
 from tui.config.training import training_setting
 from tui.config.yamlload import (
@@ -144,6 +145,7 @@ class _Loader(NodeReader):
                                and not host.python for t in tasks)
             training, program = program_section.load(self, top["program"], top.get("training"),
                                                      local_python=local_python)
+            check_coordinator(self, top["cluster"].key, program, tasks)
         else:
             training = self.training(top.get("training"), root, sum(t.job is Job.WORKER for t in tasks))
         restart, overrides = self.restart(top["restart"].value) if "restart" in top else (RestartPolicy(), {})

@@ -248,6 +248,20 @@ class TrafficUpdate:
     #: Set once the run is over: the run's traffic (what headless prints after its
     #: summary), which every front end shows from then on instead of an idle sample.
     summary: TrafficSummary | None = None
+    #: Set instead once a run is over without one: why its traffic was not measured.
+    not_measured: str | None = None
+
+    @property
+    def final(self) -> bool:
+        """The run is over: this is its traffic (or why there is none), no live sample."""
+        return self.summary is not None or self.not_measured is not None
+
+    def lines(self) -> list[str]:
+        """The summary's traffic block, as both front ends end a run with it (empty for a
+        live sample)."""
+        if self.summary is not None:
+            return self.summary.lines()
+        return [f"not measured: {self.not_measured}"] if self.not_measured else []
 
 
 class TrafficMonitor:
@@ -350,13 +364,17 @@ class TrafficMonitor:
         if self._hosts:
             self._sampler.start(self._sample_forever)
 
+    @property
+    def final_update(self) -> TrafficUpdate:
+        """The run's traffic, once it is over, as every front end is given it."""
+        return TrafficUpdate(self.samples[-1] if self.samples else None, (), self.summary, self.not_measured)
+
     def _finish(self) -> None:
         self._sampler.cancel()
         self.summary = summarise(self.samples, self.placement)
-        if self.summary is not None:
-            update = TrafficUpdate(self.samples[-1] if self.samples else None, (), self.summary)
-            for listener in self._listeners:
-                listener(update)
+        update = self.final_update  # (also when not measured: the app's summary says why)
+        for listener in self._listeners:
+            listener(update)
         if self._run_dir is not None and self._run_dir.is_dir():
             (self._run_dir / TRAFFIC_SUMMARY).write_text(json.dumps(self.record(), indent=2) + "\n",
                                                          encoding="utf-8")

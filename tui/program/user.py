@@ -9,6 +9,7 @@ and ``tfdist_report``'s), else metrics read from the log text."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import posixpath
 import re
 from collections.abc import Container, Sequence
@@ -18,6 +19,7 @@ from trainer.settings import Mode, TrainingSettings
 from trainer.shim import BOOTSTRAP
 from tui.config.cluster import Job, TaskSpec
 from tui.config.program import is_python, module_index, script_index
+from tui.config.program_source import entry_file, pss_construction
 from tui.config.program_spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramSpec
 from tui.launch.package import upload_package
 from tui.program.base import (
@@ -64,6 +66,14 @@ class UserProgram(TaskProgram):
     def name(self) -> str:
         return " ".join(self.spec.command)
 
+    @functools.cached_property
+    def constructs_pss(self) -> bool:
+        """The program's entry file constructs TF2's ParameterServerStrategy: its chief is the
+        coordinator, whose steps are the whole cluster's. The shim says so at run time; without
+        it (``shim: false``) the source is all there is to go by."""
+        entry = entry_file(self.spec)
+        return entry is not None and pss_construction(entry) is not None
+
     @property
     def uses_shim(self) -> bool:
         """The command runs a Python script or ``-m module``, and the shim is not turned off."""
@@ -108,11 +118,15 @@ class UserProgram(TaskProgram):
         return f"running {self.name}" + (f" ({', '.join(known)})" if known else "")
 
     def reader(self, spec: TaskSpec, settings: TrainingSettings | None = None) -> OutputReader:
-        share = self.examples_per_step(settings or TrainingSettings())
         batch = float(self.spec.batch_size) if self.spec.batch_size else None
+        # Without the shim nothing says at run time that the chief coordinates: its lines
+        # count the cluster's steps, each the whole batch (never a worker's share of it).
+        coordinator = spec.job is Job.CHIEF and not self.uses_shim and self.constructs_pss
+        share = batch if coordinator else self.examples_per_step(settings or TrainingSettings())
         metrics = LogMetrics(spec.job.value, spec.index, patterns=self.spec.metrics,
                              examples_per_step=share, evaluates=spec.job is Job.EVALUATOR)
-        return ProgramReader(spec, metrics, share, shimmed=self.uses_shim, batch=batch)
+        return ProgramReader(spec, metrics, share, shimmed=self.uses_shim, batch=batch,
+                             coordinator=coordinator)
 
     def examples_per_step(self, settings: TrainingSettings) -> float | None:
         """Examples one task contributes per global step, to turn the global step's rate
@@ -159,15 +173,16 @@ class ProgramReader(OutputReader):
     count (a Keras bar's batches, the same unit) carry the shim's rate rather than one of
     their own, so that two clocks never alternate in a chart. TF2's coordinator (the shim
     says so) counts the whole cluster's steps: its examples per step are the whole batch
-    (``batch``), never a worker's share."""
+    (``batch``), never a worker's share; without the shim (``coordinator``) its lines are
+    the coordinator's from the start."""
 
     def __init__(self, spec: TaskSpec, metrics: LogMetrics, examples_per_step: float | None = None,
-                 *, shimmed: bool = False, batch: float | None = None) -> None:
+                 *, shimmed: bool = False, batch: float | None = None, coordinator: bool = False) -> None:
         self._spec = spec
         self._metrics = metrics
         self._share = examples_per_step
         self._batch = batch
-        self._coordinator = False
+        self._coordinator = coordinator
         self._shim_step: protocol.Step | None = None  # the latest step event of the shim's
         # Under the shim its ready event (with the pid and TensorFlow's version) says it:
         # TensorFlow's own line is then only text, or the task would be ready twice.
@@ -210,8 +225,10 @@ class ProgramReader(OutputReader):
 
     def _from_log(self, event: protocol.Event) -> protocol.Event:
         shim = self._shim_step
-        if not isinstance(event, protocol.Step) or shim is None:
+        if not isinstance(event, protocol.Step):
             return event
+        if shim is None:
+            return dataclasses.replace(event, coordinator=True) if self._coordinator else event
         return dataclasses.replace(event, examples_per_sec=shim.examples_per_sec, step_time=shim.step_time,
                                    coordinator=shim.coordinator)
 
