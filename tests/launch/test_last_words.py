@@ -87,3 +87,18 @@ async def test_a_local_task_keeps_its_last_words(tmp_path: Path) -> None:
             assert (run, by_stream(lines)) == (run, EXPECTED)
     finally:
         await local.close()
+
+
+async def test_a_remote_flood_arrives_whole_past_the_channel_window(sshd: SshServer, tmp_path: Path,
+                                                                    stub_tf: Path) -> None:
+    """The reader's pace holds the task back (the channel's window, 2 MB: no longer switched
+    off by asyncssh's ``wait()``): a task that prints 8 MB and exits is read to its end."""
+    host = sshd.host("a", workdir=tmp_path, env={"PYTHONPATH": str(stub_tf)})
+    flood = ("import sys\n"
+             "for i in range(100_000): sys.stdout.write(f'{i:08d} ' + 'x' * 71 + '\\n')\n"
+             "sys.exit(3)\n")
+    async with launcher(sshd) as ssh:
+        process = await ssh.start(task(), host, [sys.executable, "-c", flood], {}, None)
+        lines, code = await output_and_exit(process)
+    assert code == 3
+    assert len(lines) == 100_000 and lines[-1].text.startswith("00099999 ")
