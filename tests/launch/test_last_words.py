@@ -76,6 +76,23 @@ async def test_a_remote_task_keeps_its_last_words(sshd: SshServer, tmp_path: Pat
             assert (run, by_stream(lines)) == (run, EXPECTED)
 
 
+async def test_a_remote_warm_task_keeps_its_last_words(sshd: SshServer, tmp_path: Path) -> None:
+    """Forked by the host's pool (real TensorFlow) under the shim: the task writes on the
+    channel itself, and its client (which holds the channel too) reports the exit."""
+    host = sshd.host("a", workdir=tmp_path)
+    script = tmp_path / "last_words.py"
+    script.write_text(LAST_WORDS)
+    async with launcher(sshd) as ssh:
+        ssh.expect_pools("shim")
+        for run in range(RUNS):
+            process = await ssh.start(task(run), host, [host.interpreter, "-m", "trainer.shim", str(script)],
+                                      {"PYTHONUNBUFFERED": "1"}, None)
+            assert getattr(process, "warm", False), getattr(process, "launch_notice", "")
+            lines, code = await output_and_exit(process)
+            assert (run, code) == (run, 1)
+            assert (run, by_stream(lines)) == (run, EXPECTED)
+
+
 async def test_a_local_task_keeps_its_last_words(tmp_path: Path) -> None:
     local = LocalLauncher()
     try:
