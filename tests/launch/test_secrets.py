@@ -64,11 +64,11 @@ async def test_env_secrets_stay_out_of_command_lines_and_the_run_directory_is_pr
     hosts_yaml = program_folder(tmp_path, "plain.py", yaml.safe_dump({
         "hosts": {"far": {**sshd.yaml_entry(host), "kind": "ssh"}},
         # (the program prints a digest: the secret itself must not be in its command line)
-        # (One write: print's separate writes of each part, unbuffered, were seen cut after the
-        # first over SSH when the task exits at once; see the closing note of issue 33's stop.)
-        "program": {"command": "python -c \"import os, hashlib; print(' '.join(['secret arrived', "
-                               "hashlib.sha256(os.environ['AWS_SECRET_ACCESS_KEY'].encode()).hexdigest(), "
-                               "repr(os.environ['T_SPACES'])]))\"",
+        # (print writes each part, unbuffered, and the task exits at once: its line must still
+        # arrive whole, tests/launch/test_last_words.py)
+        "program": {"command": "python -c \"import os, hashlib; print('secret arrived', hashlib.sha256("
+                               "os.environ['AWS_SECRET_ACCESS_KEY'].encode()).hexdigest(), "
+                               "repr(os.environ['T_SPACES']))\"",
                     "shim": False},
         "cluster": {"ps": ["far:auto"], "worker": ["far:auto"]},
         "training": {"steps": 4},

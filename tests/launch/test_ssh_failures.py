@@ -11,12 +11,13 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from tests.support.ssh import SshServer, describe, kill, wait_nothing_left
+from tests.support.ssh import SshServer, describe, kill, task, wait_nothing_left
 from tui.config.cluster import HostSpec
 from tui.config.load import load_config
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.hostkeys import INSECURE_WARNING
+from tui.launch.remote_command import RemoteCommand
 from tui.launch.router import Router
 from tui.launch.ssh import SSHLauncher
 from tui.plan.preflight import PreflightError
@@ -240,3 +241,23 @@ async def test_the_supervisor_refuses_to_start_and_names_the_host(sshd: SshServe
         assert not (tmp_path / "runs").exists()
     finally:
         await supervisor.close()
+
+
+@pytest.mark.usefixtures("nothing_left")
+async def test_a_start_whose_first_line_is_not_the_pid_says_what_came(sshd: SshServer, tmp_path: Path,
+                                                                     stub_env: dict[str, str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Something printed before the task's pid line (a login banner, a task that beat the
+    line): the error quotes it, not just "no output" (the stderr it also shows)."""
+    host = sshd.host("chatty", workdir=tmp_path, env=stub_env)
+    ssh = SSHLauncher()
+    try:
+        await ssh.prepare(host)
+        monkeypatch.setattr(RemoteCommand, "shell_line", lambda _self: "echo 'Welcome to chatty'; exit 3")
+        with pytest.raises(HostError) as failed:
+            await ssh.start(task(), host, ["true"], {}, None)
+    finally:
+        await ssh.close()
+    assert failed.value.failure is HostFailure.COMMAND_FAILED
+    assert failed.value.detail == ("worker0 did not start (exit status 3): no output "
+                                   "(its first line, not its pid: 'Welcome to chatty')")

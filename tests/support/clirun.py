@@ -17,6 +17,7 @@ import yaml
 
 from tests.support import async_wait_until
 from trainer.warm import POOL_ENV
+from tui.launch.deathsig import dying_with_parent
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_TRAINER = Path(__file__).resolve().parent / "fake_trainer.py"
@@ -89,13 +90,24 @@ def kill_all(processes: list[psutil.Process]) -> None:
 
 
 async def start_controller(args: Sequence[str], env: dict[str, str], cwd: Path,
-                           fake: bool = False) -> asyncio.subprocess.Process:
-    """``python -m tui.cli ARGS`` (or the fake-trainer driver) with piped stdout/stderr."""
-    program = [str(FAKE_CLI)] if fake else ["-m", "tui.cli"]
+                           fake: bool = False, own_session: bool = False) -> asyncio.subprocess.Process:
+    """``python -m tui.cli ARGS`` (or the fake-trainer driver) with piped stdout/stderr.
+
+    ``own_session``: in a session of its own, as a controller started from a terminal is
+    (and killed with this test process). With the kernel's autogroup scheduling the CPU is
+    shared out by session: in pytest's, the controller shares one share with every xdist
+    worker, while each task of the other tests (a session each) has a whole one, and a
+    loaded suite starved it for seconds: a test timing the controller (the 5 s stop) then
+    timed the machine."""
+    program = [sys.executable, str(FAKE_CLI)] if fake else [sys.executable, "-m", "tui.cli"]
+    hook = None
+    if own_session:
+        program, hook = dying_with_parent(program)
     return await asyncio.create_subprocess_exec(
-        sys.executable, *program, *args, env=env, cwd=cwd,
+        *program, *args, env=env, cwd=cwd,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, limit=16 * 1024 * 1024)
+        stderr=asyncio.subprocess.PIPE, limit=16 * 1024 * 1024,
+        start_new_session=own_session, preexec_fn=hook)
 
 
 async def read_json_until(process: asyncio.subprocess.Process,

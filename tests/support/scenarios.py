@@ -47,7 +47,8 @@ async def controller(args: list[str], tmp_path: Path, fake: bool,
                      **env: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
     """A running controller and its tag; on the way out nothing of it may be left."""
     tag, full_env = tagged_env(FAKE_DIR=str(tmp_path), **env)
-    process = await start_controller(args, full_env, cwd=tmp_path, fake=fake)
+    # Its own session: the stop is timed (5 s), and in pytest's the CPU it gets is the suite's.
+    process = await start_controller(args, full_env, cwd=tmp_path, fake=fake, own_session=True)
     try:
         yield process, tag
     finally:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.warm_pool import Pool, run_task, running_pool
+from tests.support.warm_pool import REPO, Pool, first_line, read_all, run_task, running_pool
 from trainer.warm import client, wire
 
 PROBE = textwrap.dedent("""
@@ -112,6 +112,29 @@ def test_a_hundred_warm_starts_in_a_row(pool: Pool, tmp_path: Path) -> None:
         _, code, out, err = run_task(pool, [str(script), str(i)], {}, tmp_path, timeout=30)
         assert code == 0 and f"toy {i}" in out and "err" in err, (i, code, out, err)
     assert time.monotonic() - started < 100  # a start is a fork, not an import
+
+
+def test_a_pid_line_asked_for_comes_before_the_tasks_first_output(pool: Pool, tmp_path: Path) -> None:
+    """The remote client's ``tfdist-pid N warm``: the task writes it before anything of its
+    own (printed by the client after the reply, it raced a task that prints at once). The
+    reply is read only once the task has ended, the client at its slowest."""
+    script = tmp_path / "quick.py"
+    script.write_text("import sys\nsys.stdout.write('at once\\n')\nsys.stdout.flush()\n")
+    for extra, expected in (({wire.PID_LINE: "tfdist-pid {pid} warm\n"}, "tfdist-pid {pid} warm\nat once\n"),
+                            ({}, "at once\n")):  # the local launcher's requests: no such line
+        (stdin_r, stdin_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
+        request = wire.Request((str(script),), {**os.environ, "PYTHONPATH": str(REPO)}, str(tmp_path), extra)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(30)
+        sock.connect(pool.path)
+        wire.send_request(sock, request, (stdin_r, out_w, err_w))
+        for fd in (stdin_r, out_w, err_w):
+            os.close(fd)
+        out, err = read_all(out_r, err_r, 30)
+        os.close(stdin_w)
+        answer = wire.parse_reply(first_line(sock))
+        assert client.wait(sock) == 0, err
+        assert out.startswith(expected.format(pid=answer["pid"])), (out, err)  # (then the shim's end)
 
 
 def test_a_program_whose_module_the_pool_imported_starts_cold_in_place(pool: Pool, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ def become_task(request: wire.Request, fds: list[int], module: str, server_pid: 
     try:
         _own_session(server_pid)
         _take_streams(fds, server_fds)
+        _announce(request)
         _reset_signals()
         if request.cwd:
             os.chdir(request.cwd)
@@ -86,6 +87,17 @@ def _take_streams(fds: list[int], server_fds: Iterable[int]) -> None:
     # the type checker, not to Python.
     for name in ("stdin", "stdout", "stderr"):
         setattr(sys, f"__{name}__", getattr(sys, name))
+
+
+def _announce(request: wire.Request) -> None:
+    """The pid line a client asked for (:data:`trainer.warm.wire.PID_LINE`), the first bytes
+    of the task's stdout: whoever reads it learns the task's pid before any of its output."""
+    text = request.extra.get(wire.PID_LINE)
+    if not isinstance(text, str):
+        return
+    data = text.replace("{pid}", str(os.getpid())).encode("utf-8", "replace")
+    while data:
+        data = data[os.write(1, data):]
 
 
 def _writer(fd: int, encoding: str, errors: str, unbuffered: bool) -> io.TextIOWrapper:

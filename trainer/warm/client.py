@@ -4,8 +4,9 @@ were ``python -m <MODE's module> ARGS...``. Standard library only, no TensorFlow
 a few tens of milliseconds.
 
 Used where the controller cannot hand descriptors to the pool itself (a remote host: the
-task's streams are the SSH channel's). It prints ``tfdist-pid PID`` (the task's pid, which
-leads the task's process group) as its first stdout line, waits, and exits as the task did
+task's streams are the SSH channel's). The task's first stdout line is ``tfdist-pid PID warm``
+(its pid, which leads its process group), written by the task itself before anything of its
+own (:data:`trainer.warm.wire.PID_LINE`); the client waits, and exits as the task did
 (killing itself with the task's signal). When the pool refuses the task or cannot be
 reached, it prints its own pid and becomes the cold task (``exec``), with one line on stderr.
 """
@@ -29,7 +30,9 @@ def start(path: str, mode: str, argv: Sequence[str]) -> tuple[socket.socket | No
     try:
         sock.settimeout(30.0)
         sock.connect(path)
-        wire.send_request(sock, wire.Request(tuple(argv), dict(os.environ), os.getcwd()), (0, 1, 2))
+        request = wire.Request(tuple(argv), dict(os.environ), os.getcwd(),
+                               extra={wire.PID_LINE: f"{PID_PREFIX}{{pid}} warm\n"})
+        wire.send_request(sock, request, (0, 1, 2))
         first = _line(sock)
         answer = wire.parse_reply(first) if first else {"refused": "the pool closed the connection"}
     except (OSError, wire.WireError) as exc:
@@ -74,8 +77,8 @@ def main(args: Sequence[str] | None = None) -> None:
         print(f"{COLD_NOTICE}{pid}", file=sys.stderr, flush=True)
         print(f"{PID_PREFIX}{os.getpid()}", flush=True)
         os.execv(sys.executable, [sys.executable, "-m", MODES[mode], *task_args])
-    print(f"{PID_PREFIX}{pid} warm", flush=True)
-    # The task has our streams; we only wait. Closing our copies keeps EOF where it was.
+    # The task has our streams (and wrote its pid line on them); we only wait. Closing our
+    # copies keeps EOF where it was.
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
         os.dup2(devnull, fd)

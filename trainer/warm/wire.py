@@ -21,6 +21,10 @@ _INT = array.array("i")
 _FDS = 3
 #: A request larger than this is refused (an environment is a few kB).
 MAX_REQUEST = 4 << 20
+#: ``Request.extra[PID_LINE]``: a text the task writes on its stdout first, before anything
+#: of its own, with ``{pid}`` its pid (the remote client's ``tfdist-pid N warm``: printed by
+#: the client after the reply, it raced the task's first line, and lost on a busy host).
+PID_LINE = "pid_line"
 
 
 class WireError(Exception):

@@ -319,7 +319,7 @@ class SSHLauncher:
             raise
         pid, forked = parse_pid(line.decode("utf-8", "replace")) if line is not None else (None, False)
         if pid is None:
-            raise await _start_failure(remote, task, process, command)
+            raise await _start_failure(remote, task, process, command, line)
         log.info("host %s: started %s as pid %d%s", host.name, task.name, pid, " (warm)" if forked else "")
         started = SSHTask(remote, process, pid, head, self._max_line, link)
         started.warm = forked
@@ -419,8 +419,9 @@ def resolve_remote_dir(path: str, info: HostInfo) -> str:
 
 
 async def _start_failure(host: RemoteHost, task: TaskSpec, process: asyncssh.SSHClientProcess,
-                         command: RemoteCommand) -> HostError:
-    """Why a task's wrapper ended without printing its pid."""
+                         command: RemoteCommand, first: bytes | None) -> HostError:
+    """Why a task's wrapper ended without printing its pid (``first``: the line it printed
+    instead, if any)."""
     try:
         stderr = await asyncio.wait_for(process.stderr.read(), COMMAND_TIMEOUT)
         await asyncio.wait_for(process.wait(), COMMAND_TIMEOUT)
@@ -429,6 +430,8 @@ async def _start_failure(host: RemoteHost, task: TaskSpec, process: asyncssh.SSH
     finally:
         process.close()
     text = deploy.last_lines(stderr.decode("utf-8", "replace"))
+    if first:
+        text += f" (its first line, not its pid: {first[:200].decode('utf-8', 'replace')!r})"
     if process.returncode == EXIT_NO_WORKDIR:
         return host.error(HostFailure.COMMAND_FAILED,
                           f"{task.name}: cannot change to directory {command.cwd}: {text}")

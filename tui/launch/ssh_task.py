@@ -51,7 +51,11 @@ class SSHTask:
         """The exit code (negative: the signal that killed it). Raises :class:`HostError`
         (CONNECTION_LOST) when the connection went away before the exit was reported; the
         task itself then ended too, through EOF on its stdin."""
-        await self._process.wait()
+        # The channel's close, not asyncssh's ``wait()``: that one (``communicate``) takes
+        # whatever output the reader of :meth:`output` has not read yet and returns it, to be
+        # dropped here. A task that exits right after printing (its last words: why it died)
+        # lost them whenever the reader was between two reads (lines.Pace gathers 20 ms).
+        await self._process.wait_closed()
         code = self._process.returncode
         # asyncssh gives -1 for a channel that closed with no exit status (no process ends
         # with -1: statuses are 0-255, signals come as exit-signal): the connection went,
