@@ -11,8 +11,9 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
+from typing import Any, TextIO
 
 from trainer import protocol
 
@@ -40,10 +41,44 @@ _line_handlers: dict[bytes, Callable[[], None]] = {}
 _stdin_watched = threading.Event()
 
 
+class LineEnds:
+    """A text stream (a program's ``sys.stdout``) that knows whether its last write left a
+    line open: ``print(x, end="")`` just before an event would glue the event to the
+    program's text, and both would be lost to the controller. Everything else is the
+    stream's own."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        #: The last write did not end its line.
+        self.mid_line = False
+
+    def write(self, text: str) -> int:
+        written = self._stream.write(text)
+        if text:
+            self.mid_line = not text.endswith("\n")
+        return written
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def track_line_ends() -> None:
+    """Make ``sys.stdout`` a :class:`LineEnds` (the shim, before the user's program runs):
+    an event then always starts a line of its own."""
+    if sys.stdout is not None and not isinstance(sys.stdout, LineEnds):
+        sys.stdout = LineEnds(sys.stdout)
+
+
 def emit(event: protocol.Event) -> None:
-    """Write one event line to stdout, whole, from any thread."""
+    """Write one event line to stdout, whole and on a line of its own, from any thread."""
     line = event.to_json() + "\n"
     with _emit_lock:
+        if getattr(sys.stdout, "mid_line", False):
+            line = "\n" + line  # the program's own line ends here, as it would at exit
         sys.stdout.write(line)
         sys.stdout.flush()
 
@@ -51,7 +86,8 @@ def emit(event: protocol.Event) -> None:
 def log(text: str) -> None:
     """A plain log line on stdout, ordered with the events."""
     with _emit_lock:
-        sys.stdout.write(text.rstrip("\n") + "\n")
+        opened = "\n" if getattr(sys.stdout, "mid_line", False) else ""
+        sys.stdout.write(opened + text.rstrip("\n") + "\n")
         sys.stdout.flush()
 
 

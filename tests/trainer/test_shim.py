@@ -179,6 +179,18 @@ def test_a_plain_script_runs_unharmed(tmp_path: Path) -> None:
     assert not events(failing.stdout)
 
 
+def test_an_event_after_a_line_left_open_starts_a_line_of_its_own(tmp_path: Path) -> None:
+    """A program whose last write leaves its line open (``end=""``): its text and the
+    shim's ``done`` stay apart, and its own line ends are untouched before that."""
+    source = ("import sys\nprint('one', end='')\nprint(' two')\n"
+              "sys.stdout.writelines(['three', '\\n'])\nprint('no newline', end='')\n")
+    result = run_shim(tmp_path, source)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:3] == ["one two", "three", "no newline"], lines
+    assert [type(e) for e in events(result.stdout)] == [protocol.Done]
+
+
 HOOKED_PROGRAM = """
 import os
 

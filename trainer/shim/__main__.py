@@ -39,6 +39,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         lifecycle.exit_now(lifecycle.EXIT_USAGE)
     threads.pin(threads.from_env())  # resources.pin: before the program starts any thread
     lifecycle.on_stdin_line(b"end", STATE.end.set)
+    lifecycle.track_line_ends()
     lifecycle.watch_parent("auto")
     hooks.arm()
     # From here on nothing of ours may shadow the user's modules (a package called trainer).
