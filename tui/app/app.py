@@ -4,6 +4,8 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import os
 import sys
@@ -23,7 +25,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app import signals
 from tui.app.announce import TOAST_SECONDS, Announcements
-from tui.app.bridge import Core
+from tui.app.bridge import Core, WakingCore
 from tui.app.controls import CONTROLS
 from tui.app.logs import LogPane
 from tui.app.lostrun import record_lost_run
@@ -36,7 +38,7 @@ from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.split import LogSplit, SplitActions
 from tui.app.state import Dashboard
 from tui.app.tasktable import TaskTable
-from tui.app.widgets import HintBar, Panes, PlacementView, QuietFooter, StatusBar, ThroughputView
+from tui.app.widgets import HintBar, Panes, PlacementView, QuietFooter, StatusBar, ThroughputView, put
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
@@ -57,7 +59,13 @@ from tui.core.traffic import TrafficUpdate
 from tui.core.usage import UsageSample
 from tui.program.base import TaskProgram
 
+#: While the core has news, what it sent is folded and drawn at most this often (a frame): a
+#: flood's lines are coalesced. With nothing new the refresh timer is paused (a core that says
+#: when it has news, :class:`~tui.app.bridge.WakingCore`), so an idle run costs no frames.
 REFRESH_SECONDS = 0.1
+#: What moves with time alone (the elapsed time, the output ages, the ETA) is redrawn this
+#: often, once a run has tasks.
+CLOCK_SECONDS = 1.0
 #: The task table (and hints) are redrawn at most this often while tasks change, and once a
 #: second regardless (ages, rates). A burst (64 tasks starting) is coalesced: redrawing the
 #: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
@@ -106,6 +114,9 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
         self._last_table_refresh = 0.0
         self._charted_revision = -1  # the progress revision the throughput pane shows
         self._last_chart_refresh = 0.0
+        self._last_worker_charts = 0.0
+        #: The core says when it has news: the refresh timer sleeps in between.
+        self._woken_by_core = False
 
     # -- wiring ---------------------------------------------------------------------------
 
@@ -150,7 +161,18 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             field.display = False
         self.query_one(TaskTable).focus()
         self.merged_log.show_log(self.dashboard.merged, "")
-        self.set_interval(REFRESH_SECONDS, self.refresh_dashboard)
+        self._refresh_timer = self.set_interval(REFRESH_SECONDS, self._refresh_tick)
+        self._clock_timer = self.set_interval(CLOCK_SECONDS, self._clock_tick, pause=True)
+        if isinstance(self.core, WakingCore):
+            loop = asyncio.get_running_loop()
+            timer = self._refresh_timer
+
+            def wake() -> None:  # (on the core's reader thread)
+                with contextlib.suppress(RuntimeError):  # the app's loop closed: nothing to draw
+                    loop.call_soon_threadsafe(timer.resume)
+
+            self.core.wake_on_news(wake)
+            self._woken_by_core = True
         self.refresh_dashboard()
         if self.autostart:
             self._request(StartRun())
@@ -169,10 +191,22 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
 
     # -- the refresh loop -----------------------------------------------------------------
 
-    def refresh_dashboard(self, *, force: bool = False) -> None:
-        """Fold what happened since the last tick into the dashboard and redraw."""
+    def _refresh_tick(self) -> None:
+        news = self.refresh_dashboard()
+        if self._woken_by_core and not news and not self.dashboard.tasks_changed:
+            # Nothing new and nothing waiting to be drawn: no frames until the core wakes it
+            # (the first news after a quiet spell is then drawn at once).
+            self._refresh_timer.pause()
+
+    def _clock_tick(self) -> None:
+        self.refresh_dashboard(force=True)
+
+    def refresh_dashboard(self, *, force: bool = False) -> bool:
+        """Fold what happened since the last tick into the dashboard and redraw; whether the
+        core had news. ``force``: redraw the task table now (else at most every
+        :data:`TABLE_REFRESH_SECONDS` while tasks change)."""
         if self.core is None or not self.query(StatusBar):
-            return  # not started yet, or closing: the widgets are gone
+            return False  # not started yet, or closing: the widgets are gone
         events, dropped = self.core.drain()
         folded: list[ControllerEvent | CoreLost] = []
         for event in events:
@@ -196,10 +230,14 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             self.dashboard.merged.add(f"… {dropped} lines not shown (the UI fell behind); "
                                       "the run directory has every line")
         d = self.dashboard
+        if d.rows:
+            self._clock_timer.resume()  # the output ages move from now on
         self.query_one(StatusBar).show(d, self.pending)
         now = time.monotonic()
         since = now - self._last_table_refresh
-        if force or since >= 1.0 or (d.tasks_changed and since >= TABLE_REFRESH_SECONDS):
+        # (Woken by the core, the clock's tick redraws the table once a second: forced.)
+        if force or (since >= 1.0 and not self._woken_by_core) or (
+                d.tasks_changed and since >= TABLE_REFRESH_SECONDS):
             self.table.show(d)
             self.table.show_totals(d)
             self.query_one(HintBar).show(d)
@@ -214,17 +252,22 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             self._show_placement()
             d.placement_changed = False
         if self.traffic is not None and self.query_one(TabbedContent).active == "placement":
-            self.query_one("#placement-traffic", Static).update(traffic_view(self.traffic))
+            put(self.query_one("#placement-traffic", Static), traffic_view(self.traffic))
         # The charts are the costliest redraw: only while visible, and only when progress
         # moved (or once a second, for the ETA).
         if self.query_one(TabbedContent).active == "throughput" and (
                 d.progress_revision != self._charted_revision or now - self._last_chart_refresh >= 1.0):
-            self._show_throughput()
+            # A chart per worker: a point a second, so redrawn once a second (hundreds of
+            # them on each frame held the UI thread).
+            self._show_throughput(workers=force or now - self._last_worker_charts >= 1.0)
+        return bool(events or dropped)
 
-    def _show_throughput(self) -> None:
-        self.query_one(ThroughputView).show(self.dashboard)
+    def _show_throughput(self, *, workers: bool = True) -> None:
+        self.query_one(ThroughputView).show(self.dashboard, workers=workers)
         self._charted_revision = self.dashboard.progress_revision
         self._last_chart_refresh = time.monotonic()
+        if workers:
+            self._last_worker_charts = self._last_chart_refresh
 
     @on(TabbedContent.TabActivated, "#panes")
     def _pane_shown(self, event: TabbedContent.TabActivated) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
@@ -56,14 +57,28 @@ class StatusBar(Static):
     """Run id, elapsed time and outcome first (never cut), then the applied settings with
     pending changes as ``old→new`` and one note that ``R`` applies them."""
 
-    _shown: Text | None = None
-
     def show(self, dashboard: Dashboard, pending: TrainingSettings) -> None:
-        text = status_text(dashboard, pending)
         # Ten refreshes a second, a new text about once a second: skip the other nine.
-        if self._shown is None or text.plain != self._shown.plain or text.spans != self._shown.spans:
-            self._shown = text
-            self.update(text)
+        put(self, status_text(dashboard, pending))
+
+
+def put(widget: Static, content: Text | str) -> None:
+    """Show ``content`` in ``widget``: nothing if it shows that already, and without a layout
+    pass (of the whole screen: with a chart per worker, the costliest thing a frame did) when
+    what it showed and what it shows both fit on one line, so that its size stays."""
+    old = widget.content
+    if type(old) is type(content) and old == content and (
+            not isinstance(content, Text) or content.style == old.style):  # type: ignore[union-attr]
+        return
+    # (Its size as laid out last, without asking the compositor: ``size`` computes the whole
+    # screen's map for a widget in a hidden pane.)
+    width = widget.outer_size.width - widget.styles.gutter.width
+
+    def one_line(shown: object) -> bool:
+        plain = shown.plain if isinstance(shown, Text) else shown if isinstance(shown, str) else "\n"
+        return "\n" not in plain and cell_len(plain) <= width
+
+    widget.update(content, layout=not (width and one_line(old) and one_line(content)))
 
 
 def status_text(dashboard: Dashboard, pending: TrainingSettings) -> Text:
@@ -198,9 +213,18 @@ class ThroughputView(Vertical):
         yield Sparkline([], id="loss-chart")
         yield Vertical(id="worker-charts")
 
-    def show(self, dashboard: Dashboard) -> None:
+    def __init__(self, *, id: str) -> None:
+        super().__init__(id=id)
+        #: Each worker's chart as shown: its title widget, its sparkline and the title's text.
+        #: Kept here, not looked up: a query per worker on each redraw walked every chart, and
+        #: with 240 workers one redraw held the UI thread for seconds (issue 35).
+        self._workers: dict[str, tuple[Static, Sparkline, str]] = {}
+
+    def show(self, dashboard: Dashboard, *, workers: bool = True) -> None:
+        """Redraw from ``dashboard``; the per-worker charts too unless ``workers`` is False
+        (they change a point a second, and there may be hundreds)."""
         shown = dashboard.figures
-        self.query_one("#progress-text", Static).update(progress_text(shown))
+        put(self.query_one("#progress-text", Static), progress_text(shown))
         bar = self.query_one("#progress-bar", ProgressBar)
         bar.display = shown.target is not None  # no target: no bar that reads as done
         if shown.target is not None:
@@ -208,29 +232,39 @@ class ThroughputView(Vertical):
         examples = shown.unit is RateUnit.EXAMPLES
         rates = list(dashboard.rate_history) if examples else list(dashboard.step_rate_history)
         self.query_one("#rate-chart", Sparkline).data = drawable(rates)
-        self.query_one("#rate-title", Static).update(
+        put(self.query_one("#rate-title", Static),
             scaled("aggregate examples/sec" if examples else "global steps/sec", rates,
                    "{:,.0f}" if examples else "{:,.1f}", "one point a second"))
         self.query_one("#loss-chart", Sparkline).data = drawable(list(dashboard.loss_history))
-        self.query_one("#loss-title", Static).update(
+        put(self.query_one("#loss-title", Static),
             scaled("training loss", dashboard.loss_history, "{:.4g}", "one point a step report"))
-        charts = self.query_one("#worker-charts", Vertical)
-        for stale in [c for c in charts.query(Sparkline)
-                      if (c.id or "").removeprefix("rate-") not in dashboard.worker_history]:
+        if workers:
+            self._show_workers(dashboard)
+
+    def _show_workers(self, dashboard: Dashboard) -> None:
+        """A chart per worker, mounted together; only those whose points changed are redrawn."""
+        for task in [t for t in self._workers if t not in dashboard.worker_history]:
             # A task of an earlier run (after R): its chart goes with it.
-            task = (stale.id or "").removeprefix("rate-")
-            stale.remove()
-            charts.query(f"#title-{task}").remove()
+            title, chart, _ = self._workers.pop(task)
+            title.remove()
+            chart.remove()
+        new: list[Static | Sparkline] = []
         for task, history in dashboard.worker_history.items():
-            chart_id = f"rate-{task}"
-            title = scaled(f"{task} examples/sec", history, "{:,.0f}", "")
-            existing = charts.query(f"#{chart_id}")
-            if not existing:
-                charts.mount(Static(title, classes="chart-title", id=f"title-{task}"))
-                charts.mount(Sparkline(drawable(list(history)), id=chart_id))
+            text = scaled(f"{task} examples/sec", history, "{:,.0f}", "")
+            points = drawable(list(history))
+            known = self._workers.get(task)
+            if known is None:
+                title, chart = Static(text, classes="chart-title", id=f"title-{task}"), \
+                    Sparkline(points, id=f"rate-{task}")
+                new += [title, chart]
             else:
-                existing.first(Sparkline).data = drawable(list(history))
-                charts.query_one(f"#title-{task}", Static).update(title)
+                title, chart, shown = known
+                if text != shown:
+                    put(title, text)
+                chart.data = points  # (a reactive: redrawn only if the points differ)
+            self._workers[task] = (title, chart, text)
+        if new:
+            self.query_one("#worker-charts", Vertical).mount(*new)
 
 
 def progress_text(shown: Figures) -> Text:
