@@ -4,8 +4,6 @@ renders :class:`~tui.app.state.Dashboard` and turns keys into requests."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import os
 import sys
@@ -25,7 +23,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app import signals
 from tui.app.announce import TOAST_SECONDS, Announcements
-from tui.app.bridge import Core, WakingCore
+from tui.app.bridge import Core, call_on_news
 from tui.app.controls import CONTROLS
 from tui.app.logs import LogPane
 from tui.app.lostrun import record_lost_run
@@ -163,16 +161,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
         self.merged_log.show_log(self.dashboard.merged, "")
         self._refresh_timer = self.set_interval(REFRESH_SECONDS, self._refresh_tick)
         self._clock_timer = self.set_interval(CLOCK_SECONDS, self._clock_tick, pause=True)
-        if isinstance(self.core, WakingCore):
-            loop = asyncio.get_running_loop()
-            timer = self._refresh_timer
-
-            def wake() -> None:  # (on the core's reader thread)
-                with contextlib.suppress(RuntimeError):  # the app's loop closed: nothing to draw
-                    loop.call_soon_threadsafe(timer.resume)
-
-            self.core.wake_on_news(wake)
-            self._woken_by_core = True
+        self._woken_by_core = call_on_news(self.core, self._refresh_timer.resume)
         self.refresh_dashboard()
         if self.autostart:
             self._request(StartRun())

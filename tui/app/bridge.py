@@ -7,6 +7,7 @@ thread serves tests with a scripted session, and the benchmarks that compare the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -34,6 +35,21 @@ class WakingCore(Core, Protocol):
     def wake_on_news(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` (from any thread) when something arrives after a :meth:`drain`:
         once, until the next drain takes it."""
+
+
+def call_on_news(core: Core, resume: Callable[[], None]) -> bool:
+    """Have ``core`` call ``resume`` on this thread's running loop when it has news; False
+    if it cannot say (a scripted core: the app then looks on its timer)."""
+    if not isinstance(core, WakingCore):
+        return False
+    loop = asyncio.get_running_loop()
+
+    def wake() -> None:  # (on the core's thread)
+        with contextlib.suppress(RuntimeError):  # the app's loop closed: nothing to draw
+            loop.call_soon_threadsafe(resume)
+
+    core.wake_on_news(wake)
+    return True
 
 
 class NewsBell:
