@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import psutil
@@ -199,3 +200,24 @@ def test_the_core_obeys_sigterm_before_it_is_told_what_to_run() -> None:
             core.kill()
             core.wait()
         ours.close()
+
+
+def test_the_core_wakes_its_app_once_until_it_drains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
+    options, fake = options_for(tmp_path)
+    bridge = ProcessBridge(options, fake)  # type: ignore[arg-type]
+    woken: list[str] = []
+    try:
+        bridge.wake_on_news(lambda: woken.append(threading.current_thread().name))
+        assert len(woken) == 1  # whatever came before is news too
+        bridge.drain()
+        bridge.send(StartRun()).result(60)
+        wait_until(lambda: len(woken) == 2, 60, "no wake for the run's events")
+        assert woken[1] == "tfdist-core-reader"
+        # A whole run's frames, not drained: no further wake (the app draws them in one).
+        wait_until(lambda: any((tmp_path / "runs").glob("*/summary.json")), 60, "the run did not end")
+        assert len(woken) == 2
+        seen = Collected(bridge)
+        seen.until(RunFinished)
+    finally:
+        bridge.close(timeout=30)

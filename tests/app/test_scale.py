@@ -4,16 +4,21 @@ are read on a worker and cached, and the list is capped."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.app.scripted import T0, ScriptedCore, running_history
+from tests.support import async_wait_until
 from tests.support.runfixtures import write_run
 from tui.app import runlist
 from tui.app.app import TfdistApp
 from tui.app.runs import RunsView
+from tui.core.events import ControllerEvent, TaskStateChanged
+from tui.core.inbox import Happening
 from tui.core.options import RunOptions
+from tui.core.task_state import TaskState
 
 
 def past_runs(options: RunOptions, count: int) -> None:
@@ -66,3 +71,47 @@ def test_the_list_is_capped_and_newest_first(options: RunOptions, monkeypatch: p
     monkeypatch.setattr(runlist, "MAX_LISTED", 3)
     listed = runlist.RunCatalog(options.runs_root, options.config.path).list()
     assert [run.run_id for run in listed] == [f"20240101-0000{n:02d}-aaaaaa" for n in (4, 3, 2)]
+
+
+class WakingCore(ScriptedCore):
+    """A scripted core that says when it has news, as the app's real cores do, and counts
+    how often the app looked."""
+
+    def __init__(self, events: list[ControllerEvent]) -> None:
+        super().__init__(events)
+        self.wake: Callable[[], None] = lambda: None
+        self.drains = 0
+
+    def wake_on_news(self, wake: Callable[[], None]) -> None:
+        self.wake = wake
+        wake()
+
+    def drain(self) -> tuple[list[Happening], int]:
+        self.drains += 1
+        return super().drain()
+
+
+async def test_an_idle_app_looks_for_news_only_when_woken_and_once_a_second(
+        options: RunOptions, monkeypatch: pytest.MonkeyPatch) -> None:
+    core = WakingCore(running_history(options.config.training))
+    ticks: list[int] = []  # the core's drains at each of the clock's ticks
+    clock_tick = TfdistApp._clock_tick
+
+    def counted(app: TfdistApp) -> None:
+        ticks.append(core.drains)
+        clock_tick(app)
+
+    monkeypatch.setattr(TfdistApp, "_clock_tick", counted)
+    app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await async_wait_until(lambda: app.table.row_count == 4, 30, pause=pilot.pause)
+        await async_wait_until(lambda: len(ticks) >= 3, 30, pause=pilot.pause)
+        # Between two ticks of the clock, nothing new: the clock's own look and (at most) the
+        # refresh timer's last before it slept, not ten a second.
+        assert ticks[2] - ticks[1] <= 2
+        # News wakes it (from the core's thread), and it is drawn at once.
+        core.pending.append(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.FAILED,
+                                             exit_code=3, reason="exit 3", t=T0 + 41))
+        threading.Thread(target=core.wake).start()
+        await async_wait_until(lambda: "failed (3)" in str(app.table.get_cell("worker1", "state")), 30,
+                               pause=pilot.pause)

@@ -23,7 +23,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app import signals
 from tui.app.announce import TOAST_SECONDS, Announcements
-from tui.app.bridge import Core
+from tui.app.bridge import Core, call_on_news
 from tui.app.controls import CONTROLS
 from tui.app.logs import LogPane
 from tui.app.lostrun import record_lost_run
@@ -43,6 +43,7 @@ from tui.app.widgets import (
     QuietFooter,
     StatusBar,
     ThroughputView,
+    put,
     use_whole_cell_scrollbars,
 )
 from tui.common.exit_codes import ExitCode
@@ -65,7 +66,13 @@ from tui.core.traffic import TrafficUpdate
 from tui.core.usage import UsageSample
 from tui.program.base import TaskProgram
 
+#: While the core has news, what it sent is folded and drawn at most this often (a frame): a
+#: flood's lines are coalesced. With nothing new the refresh timer is paused (a core that says
+#: when it has news, :class:`~tui.app.bridge.WakingCore`), so an idle run costs no frames.
 REFRESH_SECONDS = 0.1
+#: What moves with time alone (the elapsed time, the output ages, the ETA) is redrawn this
+#: often, once a run has tasks.
+CLOCK_SECONDS = 1.0
 #: The task table (and hints) are redrawn at most this often while tasks change, and once a
 #: second regardless (ages, rates). A burst (64 tasks starting) is coalesced: redrawing the
 #: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
@@ -114,6 +121,9 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
         self._last_table_refresh = 0.0
         self._charted_revision = -1  # the progress revision the throughput pane shows
         self._last_chart_refresh = 0.0
+        self._last_worker_charts = 0.0
+        #: The core says when it has news: the refresh timer sleeps in between.
+        self._woken_by_core = False
 
     # -- wiring ---------------------------------------------------------------------------
 
@@ -159,7 +169,9 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             field.display = False
         self.query_one(TaskTable).focus()
         self.merged_log.show_log(self.dashboard.merged, "")
-        self.set_interval(REFRESH_SECONDS, self.refresh_dashboard)
+        self._refresh_timer = self.set_interval(REFRESH_SECONDS, self._refresh_tick)
+        self._clock_timer = self.set_interval(CLOCK_SECONDS, self._clock_tick, pause=True)
+        self._woken_by_core = call_on_news(self.core, self._refresh_timer.resume)
         self.refresh_dashboard()
         if self.autostart:
             self._request(StartRun())
@@ -178,10 +190,22 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
 
     # -- the refresh loop -----------------------------------------------------------------
 
-    def refresh_dashboard(self, *, force: bool = False) -> None:
-        """Fold what happened since the last tick into the dashboard and redraw."""
+    def _refresh_tick(self) -> None:
+        news = self.refresh_dashboard()
+        if self._woken_by_core and not news and not self.dashboard.tasks_changed:
+            # Nothing new and nothing waiting to be drawn: no frames until the core wakes it
+            # (the first news after a quiet spell is then drawn at once).
+            self._refresh_timer.pause()
+
+    def _clock_tick(self) -> None:
+        self.refresh_dashboard(force=True)
+
+    def refresh_dashboard(self, *, force: bool = False) -> bool:
+        """Fold what happened since the last tick into the dashboard and redraw; whether the
+        core had news. ``force``: redraw the task table now (else at most every
+        :data:`TABLE_REFRESH_SECONDS` while tasks change)."""
         if self.core is None or not self.query(StatusBar):
-            return  # not started yet, or closing: the widgets are gone
+            return False  # not started yet, or closing: the widgets are gone
         events, dropped = self.core.drain()
         folded: list[ControllerEvent | CoreLost] = []
         for event in events:
@@ -203,10 +227,14 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             self.dashboard.merged.add(f"… {dropped} lines not shown (the UI fell behind); "
                                       "the run directory has every line")
         d = self.dashboard
+        if d.rows:
+            self._clock_timer.resume()  # the output ages move from now on
         self.query_one(StatusBar).show(d, self.pending)
         now = time.monotonic()
         since = now - self._last_table_refresh
-        if force or since >= 1.0 or (d.tasks_changed and since >= TABLE_REFRESH_SECONDS):
+        # (Woken by the core, the clock's tick redraws the table once a second: forced.)
+        if force or (since >= 1.0 and not self._woken_by_core) or (
+                d.tasks_changed and since >= TABLE_REFRESH_SECONDS):
             self.table.show(d)
             self.table.show_totals(d)
             self.query_one(HintBar).show(d)
@@ -221,17 +249,22 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             self._show_placement()
             d.placement_changed = False
         if self.traffic is not None and self.query_one(TabbedContent).active == "placement":
-            self.query_one("#placement-traffic", Static).update(traffic_view(self.traffic))
+            put(self.query_one("#placement-traffic", Static), traffic_view(self.traffic))
         # The charts are the costliest redraw: only while visible, and only when progress
         # moved (or once a second, for the ETA).
         if self.query_one(TabbedContent).active == "throughput" and (
                 d.progress_revision != self._charted_revision or now - self._last_chart_refresh >= 1.0):
-            self._show_throughput()
+            # A chart per worker: a point a second, so redrawn once a second (hundreds of
+            # them on each frame held the UI thread).
+            self._show_throughput(workers=force or now - self._last_worker_charts >= 1.0)
+        return bool(events or dropped)
 
-    def _show_throughput(self) -> None:
-        self.query_one(ThroughputView).show(self.dashboard)
+    def _show_throughput(self, *, workers: bool = True) -> None:
+        self.query_one(ThroughputView).show(self.dashboard, workers=workers)
         self._charted_revision = self.dashboard.progress_revision
         self._last_chart_refresh = time.monotonic()
+        if workers:
+            self._last_worker_charts = self._last_chart_refresh
 
     @on(TabbedContent.TabActivated, "#panes")
     def _pane_shown(self, event: TabbedContent.TabActivated) -> None:

@@ -7,10 +7,11 @@ thread serves tests with a scripted session, and the benchmarks that compare the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tui.core.commands import Command
 from tui.core.inbox import Happening, Inbox
@@ -27,6 +28,54 @@ class Core(Protocol):
     def close(self, timeout: float) -> None: ...
 
 
+@runtime_checkable
+class WakingCore(Core, Protocol):
+    """A core that says when it has news, so that the app need not look on a timer."""
+
+    def wake_on_news(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` (from any thread) when something arrives after a :meth:`drain`:
+        once, until the next drain takes it."""
+
+
+def call_on_news(core: Core, resume: Callable[[], None]) -> bool:
+    """Have ``core`` call ``resume`` on this thread's running loop when it has news; False
+    if it cannot say (a scripted core: the app then looks on its timer)."""
+    if not isinstance(core, WakingCore):
+        return False
+    loop = asyncio.get_running_loop()
+
+    def wake() -> None:  # (on the core's thread)
+        with contextlib.suppress(RuntimeError):  # the app's loop closed: nothing to draw
+            loop.call_soon_threadsafe(resume)
+
+    core.wake_on_news(wake)
+    return True
+
+
+class NewsBell:
+    """Rings a core's ``wake`` once per drain: the first item after a drain rings it, the
+    others (a flood) do not, so the app is woken at most once per frame it draws."""
+
+    def __init__(self) -> None:
+        self._wake: Callable[[], None] | None = None
+        self._rung = False
+
+    def set(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+        self._rung = False
+        wake()  # whatever came before is news too
+
+    def ring(self) -> None:
+        """After an item is queued (the flag is read after: a drain in between takes it)."""
+        if not self._rung and self._wake is not None:
+            self._rung = True
+            self._wake()
+
+    def drained(self) -> None:
+        """Before a drain: whatever is queued from now on rings again."""
+        self._rung = False
+
+
 class CoreBridge:
     """Owns the supervisor's thread and event loop; what happens waits in one
     :class:`~tui.core.inbox.Inbox`."""
@@ -38,19 +87,28 @@ class CoreBridge:
         self._thread = threading.Thread(target=self._main, name="tfdist-core", daemon=True)
         self._factory = session_factory
         self.session: Session | None = None
+        self._bell = NewsBell()
         self._thread.start()
         self._ready.wait()
 
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
         self.session = self._factory()
-        self.session.supervisor.subscribe(self._inbox.put)
+        self.session.supervisor.subscribe(self._put)
         if self.session.traffic is not None:
-            self.session.traffic.subscribe(self._inbox.put)
+            self.session.traffic.subscribe(self._put)
         if self.session.usage is not None:
-            self.session.usage.subscribe(self._inbox.put)
+            self.session.usage.subscribe(self._put)
         self._ready.set()
         self._loop.run_forever()
+
+    def _put(self, happening: Happening) -> None:
+        self._inbox.put(happening)
+        self._bell.ring()
+
+    def wake_on_news(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` when something happens after a drain (:class:`WakingCore`)."""
+        self._bell.set(wake)
 
     def send(self, command: Command) -> Future[None]:
         """Carry out ``command`` on the core's loop; the future resolves there."""
@@ -60,6 +118,7 @@ class CoreBridge:
     def drain(self) -> tuple[list[Happening], int]:
         """Everything that happened since the last drain, in order, and how many output
         lines were dropped because the UI fell behind."""
+        self._bell.drained()
         return self._inbox.drain()
 
     def close(self, timeout: float = 15.0) -> None:

@@ -19,10 +19,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
 import tui
+from tui.app.bridge import NewsBell
 from tui.common.terminal import inert
 from tui.core.commands import Command
 from tui.core.events import Level, Notice
@@ -70,6 +72,7 @@ class ProcessBridge:
         self._ended: str | None = None  # why no command can be carried out any more
         self._closed = threading.Event()
         self._shut = False
+        self._bell = NewsBell()
         send_frame(ours, Start(options, supervisor_options))
         self._reader = threading.Thread(target=self._read, name="tfdist-core-reader", daemon=True)
         self._reader.start()
@@ -92,7 +95,13 @@ class ProcessBridge:
     def drain(self) -> tuple[list[Happening], int]:
         """Everything that happened since the last drain, in order, and how many output
         lines were dropped because the UI fell behind."""
+        self._bell.drained()
         return self._inbox.drain()
+
+    def wake_on_news(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` (on the reader thread) when a batch brings news after a drain
+        (:class:`~tui.app.bridge.WakingCore`)."""
+        self._bell.set(wake)
 
     def close(self, timeout: float = 15.0) -> None:
         """Have the core stop every task and exit; kill it if it has not within ``timeout``."""
@@ -130,6 +139,7 @@ class ProcessBridge:
                 if not isinstance(batch, Batch):
                     break
                 self._inbox.count_dropped(batch.dropped)
+                news = bool(batch.dropped)
                 for item in batch.items:
                     if isinstance(item, Reply):
                         self._resolve(item)
@@ -140,10 +150,14 @@ class ProcessBridge:
                         self._closed.set()
                     else:
                         self._inbox.put(item)
+                        news = True
+                if news:
+                    self._bell.ring()
         if not self._closed.is_set() and not self._shut:
             why = self._death()
             self._inbox.put(Notice(level=Level.ERROR, text=why))
             self._inbox.put(CoreLost(why))
+            self._bell.ring()
             self._end(why)
         # Closing too: a command sent meanwhile (a hang-up's stop) must not wait for an
         # answer that cannot come (the app stayed 60 s after its terminal closed, issue 33).

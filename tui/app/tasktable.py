@@ -3,8 +3,13 @@ group's totals, folded and unfolded with enter), in the declared order or sorted
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
+from rich.style import Style
 from rich.text import Text
+from textual._types import SegmentLines
 from textual.binding import Binding
+from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
@@ -22,6 +27,8 @@ ROWS_BEYOND = 10
 ALL_ROWS_UNDER = 64
 #: Row keys of group headers start with this (never a task name: names are job + index).
 GROUP = "group:"
+#: Drawn cells kept: several screens' worth of the table's 11 columns.
+CELLS_KEPT = 4000
 
 
 class TaskTable(DataTable[Text | str]):
@@ -43,6 +50,8 @@ class TaskTable(DataTable[Text | str]):
         super().__init__(id=id)
         #: Roles folded to their header row (enter on the header).
         self.collapsed: set[Job] = set()
+        #: Cells as drawn, by what they show and where (:meth:`_render_cell`).
+        self._drawn_cells: LRUCache[Hashable, SegmentLines] = LRUCache(CELLS_KEPT)
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -149,6 +158,29 @@ class TaskTable(DataTable[Text | str]):
                 Text(f"{running} running", style="bold"), "", str(sum(r.restarts for r in rows)), "",
                 f"{rate:,.0f}" if rate else "", "", f"{cpu:.0f}" if usage else "",
                 short_bytes(rss) if usage else "", ""]
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                     cursor: bool = False, hover: bool = False) -> SegmentLines:
+        """A cell as DataTable draws it, drawn again only when what it shows changed: the
+        table's own cache forgets every cell on any update, and a second's ages redrew all of
+        them (most of what an idle 256-task run cost the app, issue 35)."""
+        row = self._row_locations.get_key(row_index)
+        column = self._column_locations.get_key(column_index)
+        if row is None or column is None:  # the header, row labels: as DataTable does
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        value = self._data[row][column]
+        shown = (value.plain, str(value.style), tuple(value.spans)) if isinstance(value, Text) else value
+        key = (row_index, column_index, shown, base_style, width, cursor, hover, self._show_hover_cursor,
+               self.show_cursor, self.cursor_type, self._pseudo_class_state)
+        lines = self._drawn_cells.get(key)
+        if lines is None:
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            self._drawn_cells[key] = lines
+        return lines
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._drawn_cells.clear()  # (a new theme: new colours)
 
     def _cursor_key(self) -> str | None:
         if self.row_count == 0:

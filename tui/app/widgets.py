@@ -4,11 +4,19 @@ refreshes it; none holds state of its own beyond what it displays."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
+from textual.geometry import Size
+from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.screen import Screen
 from textual.scrollbar import ScrollBar, ScrollBarRender
+from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, ProgressBar, Sparkline, Static, TabbedContent, TabPane
 
 from trainer import protocol
@@ -73,14 +81,33 @@ class StatusBar(Static):
     """Run id, elapsed time and outcome first (never cut), then the applied settings with
     pending changes as ``old→new`` and one note that ``R`` applies them."""
 
-    _shown: Text | None = None
-
     def show(self, dashboard: Dashboard, pending: TrainingSettings) -> None:
-        text = status_text(dashboard, pending)
         # Ten refreshes a second, a new text about once a second: skip the other nine.
-        if self._shown is None or text.plain != self._shown.plain or text.spans != self._shown.spans:
-            self._shown = text
-            self.update(text)
+        put(self, status_text(dashboard, pending))
+
+
+def put(widget: Static, content: Text | str) -> None:
+    """Show ``content`` in ``widget``: nothing if it shows that already, and without a layout
+    pass (of the whole screen) when it takes as many lines as what it replaces, so that the
+    widget's size stays (the status bar's clock changes every second)."""
+    old = widget.content
+    if type(old) is type(content) and old == content and (
+            not isinstance(content, Text) or content.style == old.style):  # type: ignore[union-attr]
+        return
+    # (Its size as laid out last, without asking the compositor: ``size`` computes the whole
+    # screen's map for a widget in a hidden pane.)
+    width = widget.outer_size.width - widget.styles.gutter.width
+    old_height = _height(widget, width)
+    widget.update(content, layout=False)
+    if width <= 0 or _height(widget, width) != old_height:
+        widget.refresh(layout=True)
+
+
+def _height(widget: Static, width: int) -> int:
+    """The lines ``widget``'s content takes at ``width``, as Textual lays it out."""
+    if width <= 0:
+        return 0
+    return widget.visual.get_height(widget.styles, width)  # type: ignore[arg-type]  # (as Textual's own)
 
 
 def status_text(dashboard: Dashboard, pending: TrainingSettings) -> Text:
@@ -213,11 +240,13 @@ class ThroughputView(Vertical):
         yield Sparkline([], id="rate-chart")
         yield Static("loss", classes="chart-title", id="loss-title")
         yield Sparkline([], id="loss-chart")
-        yield Vertical(id="worker-charts")
+        yield WorkerCharts(id="worker-charts")
 
-    def show(self, dashboard: Dashboard) -> None:
+    def show(self, dashboard: Dashboard, *, workers: bool = True) -> None:
+        """Redraw from ``dashboard``; the per-worker charts too unless ``workers`` is False
+        (they change a point a second, and there may be hundreds)."""
         shown = dashboard.figures
-        self.query_one("#progress-text", Static).update(progress_text(shown))
+        put(self.query_one("#progress-text", Static), progress_text(shown))
         bar = self.query_one("#progress-bar", ProgressBar)
         bar.display = shown.target is not None  # no target: no bar that reads as done
         if shown.target is not None:
@@ -225,29 +254,99 @@ class ThroughputView(Vertical):
         examples = shown.unit is RateUnit.EXAMPLES
         rates = list(dashboard.rate_history) if examples else list(dashboard.step_rate_history)
         self.query_one("#rate-chart", Sparkline).data = drawable(rates)
-        self.query_one("#rate-title", Static).update(
+        put(self.query_one("#rate-title", Static),
             scaled("aggregate examples/sec" if examples else "global steps/sec", rates,
                    "{:,.0f}" if examples else "{:,.1f}", "one point a second"))
         self.query_one("#loss-chart", Sparkline).data = drawable(list(dashboard.loss_history))
-        self.query_one("#loss-title", Static).update(
+        put(self.query_one("#loss-title", Static),
             scaled("training loss", dashboard.loss_history, "{:.4g}", "one point a step report"))
-        charts = self.query_one("#worker-charts", Vertical)
-        for stale in [c for c in charts.query(Sparkline)
-                      if (c.id or "").removeprefix("rate-") not in dashboard.worker_history]:
-            # A task of an earlier run (after R): its chart goes with it.
-            task = (stale.id or "").removeprefix("rate-")
-            stale.remove()
-            charts.query(f"#title-{task}").remove()
-        for task, history in dashboard.worker_history.items():
-            chart_id = f"rate-{task}"
-            title = scaled(f"{task} examples/sec", history, "{:,.0f}", "")
-            existing = charts.query(f"#{chart_id}")
-            if not existing:
-                charts.mount(Static(title, classes="chart-title", id=f"title-{task}"))
-                charts.mount(Sparkline(drawable(list(history)), id=chart_id))
-            else:
-                existing.first(Sparkline).data = drawable(list(history))
-                charts.query_one(f"#title-{task}", Static).update(title)
+        if workers:
+            self._show_workers(dashboard)
+
+    def _show_workers(self, dashboard: Dashboard) -> None:
+        self.query_one(WorkerCharts).show([
+            (scaled(f"{task} examples/sec", history, "{:,.0f}", ""), drawable(list(history)))
+            for task, history in dashboard.worker_history.items()])
+
+
+class WorkerCharts(Widget):
+    """Each worker's examples/sec: a title line and a sparkline under it, as the aggregate's
+    (a :class:`Static` and a :class:`Sparkline` of two lines), but one widget drawn a line at
+    a time: a widget per chart made hundreds of them with 240 workers, and showing the pane
+    laid every one out (hundreds of ms on the UI thread, issue 35). Only the lines on screen
+    are rendered, each chart once until its points change."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "sparkline--max-color", "sparkline--min-color", "worker-charts--title"}
+    # The colours of Textual's Sparkline, and the chart titles' (.chart-title in app.tcss).
+    DEFAULT_CSS = """
+    WorkerCharts { height: auto; width: 1fr; }
+    WorkerCharts > .sparkline--max-color { color: $primary; }
+    WorkerCharts > .sparkline--min-color { color: $primary 30%; }
+    WorkerCharts > .worker-charts--title { color: $text-muted; }
+    """
+    #: A sparkline's height (``Sparkline { height: 2 }`` in app.tcss), under its title line.
+    CHART_LINES = 2
+
+    def __init__(self, *, id: str) -> None:
+        super().__init__(id=id)
+        self._charts: list[tuple[str, list[float]]] = []
+        #: Each chart's lines as drawn, by its index, for the width they were drawn at.
+        self._drawn: dict[int, list[Strip]] = {}
+        self._drawn_width = 0
+
+    def show(self, charts: list[tuple[str, list[float]]]) -> None:
+        """Show these (title, points): a chart redrawn only if it changed; laid out again
+        only if their number did."""
+        if charts == self._charts:
+            return
+        for index, chart in enumerate(charts):
+            if index >= len(self._charts) or self._charts[index] != chart:
+                self._drawn.pop(index, None)
+        for index in range(len(charts), len(self._charts)):
+            self._drawn.pop(index, None)
+        resized = len(charts) != len(self._charts)
+        self._charts = charts
+        self.refresh(layout=resized)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._charts) * (1 + self.CHART_LINES)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._drawn.clear()  # (a new theme: new colours)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if width != self._drawn_width:
+            self._drawn.clear()
+            self._drawn_width = width
+        index, line = divmod(y, 1 + self.CHART_LINES)
+        if index >= len(self._charts):
+            return Strip.blank(width, self.rich_style)
+        if index not in self._drawn:
+            self._drawn[index] = self._draw(*self._charts[index], width)
+        return self._drawn[index][line]
+
+    def _draw(self, title: str, points: list[float], width: int) -> list[Strip]:
+        """A chart's lines: its title, then its sparkline (as Textual's widgets draw them)."""
+        console = self.app.console
+        options = console.options.update_dimensions(width, 1)
+        base = self.rich_style
+        title_style = self.get_component_rich_style("worker-charts--title")
+        # (As a Static draws it: the text in its style, the rest of the line background.)
+        title = set_cell_size(title, min(width, cell_len(title)))
+        lines = [Strip([Segment(title, title_style),
+                        Segment(" " * (width - cell_len(title)), Style(bgcolor=base.bgcolor))], width)]
+        _, background = self.background_colors
+        chart = SparklineRenderable(
+            points, width=width, height=self.CHART_LINES,
+            min_color=(background + self.get_component_styles("sparkline--min-color").color).rich_color,
+            max_color=(background + self.get_component_styles("sparkline--max-color").color).rich_color,
+            summary_function=max)
+        rendered = console.render_lines(chart, options.update_height(self.CHART_LINES), style=base)
+        lines += [Strip(segments).adjust_cell_length(width, base).simplify() for segments in rendered]
+        return lines
 
 
 def progress_text(shown: Figures) -> Text:

@@ -44,6 +44,10 @@ from tui.launch.deathsig import signal_me_when_parent_dies
 #: A frame carries at most this much time's happenings: fewer, larger frames for a flood,
 #: and well under the app's refresh tick (0.1 s) for a single event.
 GATHER_SECONDS = 0.01
+#: Frames go at most this often: a steady trickle (256 tasks' step lines) is sent as a few
+#: frames a second, each waking the app once, not one per line (issue 35). The app's
+#: frame (``tui.app.app.REFRESH_SECONDS``): the app folds at most one frame per frame of its own.
+FRAME_SECONDS = 0.1
 #: Signals that close the core as the app's Close does (it is in a session of its own, so
 #: none comes from a terminal; these are somebody asking).
 CLOSING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
@@ -69,9 +73,13 @@ class Sender:
         self._thread.start()
 
     def _run(self) -> None:
+        sent = 0.0
         while True:
             self.outbox.wait()
-            time.sleep(GATHER_SECONDS)
+            # The first news after a quiet spell goes after a moment's gathering; a trickle
+            # waits for the frame.
+            time.sleep(max(GATHER_SECONDS, sent + FRAME_SECONDS - time.monotonic()))
+            sent = time.monotonic()
             items, dropped = self.outbox.drain()
             try:
                 send_pickled(self._sock, sendable(Batch(items, dropped)))
