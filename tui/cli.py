@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return headless.main(options)
     try:
-        app = importlib.import_module("tui.app.app")
+        app = importlib.import_module("tui.app.main")
     except ImportError as exc:
         print(f"error: the terminal UI cannot be loaded ({exc}); use --no-ui for headless mode",
               file=sys.stderr)

@@ -11,7 +11,8 @@ import pytest
 from tests.app.scripted import T0, TASKS, ScriptedCore, running_history
 from tests.support.fakes import make_config
 from trainer.settings import TrainingSettings
-from tui.app.app import TfdistApp, write_last_summary
+from tui.app.app import TfdistApp
+from tui.app.main import write_last_summary
 from tui.config.cluster import HostSpec
 from tui.core.events import RunFinished, RunOutcome, RunStarted, RunSummary
 from tui.core.inbox import Happening

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any, TextIO
+from typing import Any
 
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
@@ -489,26 +488,3 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
         if finished is None:
             return ExitCode.OK if not self.dashboard.run_id else ExitCode.INTERRUPTED
         return exit_code_for(finished.outcome)
-
-
-def run(options: RunOptions) -> int:
-    """Run the app until the operator quits; returns the exit code. The terminal keeps the
-    last run's summary, as a headless run ends (the app's screen goes with it)."""
-    app = TfdistApp(options)
-    try:
-        result = app.run()
-    finally:
-        if app.core is not None:
-            app.core.close(timeout=15.0)
-    write_last_summary(app, sys.stdout)
-    return int(result if result is not None else app.exit_code_now())
-
-
-def write_last_summary(app: TfdistApp, out: TextIO) -> None:
-    """What the terminal keeps once the app is gone, as a headless run ends: the last run's
-    summary and its traffic (headless's own printer: both screens say the same)."""
-    summary = app.last_summary()
-    if summary is not None:
-        from tui.headless import write_summary  # (the printer's ~90 modules: only now)
-
-        write_summary(summary, out, app.traffic)
