@@ -26,7 +26,7 @@ LAZY = {
     ("tui.launch.kinds", "tui.launch.slurm"): "launchers are made on first use",
     ("tui.launch.router", "tui.launch.ssh"): "asyncssh only for clusters with remote hosts",
     ("tui.cli", "tui.headless"): "the app's start does not pay for the headless printer",
-    ("tui.app.app", "tui.headless"): "the app prints headless's summary on quitting, not before",
+    ("tui.app.main", "tui.headless"): "the app prints headless's summary on quitting, not before",
 }
 
 
