@@ -21,6 +21,7 @@ from typing import TextIO, cast
 
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
+from tui.common.paced_loop import paced_loop
 from tui.common.streams import BatchedWriter, SurvivingStream
 from tui.common.terminal import inert
 from tui.common.units import format_bytes
@@ -473,5 +474,7 @@ async def _every(interval: float, action: Callable[[], None]) -> None:
 
 def main(options: RunOptions) -> int:
     """Run headless in a fresh event loop; return the process exit code."""
-    return int(asyncio.run(run_headless(options)))
+    # Paced: hundreds of tasks' lines are handled a tick's worth per wake-up (tui.common.paced_loop).
+    with asyncio.Runner(loop_factory=paced_loop) as runner:
+        return int(runner.run(run_headless(options)))
 
