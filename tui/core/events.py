@@ -356,11 +356,22 @@ def _event_layout(cls: Any) -> tuple[str, tuple[str, ...], Callable[[Any], Any]]
     return head, tuple(f",{_ASCII(name)}:" for name in names), operator.attrgetter(*names)
 
 
+#: How the encoder writes a value of each common type, as built-in functions (no Python
+#: call a value); a float's ``nan``/``inf`` is then made null (:func:`_event_json`).
+_WRITERS: dict[type, Callable[[Any], str]] = {
+    str: _ASCII, float: float.__repr__, int: int.__repr__,
+    bool: {True: "true", False: "false"}.__getitem__, type(None): {None: "null"}.__getitem__}
+_NON_FINITE = frozenset({"nan", "inf", "-inf"})
+
+
 def _event_json(event: protocol.Event) -> str:
     """``event.record()`` as JSON, written directly (:class:`_NotPlain` if it cannot be)."""
     kind: Any = type(event)
     head, keys, values = _event_layout(kind)
-    return "".join((head, *map(str.__add__, keys, map(_json, values(event))), "}"))
+    texts = [_WRITERS.get(type(value), _json)(value) for value in values(event)]
+    if not _NON_FINITE.isdisjoint(texts):  # (a string's text is quoted: never one of them)
+        texts = ["null" if text in _NON_FINITE else text for text in texts]
+    return "".join((head, *map(str.__add__, keys, texts), "}"))
 
 
 def summary_record(summary: RunSummary) -> dict[str, Any]:
