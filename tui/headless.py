@@ -21,7 +21,8 @@ from typing import TextIO, cast
 
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
-from tui.common.streams import SurvivingStream
+from tui.common.paced_loop import paced_loop
+from tui.common.streams import BatchedWriter, SurvivingStream
 from tui.common.terminal import inert
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
@@ -65,31 +66,19 @@ class Printer:
     """Formats controller events as prefixed lines (``worker1 | ...``)."""
 
     def __init__(self, out: TextIO, colour: bool) -> None:
-        self._out = out
+        # Every write is gathered and goes out at the next flush, in order: a task's lines
+        # within a tick (BatchedWriter), anything else at once.
+        self._out = BatchedWriter(out)
         self._colour = colour
         self._width = len(CONTROLLER)
         self._colours: dict[str, int] = {}
         self._progress: ProgressSnapshot | None = None
         self._placement_shown = False
         self._last_progress: tuple[int, float] | None = None
-        self._flush_pending = False
         self._prefixes: dict[str, str] = {}  # made once per name and run (every line has one)
 
-    def _flush_soon(self) -> None:
-        """Flush once the event loop has handled what it has at hand (every line read in
-        one go), or now without a loop."""
-        if self._flush_pending:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._out.flush()
-            return
-        self._flush_pending = True
-        loop.call_soon(self._flush_now)
-
-    def _flush_now(self) -> None:
-        self._flush_pending = False
+    def flush(self) -> None:
+        """Write out the task lines still gathered."""
         self._out.flush()
 
     def handle(self, event: ControllerEvent) -> None:
@@ -99,7 +88,7 @@ class Printer:
         elif isinstance(event, TaskOutput):
             if shown := event.shown():
                 self._out.write(_display_lines(f"{self._prefix(event.task)} ", shown, event.task))
-            self._flush_soon()  # a flood: one flush per turn of the loop, not a write(2) a batch
+            self._out.flush_soon()  # one write(2) a tick for every task's lines, not one a read
             return
         elif isinstance(event, TaskStateChanged):
             self._state(event)
@@ -172,6 +161,7 @@ class Printer:
             write(f"{result.name} {exit_text}; its last {len(result.last_lines)} lines:\n")
             for line in result.last_lines:
                 self._out.write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
+        self._out.flush()
 
     def fit(self, names: Sequence[str]) -> None:
         """Size the name column for these tasks (a run's start does it for its tasks)."""
@@ -457,6 +447,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
         for signum in handled:
             loop.remove_signal_handler(signum)
         await _close_within(session, err_stream)
+        if isinstance(printer, Printer):
+            printer.flush()  # what tasks said last, after the run's end
 
 
 #: How long closing the session may take once the run is over (every task is stopped by
@@ -482,5 +474,7 @@ async def _every(interval: float, action: Callable[[], None]) -> None:
 
 def main(options: RunOptions) -> int:
     """Run headless in a fresh event loop; return the process exit code."""
-    return int(asyncio.run(run_headless(options)))
+    # Paced: hundreds of tasks' lines are handled a tick's worth per wake-up (tui.common.paced_loop).
+    with asyncio.Runner(loop_factory=paced_loop) as runner:
+        return int(runner.run(run_headless(options)))
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer import protocol
+from tui.core import events
+from tui.core.events import TrainerEvent, to_json, to_record
 from tui.launch.lines import LineSplitter, Stream
 from tui.program.base import EventReader
 
@@ -123,3 +126,43 @@ def test_events_between_random_bytes_survive_any_chunking(events: list[protocol.
     # Junk may itself happen to be a valid event only if it was valid JSON of a known kind:
     # keep only the generated ones' order.
     assert [e for e in found if e in events] == events
+
+
+any_float = st.floats() | st.none()
+any_steps = st.builds(protocol.Step, role=st.text(max_size=8), index=indexes, t=st.floats(),
+                      global_step=st.integers(), local_step=counts, loss=any_float,
+                      examples_per_sec=st.floats(), step_time=st.floats(), target=counts,
+                      accuracy=any_float, coordinator=st.booleans(),
+                      by_worker=st.lists(st.integers(), max_size=4).map(tuple))
+shards = st.builds(protocol.VariableShard, name=st.text(max_size=8), variable=st.text(max_size=8),
+                   shard=counts, num_shards=counts, shape=st.lists(counts, max_size=3).map(tuple),
+                   dtype=st.just("float32"), bytes=counts, ps=counts)
+placements = st.builds(protocol.Placement, role=roles, index=indexes, t=times, model=st.text(max_size=8),
+                       strategy=st.text(max_size=8), partitions=counts, num_ps=counts,
+                       variables=st.lists(shards, max_size=2).map(tuple),
+                       ps_bytes=st.lists(counts, max_size=3).map(tuple))
+readies = st.builds(protocol.Ready, role=roles, index=indexes, t=times, pid=counts,
+                    address=st.text(max_size=20))
+
+
+@given(st.one_of(any_steps, evals, dones, placements, readies), st.text(max_size=12), st.floats())
+@FAST
+def test_a_trainer_events_record_is_the_same_text_written_directly(
+        event: protocol.Event, task: str, t: float) -> None:
+    """to_json writes a trainer event without to_record's walk: the same text for any event,
+    NaN (null), unicode text, a nested dataclass (the long way) and all."""
+    trainer_event = TrainerEvent(task=task, event=event, t=t)
+    assert to_json(trainer_event) == to_json_the_long_way(trainer_event)
+
+
+def test_a_step_is_recorded_without_to_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    step = protocol.Step(role="worker", index=3, t=1.5, global_step=7, local_step=7, loss=float("nan"),
+                         examples_per_sec=2.0, step_time=0.5, by_worker=(1, 2))
+    expected = to_json_the_long_way(TrainerEvent(task="worker3", event=step, t=2.0))
+    monkeypatch.setattr(events, "to_record", None)  # the per-step path must not need it
+    assert to_json(TrainerEvent(task="worker3", event=step, t=2.0)) == expected
+    assert '"loss":null' in expected and '"by_worker":[1,2]' in expected
+
+
+def to_json_the_long_way(event: TrainerEvent) -> str:
+    return json.dumps(to_record(event), separators=(",", ":"), allow_nan=False)

@@ -135,3 +135,12 @@ def test_a_trickle_gathers_between_reads_and_a_flood_never_waits() -> None:
     assert [pace.wait_after(100, t) for t in (1.0, 1.02, 1.04)] == [0.02] * 3
     # A read that took all it asked for, or a big one, leaves more behind: no wait.
     assert pace.wait_after(65536, 1.05, full=True) == pace.wait_after(8192, 1.06) == 0.0
+
+
+def test_a_slow_trickle_never_waits_to_gather() -> None:
+    pace = Pace(gather=0.02)
+    # A line every 200 ms: each read waited longer than a gathering time for its line, so a
+    # wait after it would gather nothing (and cost a timer and a wake-up per line).
+    assert [pace.wait_after(100, 1.0 + n * 0.2, waited=0.19) for n in range(5)] == [0.0] * 5
+    # Lines coming faster than that (the read found its bytes at once) still gather.
+    assert pace.wait_after(100, 2.0, waited=0.001) == 0.02

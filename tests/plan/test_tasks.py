@@ -8,6 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.fakes import make_config
 from trainer import protocol
 from trainer.settings import TrainingSettings
@@ -207,3 +209,28 @@ def test_a_localhost_entry_without_python_keeps_the_controllers_interpreter(tmp_
                             local_python="/the/controllers/python")
     assert ps0.argv[0] == "/the/controllers/python" and ps0.env["A"] == "1"
     assert worker0.argv[0] == "python3"  # a remote host without python: takes PATH's
+
+
+def test_a_big_run_is_planned_with_each_address_made_a_few_times_not_once_per_task(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every task's TF_CONFIG and ``{ps_hosts}``/``{worker_hosts}`` hold the whole cluster:
+    its addresses are made once a run, not once a task (256 tasks made 65,536 x 4)."""
+    path = tmp_path / "hosts.yaml"
+    path.write_text("program:\n  command: python train.py --ps={ps_hosts} --workers={worker_hosts}\n"
+                    "  shim: false\n"
+                    "cluster:\n  ps: [localhost:auto, localhost:auto]\n"
+                    f"  worker: [{', '.join(['localhost:auto'] * 62)}]\n")
+    (tmp_path / "train.py").write_text("")
+    config = load_config(path)
+    ports = {task.name: 3000 + number for number, task in enumerate(config.tasks)}
+    made = []
+    address_of = ClusterConfig.address_of
+    monkeypatch.setattr(ClusterConfig, "address_of",
+                        lambda self, *args: made.append(args) or address_of(self, *args))
+    plans = plan_run(config, config.training, ports, "run-1")
+    assert len(made) <= 2 * len(config.tasks)
+    workers = ",".join(f"localhost:{3002 + n}" for n in range(62))
+    for plan in plans:
+        assert json.loads(plan.tf_config)["cluster"] == {"ps": ["localhost:3000", "localhost:3001"],
+                                                         "worker": workers.split(",")}
+        assert plan.argv[-2:] == ("--ps=localhost:3000,localhost:3001", f"--workers={workers}")

@@ -174,7 +174,7 @@ class ClusterConfig:
         return next((t for t in self.tasks if t.job is Job.CHIEF), None) or self.worker_tasks[0]
 
     def host_of(self, task: TaskSpec) -> HostSpec:
-        return self.hosts.get(task.host) or HostSpec(name=task.host, address=task.host)
+        return self.hosts.get(task.host) or _bare_host(task.host)
 
     def address_of(self, task: TaskSpec, port: int, placed: HostSpec | None = None) -> str:
         """``address:port`` of ``task`` as the other tasks reach it (its TF_CONFIG entry);
@@ -190,3 +190,10 @@ class ClusterConfig:
         if job is Job.EVALUATOR:
             return dataclasses.replace(self.restart, policy=RestartMode.ON_FAILURE)
         return self.restart
+
+
+@functools.lru_cache(maxsize=1024)
+def _bare_host(name: str) -> HostSpec:
+    """The host a task names without a ``hosts:`` entry: made once per name (a run's plan
+    asks for every task's host once per task, 65,536 times with 256 tasks)."""
+    return HostSpec(name=name, address=name)

@@ -121,17 +121,24 @@ def program_for(config: ClusterConfig, *, trainer_argv: Sequence[str] = TRAINER_
 
 
 def tf_config(config: ClusterConfig, ports: Mapping[str, int], task: TaskSpec,
-              placement: Mapping[str, HostSpec] | None = None) -> dict[str, Any]:
+              placement: Mapping[str, HostSpec] | None = None,
+              cluster: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
     """The TF_CONFIG of ``task``: the whole cluster spec plus the task's own place in it. A
     job appears only when the cluster has tasks of it (``chief`` only with a chief).
-    ``placement``: the host each task was placed on by its launcher (Slurm's nodes)."""
+    ``placement``: the host each task was placed on by its launcher (Slurm's nodes);
+    ``cluster``: :func:`cluster_spec` of the same, made once for every task of a run."""
+    if cluster is None:
+        cluster = cluster_spec(config, ports, placement)
+    return {"cluster": cluster, "task": {"type": task.job.value, "index": task.index}}
+
+
+def cluster_spec(config: ClusterConfig, ports: Mapping[str, int],
+                 placement: Mapping[str, HostSpec] | None = None) -> dict[str, list[str]]:
+    """TF_CONFIG's ``cluster``: every job's addresses (see :func:`tf_config`)."""
     placed = placement or {}
     cluster = {job.value: [config.address_of(t, ports[t.name], placed.get(t.name))
                            for t in config.of_job(job)] for job in _CLUSTER_JOBS}
-    return {
-        "cluster": {job: tasks for job, tasks in cluster.items() if tasks or job != Job.CHIEF.value},
-        "task": {"type": task.job.value, "index": task.index},
-    }
+    return {job: tasks for job, tasks in cluster.items() if tasks or job != Job.CHIEF.value}
 
 
 def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[str, int],
@@ -149,14 +156,19 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
     :class:`~tui.launch.base.ConnectReport`) the node each Slurm task runs on."""
     program = program or program_for(config, trainer_argv=trainer_argv, hold=hold)
     plans = []
+    # Every task's TF_CONFIG holds the whole cluster: its addresses are made once, not once
+    # per task (a run of 256 tasks looked up 65,536 of them).
+    cluster = cluster_spec(config, ports, placement)
+    # (A command's {ps_hosts} are the config's hosts, where a Slurm task was placed or not.)
+    addresses = cluster_spec(config, ports) if placement else cluster
     for spec in config.tasks:
         host = (placement or {}).get(spec.name) or config.host_of(spec)
         kind = kind_of(host)
         python = kind.python(host, local_python)
         ctx = TaskContext(config=config, spec=spec, host=host, ports=ports, settings=settings,
-                          run_id=run_id, run_dir=run_dir, python=python, kind=kind)
+                          run_id=run_id, run_dir=run_dir, python=python, kind=kind, addresses=addresses)
         command = program.command(ctx)
-        config_json = json.dumps(tf_config(config, ports, spec, placement), separators=(",", ":"))
+        config_json = json.dumps(tf_config(config, ports, spec, cluster=cluster), separators=(",", ":"))
         share = allocation.shares.get(spec.name) if allocation is not None else None
         share_env = share.env() if share is not None else {}
         # Thread counts the user set in hosts.yaml's env win over ours; the GPU list does not

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.config.cluster import ClusterConfig, HostSpec, TaskSpec
+from tui.config.cluster import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.program.hostkind import Kind
 
 
@@ -65,6 +65,9 @@ class TaskContext:
     python: str
     #: What the host's kind means for paths (local ones, or the host's).
     kind: Kind
+    #: Every job's ``host:port`` addresses by the job's name (as :meth:`address` gives each),
+    #: made once for a run's tasks; None: made here when asked.
+    addresses: Mapping[str, Sequence[str]] | None = None
 
     @property
     def run_dir_name(self) -> Path:
@@ -74,6 +77,12 @@ class TaskContext:
     def address(self, task: TaskSpec) -> str:
         """``host:port`` of ``task`` as the other tasks reach it."""
         return self.config.address_of(task, self.ports[task.name])
+
+    def job_addresses(self, job: Job) -> str:
+        """The addresses of ``job``'s tasks, comma-separated (``{ps_hosts}``)."""
+        if self.addresses is not None:
+            return ",".join(self.addresses.get(job.value, ()))
+        return ",".join(self.address(t) for t in self.config.of_job(job))
 
 
 @dataclass(frozen=True)

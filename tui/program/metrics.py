@@ -30,6 +30,10 @@ _MAYBE_PROGRESS = ("/", "loss = ", "Epoch ", "\x1b", "\x9b")
 KERAS_METRIC = re.compile(rf"\b(?P<name>loss|acc|accuracy): (?P<value>{_NUMBER})")
 
 
+_STEP, _LOSS, _ACCURACY, _EXAMPLES_PER_SEC = (field.value for field in (
+    MetricField.STEP, MetricField.LOSS, MetricField.ACCURACY, MetricField.EXAMPLES_PER_SEC))
+
+
 @dataclass
 class _Keras:
     epoch: int = 1
@@ -75,10 +79,14 @@ class LogMetrics:
         if not self._patterns and not any(clue in line for clue in _MAYBE_PROGRESS):
             return []
         text = without_sequences(line).rstrip("\n")
-        updates = [part for part in text.split("\r") if part.strip()]
-        if not updates:
+        if "\r" in text:
+            updates = [part for part in text.split("\r") if part.strip()]
+            if not updates:
+                return []
+            text = updates[-1]
+        elif not text.strip():
             return []
-        step = self._parse(updates[-1])
+        step = self._parse(text)
         if step is None:
             return []
         global_step, loss, accuracy, examples_per_sec = step
@@ -98,10 +106,10 @@ class LogMetrics:
         for pattern in self._patterns:
             match = pattern.regex.search(text)
             if match:
-                found = {MetricField(k): v for k, v in match.groupdict().items() if v is not None}
-                return (_int(found.get(MetricField.STEP)), _float(found.get(MetricField.LOSS)),
-                        _float(found.get(MetricField.ACCURACY)),
-                        _float(found.get(MetricField.EXAMPLES_PER_SEC)))
+                # (A field's name is its group's: no MetricField made per group and line.)
+                found = match.groupdict()
+                return (_int(found.get(_STEP)), _float(found.get(_LOSS)), _float(found.get(_ACCURACY)),
+                        _float(found.get(_EXAMPLES_PER_SEC)))
         if match := LOSS_STEP.search(text):
             return int(match["step"]), _float(match["loss"]), None, None
         if match := STEP_RATE.search(text):

@@ -238,16 +238,13 @@ def placeholder_values(ctx: TaskContext, *, from_subfolder: bool = False) -> dic
     config, settings = ctx.config, ctx.settings
     run_dir = ctx.kind.run_dir(ctx.run_dir_name, ctx.run_id, from_subfolder=from_subfolder)
 
-    def hosts(job: Job) -> str:
-        return ",".join(ctx.address(t) for t in config.of_job(job))
-
     values = dict(config.program.values) if config.program else {}
     values.update({
         "job": ctx.spec.job.value,
         "index": str(ctx.spec.index),
-        "ps_hosts": hosts(Job.PS),
-        "worker_hosts": hosts(Job.WORKER),
-        "chief_hosts": hosts(Job.CHIEF),
+        "ps_hosts": ctx.job_addresses(Job.PS),
+        "worker_hosts": ctx.job_addresses(Job.WORKER),
+        "chief_hosts": ctx.job_addresses(Job.CHIEF),
         "address": ctx.address(ctx.spec),
         "mode": settings.mode.value,
         "sync": "true" if settings.mode.value == "sync" else "false",

@@ -278,7 +278,8 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
     elif isinstance(event, protocol.Step) and run.trains(task):
         task.stepped = True
         run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
-        run.hang_check.set()
+        if run.hangs.reached:  # (before the target nobody can hang: no wake-up per step)
+            run.hang_check.set()
 
 
 def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = "") -> None:

@@ -25,6 +25,7 @@ from tui.core.events import (
     Level,
     Notice,
     ProgressUpdate,
+    RunFinished,
     RunOutcome,
     RunSummary,
     TaskStateChanged,
@@ -42,6 +43,11 @@ from tui.program.trainer import TRAINER_ARGV
 log = logging.getLogger(__name__)
 
 TAIL_LINES = 10
+#: Seconds between two progress snapshots published: a snapshot lists every worker, and one
+#: per step event made the progress of 256 tasks stepping five times a second cost more
+#: than recording their steps. Every change is still published within this time, and the
+#: last one before the run's end (:meth:`RunRecord.publish`).
+PROGRESS_EVERY = 0.05
 
 Sink = Callable[[ControllerEvent], None]
 
@@ -243,6 +249,10 @@ class RunRecord:
         self.unreachable: dict[str, float] = {}
         self.reconnecting: dict[str, asyncio.Task[bool]] = {}
         self.reconnected_at: dict[str, float] = {}
+        #: When the last progress snapshot was published (the loop's clock), and the one
+        #: due if changes came since (:meth:`publish_progress`).
+        self._progress_at = -PROGRESS_EVERY
+        self._progress_due: asyncio.TimerHandle | None = None
 
     # -- phases ---------------------------------------------------------------------------
 
@@ -343,10 +353,28 @@ class RunRecord:
         self.publish(Notice(level=level, text=text, task=task, t=self.clock.time()))
 
     def publish_progress(self) -> None:
-        """Tell the front ends the run's progress changed."""
+        """Tell the front ends the run's progress changed: at once when no snapshot went out
+        in the last :data:`PROGRESS_EVERY` seconds, else once that time is up (one snapshot
+        then tells every change that came meanwhile)."""
+        if self._progress_due is not None:
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._progress_at + PROGRESS_EVERY - loop.time()
+        if wait > 0:
+            self._progress_due = loop.call_later(wait, self._publish_progress_now)
+        else:
+            self._publish_progress_now()
+
+    def _publish_progress_now(self) -> None:
+        if self._progress_due is not None:
+            self._progress_due.cancel()
+            self._progress_due = None
+        self._progress_at = asyncio.get_running_loop().time()
         self.publish(ProgressUpdate(progress=self.progress.snapshot(), t=self.clock.time()))
 
     def publish(self, event: ControllerEvent) -> None:
+        if self._progress_due is not None and isinstance(event, RunFinished):
+            self._publish_progress_now()  # the run's last progress comes before its end
         if not isinstance(event, ProgressUpdate):  # derived from events kept there
             self.directory.record(event)  # never raises: see RunDirectory.on_failure
         for sink in list(self._sinks):
