@@ -113,7 +113,7 @@ def test_an_invalid_override_combination_exits_2(tmp_path: Path, captured: list[
 
 def test_without_no_ui_a_missing_ui_exits_2_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(sys.modules, "tui.app.app", None)  # makes `import tui.app.app` fail
+    monkeypatch.setitem(sys.modules, "tui.app.main", None)  # makes `import tui.app.main` fail
     hosts = write_hosts(tmp_path / "hosts.yaml")
     assert cli.main([str(hosts)]) == ExitCode.USAGE
     err = capsys.readouterr().err

@@ -37,7 +37,7 @@ class _Process:
         self.returncode = returncode
         self.exit_signal = exit_signal
 
-    async def wait(self) -> None:
+    async def wait_closed(self) -> None:
         return None
 
 

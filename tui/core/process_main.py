@@ -21,6 +21,7 @@ import threading
 import time
 from typing import BinaryIO
 
+from tui.common.paced_loop import paced_loop
 from tui.core.commands import StopAll
 from tui.core.events import RunOutcome
 from tui.core.inbox import Inbox
@@ -232,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         start = read_frame(frames)
         if not isinstance(start, Start):
             return 2  # the app went away before it said what to run
-        return asyncio.run(serve(start, sock, frames))
+        # Paced as headless is: many tasks' lines handled a tick's worth per wake-up.
+        with asyncio.Runner(loop_factory=paced_loop) as runner:
+            return runner.run(serve(start, sock, frames))
 
 
 if __name__ == "__main__":
