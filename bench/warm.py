@@ -1,6 +1,6 @@
 """Warm start (issue 25) against cold start, side by side in one run, on this machine:
-1 ps + 2 workers, mlp on digits, the controller's own session (the one every front end uses:
-``tui.core.session.Session``, commands from ``tui.core.commands``).
+1 ps + 2 workers (``--workers N``: N), mlp on digits, the controller's own session (the one
+every front end uses: ``tui.core.session.Session``, commands from ``tui.core.commands``).
 
 Per repetition and side (warm: the default; cold: ``--cold``), one fresh session:
 
@@ -20,7 +20,7 @@ Then one seeded run per side (1 ps + 1 worker, sync) for the loss curve: every l
 (step, loss) pair, warm against cold. Sides alternate within a repetition; medians with
 min-max; ratios are warm / cold (first start) per repetition.
 
-    python -m bench.warm [--reps 3] [--steps-seeded 200] [--no-write]
+    python -m bench.warm [--reps 3] [--workers 2] [--steps-seeded 200] [--no-write]
 
 Writes its section of BENCHMARKS.md (:data:`TITLE`) unless ``--no-write``.
 """
@@ -116,6 +116,7 @@ class Sample:
 class Results:
     samples: dict[str, list[Sample]] = field(default_factory=lambda: {s: [] for s in SIDES})
     losses: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    workers: int = 2
 
 
 def _hosts(folder: Path, workers: int, steps: int, mode: str, seed: int = 0) -> Path:
@@ -157,12 +158,12 @@ def _kill(session: Session, name: str) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
-async def _one_side(side: str, folder: Path) -> Sample:
-    config = load_config(_hosts(folder, 2, 10_000_000, "async"))
+async def _one_side(side: str, folder: Path, n_workers: int = 2) -> Sample:
+    config = load_config(_hosts(folder, n_workers, 10_000_000, "async"))
     session = Session.from_options(RunOptions(config=config, runs_root=folder / "runs", cold=side == "cold"))
     steps = _Steps()
     session.supervisor.subscribe(steps)
-    workers = ["worker0", "worker1"]
+    workers = [f"worker{i}" for i in range(n_workers)]
     sample = Sample()
     try:
         t0 = time.time()
@@ -190,16 +191,16 @@ async def _one_side(side: str, folder: Path) -> Sample:
     return sample
 
 
-async def _command_start(side: str, folder: Path) -> float:
+async def _command_start(side: str, folder: Path, n_workers: int = 2) -> float:
     """Seconds from running the controller's command until every worker stepped (item 6)."""
-    hosts = _hosts(folder, 2, 10_000_000, "async")
+    hosts = _hosts(folder, n_workers, 10_000_000, "async")
     argv = [sys.executable, "-m", "tui", str(hosts), "--json", "--run-dir", str(folder / "runs"),
             *(["--cold"] if side == "cold" else [])]
     t0 = time.time()
     controller = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, cwd=folder)
     assert controller.stdout is not None
-    waiting = {"worker0", "worker1"}
+    waiting = {f"worker{i}" for i in range(n_workers)}
     try:
         async with asyncio.timeout(PHASE_TIMEOUT):
             while waiting:
@@ -228,15 +229,15 @@ async def _losses(side: str, folder: Path, steps_seeded: int) -> list[tuple[int,
     return [(e.global_step, e.loss) for _, _, e in steps.events if e.loss is not None]
 
 
-async def measure(reps: int, steps_seeded: int) -> Results:
+async def measure(reps: int, steps_seeded: int, workers: int = 2) -> Results:
     """Every figure, both sides, ``reps`` times (sides alternating, cold first on odd reps)."""
-    results = Results()
+    results = Results(workers=workers)
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         folder = Path(tmp)
         for rep in range(reps):
             for side in SIDES if rep % 2 == 0 else SIDES[::-1]:
-                sample = await _one_side(side, folder)
-                sample.command_start = await _command_start(side, folder)
+                sample = await _one_side(side, folder, workers)
+                sample.command_start = await _command_start(side, folder, workers)
                 results.samples[side].append(sample)
         for side in SIDES:
             results.losses[side] = await _losses(side, folder, steps_seeded)
@@ -285,7 +286,8 @@ def report(results: Results) -> str:
         "|---|---|---|---|---|",
         *rows,
         "",
-        f"Warm-started tasks per warm first start: {warm_tasks} of 3. Repetitions: {len(warm)}.",
+        f"Warm-started tasks per warm first start: {warm_tasks} of {results.workers + 1}. "
+        f"Repetitions: {len(warm)}.",
         f"Seeded loss curve (1 ps + 1 worker, sync, seed 11): {len(curve_w)} logged losses warm, "
         f"{len(curve_c)} cold; {'identical' if same else f'largest difference {diff:.3g}'}.",
     ])
@@ -294,8 +296,8 @@ def report(results: Results) -> str:
 INTRO = (
     "Warm (the default: tasks forked from a pool per host that imported TensorFlow once, "
     "`python -m trainer.warm`) against cold (`--cold`: every task imports TensorFlow itself), "
-    "1 ps + 2 workers, mlp on digits, async, through the controller's session as every front "
-    "end drives it (`R` is the `Relaunch` command the app sends after its confirmation). "
+    "1 ps + 2 workers (`--workers N`: N), mlp on digits, async, through the controller's session "
+    "as every front end drives it (`R` is the `Relaunch` command the app sends after its confirmation). "
     "Seconds from the action (the start command, the SIGKILL of a task, the relaunch "
     "command) until the workers named stepped again; a relaunch toggles sync/async and is "
     "compared with the cold *first start*, as the issue asks. Memory: the task processes "
@@ -317,12 +319,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--steps-seeded", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2,
+                        help="workers beside the one ps (a first start imports once per task cold)")
     parser.add_argument("--output", type=Path, default=OUTPUT, help="the report to update")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     started, load_before = time.time(), load_average()
-    text = report(asyncio.run(measure(args.reps, args.steps_seeded)))
-    conditions = (f"This run: {args.reps} repetitions, {(time.time() - started) / 60:.1f} minutes, "
+    text = report(asyncio.run(measure(args.reps, args.steps_seeded, args.workers)))
+    conditions = (f"This run: 1 ps + {args.workers} workers, {args.reps} repetitions, "
+                  f"{(time.time() - started) / 60:.1f} minutes, "
                   f"{os.cpu_count()} cores; 1-minute load average {load_before} at its start and "
                   f"{load_average()} at its end (the machine is shared).")
     markdown = section(text, conditions)
