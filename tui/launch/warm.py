@@ -151,6 +151,8 @@ class WarmPools:
         so that its TensorFlow import overlaps whatever comes before the task's start (the
         controller's own start, the preflight). Says nothing: a pool that fails says so when
         its first task asks (:meth:`start`)."""
+        if servable_mode(argv, None) is None:
+            return  # (no pool would serve it: nothing to wait for either)
         prestart = asyncio.ensure_future(self._prestart(tuple(argv), dict(env)))
         self._prestarts.add(prestart)
         prestart.add_done_callback(self._prestarts.discard)
