@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.fakes import FakeClock, FakeLauncher, Recorder, finish_cleanly, make_config, start_all
+from trainer import protocol
 from tui.core.events import ProgressUpdate, RunFinished, TrainerEvent
 from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.task_state import TaskState
 
 
 async def test_a_burst_of_steps_makes_one_snapshot_now_and_one_with_the_last_step_soon(
@@ -20,7 +22,7 @@ async def test_a_burst_of_steps_makes_one_snapshot_now_and_one_with_the_last_ste
     processes = await start_all(launcher, ["ps0", "worker0", "worker1"])
     for step in range(1, 51):
         processes["worker0" if step % 2 else "worker1"].step(step, target=1000)
-    await recorder.wait_for(lambda e: isinstance(e, TrainerEvent) and e.event.KIND == "step"
+    await recorder.wait_for(lambda e: isinstance(e, TrainerEvent) and isinstance(e.event, protocol.Step)
                             and e.event.global_step == 50)
     # The first step is told at once; the other 49 wait for the throttle, then one snapshot
     # tells them all (a snapshot per step listed every worker 50 times).
@@ -36,3 +38,21 @@ async def test_a_burst_of_steps_makes_one_snapshot_now_and_one_with_the_last_ste
     before = [e for e in recorder.events[:end] if isinstance(e, ProgressUpdate)]
     assert before[-1].progress.global_step == 100
     assert not [e for e in recorder.events[end:] if isinstance(e, ProgressUpdate)]
+
+
+async def test_a_worker_that_exits_while_a_snapshot_waits_is_shown_at_its_last_step_first(
+        tmp_path: Path) -> None:
+    launcher, recorder = FakeLauncher(), Recorder()
+    supervisor = Supervisor(make_config(tmp_path), runs_root=tmp_path / "runs", launcher=launcher,
+                            clock=FakeClock())
+    supervisor.subscribe(recorder)
+    await supervisor.start()
+    processes = await start_all(launcher, ["ps0", "worker0", "worker1"])
+    processes["worker0"].step(1, target=1000)
+    await recorder.wait_for(lambda e: isinstance(e, ProgressUpdate) and e.progress.global_step == 1)
+    processes["worker1"].step(7, target=1000)  # waits for the throttle...
+    processes["worker1"].exit(1)  # ...and its worker leaves before that
+    await recorder.state("worker1", TaskState.FAILED)
+    shown = [{w.task: w.global_step for w in u.progress.workers} for u in recorder.of(ProgressUpdate)]
+    assert {"worker0": 1, "worker1": 7} in shown, shown
+    await supervisor.stop_all()

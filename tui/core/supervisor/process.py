@@ -314,6 +314,7 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = 
     if task is run.chief and code == 0 and state is TaskState.SUCCEEDED and run.program.ends_left_behind:
         run.hangs.chief_done(task.name, run.clock.monotonic())
         run.hang_check.set()
+    run.flush_progress()
     if run.progress.worker_exited(task.name):
         run.publish_progress()
     if verdict is not None and verdict.then_restart:

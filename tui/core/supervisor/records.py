@@ -365,6 +365,13 @@ class RunRecord:
         else:
             self._publish_progress_now()
 
+    def flush_progress(self) -> None:
+        """Publish now the snapshot that waits for its time, if one does: before something
+        leaves the progress (a worker's exit takes its rate, and a coordinator's split), so
+        that what it last showed is not skipped."""
+        if self._progress_due is not None:
+            self._publish_progress_now()
+
     def _publish_progress_now(self) -> None:
         if self._progress_due is not None:
             self._progress_due.cancel()

@@ -1,0 +1,138 @@
+"""What the network-fault tests share: controllers started on a lab of real hosts
+(tests/support/netlab.py) with the built-in trainer in the standard layout (ps0 on h0, worker0
+on h1, worker1 on h2, each on port 2222), cuts of a host's link, and what the run said."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.launch.test_lab_runs import standard_layout
+from tests.support import wait_until
+from tests.support.netlab import NetLab
+
+REPO = Path(__file__).resolve().parents[2]
+CUT = 20.0
+#: Enough steps that the run is still training when the cut is over, few enough to end soon.
+TRAINING: dict[str, object] = {"steps": 12000, "log_every": 50, "checkpoint_every": 1000}
+RUN_LIMIT = 360
+
+
+@dataclass
+class Controller:
+    """``python -m tui HOSTS --no-ui`` in the background, its output in a file."""
+
+    process: subprocess.Popen[bytes]
+    out: Path
+    runs: Path
+
+    def text(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        for path in self.runs.glob("*/events.jsonl"):
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue  # a line being written
+
+    def steps(self, task: str, after: float = 0.0) -> list[tuple[float, int]]:
+        """(time, global step) of ``task``'s step events after ``after``."""
+        return [(e["t"], e["event"]["global_step"]) for e in self.events()
+                if e["type"] == "trainer_event" and e["task"] == task and e["event"]["event"] == "step"
+                and e["t"] > after]
+
+    def states(self, task: str) -> list[str]:
+        return [e["new"] for e in self.events() if e["type"] == "task_state" and e["task"] == task]
+
+    def finish(self) -> int:
+        try:
+            return self.process.wait(RUN_LIMIT)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture
+def controllers() -> Iterator[list[Controller]]:
+    started: list[Controller] = []
+    yield started
+    for controller in started:
+        if controller.process.poll() is None:
+            controller.process.kill()
+            controller.process.wait()
+
+
+def start(controllers: list[Controller], lab: NetLab, tmp_path: Path,
+          network: dict[str, float]) -> Controller:
+    path = standard_layout(lab, tmp_path, ps=1, workers=2, training=TRAINING)
+    config = yaml.safe_load(path.read_text())
+    config["restart"] = {"policy": "on-failure", "max_restarts": 3, "backoff": 1}
+    config["network"] = network
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out.txt"
+    with out.open("wb") as sink:
+        # --cold: the hosts' warm pools import TensorFlow one host after another (issue 31's
+        # item 4, not this test's subject), which on a loaded machine doubles the start.
+        process = subprocess.Popen([sys.executable, "-m", "tui", str(path), "--no-ui", "--cold",
+                                    "--timeout", str(RUN_LIMIT - 20)], cwd=REPO, stdout=sink,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    controller = Controller(process, out, tmp_path / "runs")
+    controllers.append(controller)
+    return controller
+
+
+def stepping(controller: Controller, task: str, timeout: float = 200) -> None:
+    wait_until(lambda: controller.steps(task) or controller.process.poll() is not None, timeout,
+               lambda: controller.text()[-3000:])
+    assert controller.process.poll() is None, controller.text()[-3000:]
+
+
+def trainers(lab: NetLab, host: str) -> list[int]:
+    """Pids of trainer processes in ``host``."""
+    found = []
+    for pid in lab.pids(host):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"trainer" in cmdline:
+            found.append(pid)
+    return found
+
+
+def cut_for(lab: NetLab, host: str, seconds: float) -> float:
+    """Cut ``host`` off for ``seconds`` (the fault itself, not a wait); when its link came back."""
+    lab.cut(host)
+    try:
+        time.sleep(seconds)
+    finally:
+        lab.restore(host)
+    return time.time()
+
+
+def summary_of(controller: Controller) -> dict[str, Any]:
+    (path,) = controller.runs.glob("*/summary.json")
+    summary: dict[str, Any] = json.loads(path.read_text())
+    return summary
+
+
+def back_in_training(controller: Controller, task: str, back: float) -> str:
+    """How long after ``back`` (the link's return) ``task`` was running again and stepping."""
+    running = [e["t"] for e in controller.events() if e["type"] == "task_state" and e["task"] == task
+               and e["new"] == "running" and e["t"] > back]
+    steps = controller.steps(task, after=back)
+    return (f"{task} running again after {running[0] - back:.1f} s" if running else f"{task} running on") + \
+        (f", stepping after {steps[0][0] - back:.1f} s" if steps else ", no step after (target reached)")
+

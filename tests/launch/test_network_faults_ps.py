@@ -1,0 +1,75 @@
+"""A ps's host cut off, on a lab of real hosts (tests/launch/netfaults.py), with
+``restart: {policy: on-failure}``: cut for 20 s, the run ends exit 0; cut past its lease, the
+cluster restarts once from its checkpoint when the host is back.
+
+Each run reports what it measured (link back to stepping again) on stdout (``pytest -s``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.launch.netfaults import (
+    CUT,
+    Controller,
+    back_in_training,
+    controllers,
+    cut_for,
+    start,
+    stepping,
+    summary_of,
+    trainers,
+)
+from tests.launch.test_lab_runs import assert_hosts_empty
+from tests.support import wait_until
+from tests.support.netlab_fixture import MakeLab
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+__all__ = ["controllers"]  # the fixture, used by name
+
+
+def test_a_ps_host_cut_for_20_s_and_the_run_ends_well(
+        netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
+    lab = netlab(3)
+    controller = start(controllers, lab, tmp_path, {"lease": 30, "unreachable_timeout": 120})
+    stepping(controller, "worker1")
+    back = cut_for(lab, "h0", CUT)
+    code = controller.finish()
+    text = controller.text()
+    assert code == 0, text[-4000:]
+    assert "host h0" in text and "unreachable: no answer" in text, text[-4000:]
+    incidents = [(i["kind"], i["task"], i["reason"]) for i in summary_of(controller)["incidents"]]
+    after = [t for task in ("worker0", "worker1") for t, _ in controller.steps(task, after=back)]
+    print(f"\nps host cut {CUT:g} s: exit {code}; a worker stepping "
+          + (f"{min(after) - back:.1f} s after the link came back" if after else "never again")
+          + f"; {back_in_training(controller, 'worker0', back)}; incidents: {incidents}")
+    assert "SIGHUP" not in text
+    assert_hosts_empty(lab, within=60)
+
+
+def test_a_ps_host_cut_past_its_lease_restarts_the_cluster_once_back(
+        netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
+    lab = netlab(3)
+    lease = 6
+    controller = start(controllers, lab, tmp_path, {"lease": lease, "unreachable_timeout": 120})
+    stepping(controller, "worker1")
+    lab.cut("h0")
+    try:
+        wait_until(lambda: not trainers(lab, "h0"), lease + 15, lambda: trainers(lab, "h0"))
+        # The controller gives up on the connection once the lease surely ran out.
+        wait_until(lambda: "have stopped themselves" in controller.text(), 30,
+                   lambda: controller.text()[-3000:])
+    finally:
+        back = time.time()
+        lab.restore("h0")
+    code = controller.finish()
+    text = controller.text()
+    assert code == 0, text[-4000:]
+    incidents = [(i["kind"], i["task"], i["reason"]) for i in summary_of(controller)["incidents"]]
+    assert ("cluster_restart", "ps0") in [(kind, task) for kind, task, _ in incidents], incidents
+    assert "SIGHUP" not in text
+    print(f"\nps host cut past its {lease} s lease: exit {code}; "
+          f"{back_in_training(controller, 'worker0', back)}; incidents: {incidents}")
+    assert_hosts_empty(lab, within=60)
