@@ -5,21 +5,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.fakes import FakeClock, FakeLauncher, Recorder, finish_cleanly, make_config, start_all
+from tests.support.fakes import (
+    FakeClock,
+    FakeLauncher,
+    FakeProcess,
+    Recorder,
+    finish_cleanly,
+    make_config,
+    start_all,
+)
 from trainer import protocol
 from tui.core.events import ProgressUpdate, RunFinished, TrainerEvent
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.task_state import TaskState
 
 
-async def test_a_burst_of_steps_makes_one_snapshot_now_and_one_with_the_last_step_soon(
-        tmp_path: Path) -> None:
+async def _running(tmp_path: Path) -> tuple[Supervisor, Recorder, dict[str, FakeProcess]]:
+    """A run of the fake cluster with every task up, and what it publishes."""
     launcher, recorder = FakeLauncher(), Recorder()
     supervisor = Supervisor(make_config(tmp_path), runs_root=tmp_path / "runs", launcher=launcher,
                             clock=FakeClock())
     supervisor.subscribe(recorder)
     await supervisor.start()
-    processes = await start_all(launcher, ["ps0", "worker0", "worker1"])
+    return supervisor, recorder, await start_all(launcher, ["ps0", "worker0", "worker1"])
+
+
+async def test_a_burst_of_steps_makes_one_snapshot_now_and_one_with_the_last_step_soon(
+        tmp_path: Path) -> None:
+    supervisor, recorder, processes = await _running(tmp_path)
     for step in range(1, 51):
         processes["worker0" if step % 2 else "worker1"].step(step, target=1000)
     await recorder.wait_for(lambda e: isinstance(e, TrainerEvent) and isinstance(e.event, protocol.Step)
@@ -42,12 +55,7 @@ async def test_a_burst_of_steps_makes_one_snapshot_now_and_one_with_the_last_ste
 
 async def test_a_worker_that_exits_while_a_snapshot_waits_is_shown_at_its_last_step_first(
         tmp_path: Path) -> None:
-    launcher, recorder = FakeLauncher(), Recorder()
-    supervisor = Supervisor(make_config(tmp_path), runs_root=tmp_path / "runs", launcher=launcher,
-                            clock=FakeClock())
-    supervisor.subscribe(recorder)
-    await supervisor.start()
-    processes = await start_all(launcher, ["ps0", "worker0", "worker1"])
+    supervisor, recorder, processes = await _running(tmp_path)
     processes["worker0"].step(1, target=1000)
     await recorder.wait_for(lambda e: isinstance(e, ProgressUpdate) and e.progress.global_step == 1)
     processes["worker1"].step(7, target=1000)  # waits for the throttle...
