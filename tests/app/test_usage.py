@@ -44,6 +44,10 @@ async def test_a_real_busy_process_group_shows_cpu_and_memory(tmp_path: Path) ->
                                         pid=busy.pid))
         first = await monitor.sample_once()
         assert first.tasks["worker0"].cpu_percent is None  # one read says no rate yet
+        for _ in range(50):  # (a process that has only just exec'd may not be listed yet)
+            if first.tasks["worker0"].rss_bytes:
+                break
+            first = await monitor.sample_once()
         assert first.tasks["worker0"].rss_bytes >= PAGE_BYTES  # a few MB of Python
         second = None
         for _ in range(50):  # a busy loop uses a core's worth as soon as it is scheduled
