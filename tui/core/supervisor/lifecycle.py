@@ -97,6 +97,7 @@ class Supervisor:
         self._launcher: Launcher = launcher or LocalLauncher()
         self._clock: Clock = clock or SystemClock()
         self._options = options or SupervisorOptions()
+        self._prestarted: TrainingSettings | None = None  # what Supervisor.prestart planned for
         self._program = self._options.program or program_for(
             config, trainer_argv=self._options.trainer_argv, hold=self._options.hold)
         self._sinks: list[Sink] = []
@@ -176,8 +177,9 @@ class Supervisor:
         exists already is kept). Plans the run with provisional ports: what a pool must
         agree on with its tasks (the interpreter, the import-time environment) does not
         depend on them."""
-        if not isinstance(self._launcher, TaskPrestarter):
-            return
+        if not isinstance(self._launcher, TaskPrestarter) or self._prestarted == self._settings:
+            return  # (a front end and the start both ask: one plan per settings is enough)
+        self._prestarted = self._settings
         ports = {spec.name: spec.port or 0 for spec in self._config.tasks}
         plans = plan_run(self._config, self._settings, ports, "prestart", program=self._program,
                          local_python=self._options.local_python)
