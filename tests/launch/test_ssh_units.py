@@ -1,12 +1,16 @@
 """Pure pieces of the SSH launcher: jump routes, known_hosts names, policies, directories,
-snippet answers."""
+snippet answers, closing connections whose peer never answers."""
 
 from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, cast
 
 import pytest
 
 from tui.config.cluster import HostSpec
-from tui.launch import snippets
+from tui.launch import remote_host, snippets
 from tui.launch.base import HostInfo
 from tui.launch.connect import jump_route, parse_hop
 from tui.launch.errors import HostError, HostFailure
@@ -69,3 +73,29 @@ def test_snippet_answers() -> None:
     assert snippets.parse_result("tfdist-result {bad") is None
     assert snippets.parse_result("") is None
     assert "def main" in snippets.source("probe")
+
+
+class _SilentPeer:
+    """A connection whose peer never answers the close (a cut link, a jump host gone)."""
+
+    def __init__(self) -> None:
+        self.closed = self.aborted = False
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def wait_closed(self) -> None:
+        await asyncio.Event().wait()
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+async def test_a_peer_that_never_answers_the_close_is_dropped_after_the_wait(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(remote_host, "CLOSE_WAIT", 0.2)
+    peers = [_SilentPeer(), _SilentPeer()]
+    began = time.monotonic()
+    await asyncio.wait_for(remote_host.close_connections(cast(Any, peers)), 10)
+    assert all(p.closed and p.aborted for p in peers)
+    assert time.monotonic() - began < 5

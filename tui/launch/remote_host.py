@@ -34,6 +34,22 @@ _SESSION_LIMIT_CODES = (asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, asyncssh.OPEN
 Connector = Callable[[HostSpec, asyncio.Event | None], Awaitable[asyncssh.SSHClientConnection]]
 
 
+async def close_connections(connections: Sequence[asyncssh.SSHClientConnection]) -> None:
+    """Close ``connections`` and wait for each peer's answer, at most :data:`CLOSE_WAIT` each.
+
+    A peer that never answers the close (a cut link, a wedged sshd, a jump host gone) must not
+    keep the controller from ending: its tasks end by their lease anyway."""
+    for conn in connections:
+        conn.close()
+    for conn in connections:
+        try:
+            await asyncio.wait_for(conn.wait_closed(), CLOSE_WAIT)
+        except asyncio.TimeoutError:
+            conn.abort()
+        except Exception:  # a connection that failed is closed as well
+            pass
+
+
 class Closable(Protocol):
     def close(self) -> None: ...
 
@@ -176,15 +192,5 @@ class RemoteHost:
         if self._first is not None and not self._first.done():
             self._first.cancel()
             await asyncio.gather(self._first, return_exceptions=True)
-        for conn in self.connections:
-            conn.close()
-        for conn in self.connections:
-            # A peer that never answers the close (a cut link, a wedged sshd) must not keep
-            # the controller from ending: its tasks end by their lease anyway.
-            try:
-                await asyncio.wait_for(conn.wait_closed(), CLOSE_WAIT)
-            except asyncio.TimeoutError:
-                conn.abort()
-            except Exception:  # a connection that failed is closed as well
-                pass
+        await close_connections(self.connections)
         self.connections.clear()

@@ -20,7 +20,6 @@ and the task stops itself once its lease runs out.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import shlex
 import time
@@ -48,7 +47,7 @@ from tui.launch.host_link import SSHHostLink
 from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.lines import MAX_LINE_BYTES
 from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
-from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
+from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost, close_connections
 from tui.launch.remote_ports import hold_ports
 from tui.launch.ssh_prepare import prepare_host
 from tui.launch.ssh_task import SSHTask
@@ -378,11 +377,8 @@ class SSHLauncher:
         self._jumps.clear()
         for task in jumps:
             task.cancel()  # a no-op for those already connected
-        for result in await asyncio.gather(*jumps, return_exceptions=True):
-            if isinstance(result, asyncssh.SSHClientConnection):
-                result.close()
-                with contextlib.suppress(Exception):
-                    await result.wait_closed()
+        results = await asyncio.gather(*jumps, return_exceptions=True)
+        await close_connections([r for r in results if isinstance(r, asyncssh.SSHClientConnection)])
 
     # -- leftovers of earlier runs ------------------------------------------------------
 
