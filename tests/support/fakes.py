@@ -13,7 +13,7 @@ from typing import Any
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.config.cluster import ClusterConfig, HostSpec, Job, TaskSpec
-from tui.core.events import ControllerEvent, TaskStateChanged
+from tui.core.events import ControllerEvent, Notice, TaskStateChanged
 from tui.core.task_state import TaskState
 from tui.launch.base import ConnectReport, PortProblem, PortReservation
 from tui.launch.lines import OutputBatch, Stream
@@ -288,12 +288,28 @@ def make_config(tmp_path: Path, num_ps: int = 1, num_workers: int = 2,
     return ClusterConfig(path=tmp_path / "hosts.yaml", hosts={}, tasks=tasks, training=settings)
 
 
-async def start_all(launcher: FakeLauncher, names: list[str]) -> dict[str, FakeProcess]:
-    """Make every named task report ready, in start order."""
+async def start_all(launcher: FakeLauncher, names: list[str], launch: int = 1) -> dict[str, FakeProcess]:
+    """Make every named task's ``launch``-th start report ready, in start order."""
     processes = {}
     for name in names:
-        processes[name] = await launcher.started(name)
+        processes[name] = await launcher.started(name, launch=launch)
         processes[name].ready()
+    return processes
+
+
+async def running(launcher: FakeLauncher, recorder: Recorder, names: list[str],
+                  launch: int = 1) -> dict[str, FakeProcess]:
+    """Bring every named task up, and wait for the supervisor to see the whole cluster up
+    (for the ``launch``-th time)."""
+    processes = await start_all(launcher, names, launch)
+    seen = 0
+
+    def up(event: object) -> bool:
+        nonlocal seen
+        seen += isinstance(event, Notice) and event.text.startswith(f"all {len(names)} tasks up")
+        return seen >= launch
+
+    await recorder.wait_for(up)
     return processes
 
 

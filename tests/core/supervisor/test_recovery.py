@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, finish_cleanly, make_config
+from tests.support.fakes import (
+    FakeClock,
+    FakeLauncher,
+    FakeProcess,
+    Recorder,
+    finish_cleanly,
+    make_config,
+    running,
+)
 from trainer import protocol
 from trainer.settings import Mode
 from tui.config.cluster import Job, RestartMode, RestartPolicy
@@ -44,28 +52,11 @@ def initialized(process: FakeProcess, global_step: int) -> None:
                                       seconds=1.0, is_chief=process.task.index == 0))
 
 
-async def running(launcher: FakeLauncher, recorder: Recorder, launch: int = 1) -> dict[str, FakeProcess]:
-    """Bring every task up, and wait for the supervisor to see the whole cluster up."""
-    processes = {}
-    for name in NAMES:
-        processes[name] = await launcher.started(name, launch=launch)
-        processes[name].ready()
-    seen = 0
-
-    def up(event: object) -> bool:
-        nonlocal seen
-        seen += isinstance(event, Notice) and event.text.startswith("all 3 tasks up")
-        return seen >= launch
-
-    await recorder.wait_for(up)
-    return processes
-
-
 async def test_a_failed_ps_restarts_the_whole_cluster_which_resumes_from_the_checkpoint(
         tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=5.0))
     await supervisor.start()
-    first = await running(launcher, recorder)
+    first = await running(launcher, recorder, NAMES)
     first["worker0"].step(350, target=1000)
     first["ps0"].exit(-9)
     # Every other task is stopped by the controller, not left to fail on its own.
@@ -74,7 +65,7 @@ async def test_a_failed_ps_restarts_the_whole_cluster_which_resumes_from_the_che
     await clock.sleeping(5.0)
     assert supervisor.is_running
     clock.advance(5.0)
-    second = await running(launcher, recorder, launch=2)
+    second = await running(launcher, recorder, NAMES, launch=2)
     # Staged start again: ps first, then the chief, then the others.
     assert launcher.starts == NAMES + NAMES
     assert [e for e in launcher.log if e[0] == "send"][-3:] == [
@@ -103,7 +94,7 @@ async def test_workers_that_lose_the_ps_first_are_its_casualties_not_failures(tm
     # Worker restarts are off: judged alone, worker1 would fail the run at once.
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=7.0))
     await supervisor.start()
-    first = await running(launcher, recorder)
+    first = await running(launcher, recorder, NAMES)
     first["worker1"].say(UNAVAILABLE_LINE)
     first["worker1"].exit(1)  # its exit arrives before the ps's
     await recorder.state("worker1", S.FAILED)
@@ -111,7 +102,7 @@ async def test_workers_that_lose_the_ps_first_are_its_casualties_not_failures(tm
     first["ps0"].exit(-9)
     await clock.sleeping(7.0)  # the backoff of the cluster restart
     clock.advance(7.0)
-    second = await running(launcher, recorder, launch=2)
+    second = await running(launcher, recorder, NAMES, launch=2)
     await finish_cleanly(second)
     summary = await supervisor.wait()
     assert summary.outcome is RunOutcome.SUCCEEDED
@@ -122,7 +113,7 @@ async def test_workers_that_lose_the_ps_first_are_its_casualties_not_failures(tm
 async def test_a_worker_that_lost_a_ps_which_did_not_fail_is_judged_alone(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure())
     await supervisor.start()
-    first = await running(launcher, recorder)
+    first = await running(launcher, recorder, NAMES)
     first["worker1"].say(UNAVAILABLE_LINE)
     first["worker1"].exit(1)
     await clock.sleeping(PEER_LOSS_SETTLE)
@@ -138,11 +129,11 @@ async def test_a_worker_that_lost_a_ps_which_did_not_fail_is_judged_alone(tmp_pa
 async def test_a_ps_failure_past_its_restart_budget_fails_the_run(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(max_restarts=1, backoff=7.0))
     await supervisor.start()
-    first = await running(launcher, recorder)
+    first = await running(launcher, recorder, NAMES)
     first["ps0"].exit(1)
     await clock.sleeping(7.0)
     clock.advance(7.0)
-    second = await running(launcher, recorder, launch=2)
+    second = await running(launcher, recorder, NAMES, launch=2)
     initialized(second["worker0"], 0)
     second["ps0"].exit(1)
     summary = await supervisor.wait()
@@ -168,7 +159,7 @@ async def test_a_ps_failing_during_the_start_fails_the_start(tmp_path: Path) -> 
 async def test_a_stop_during_the_backoff_ends_the_run_without_restarting(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=30.0))
     await supervisor.start()
-    first = await running(launcher, recorder)
+    first = await running(launcher, recorder, NAMES)
     first["ps0"].exit(1)
     await clock.sleeping(30.0)
     summary = await supervisor.stop_all()
@@ -187,7 +178,7 @@ async def test_stopping_a_worker_by_hand_in_sync_mode_warns_that_training_pauses
     supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=FakeClock())
     supervisor.subscribe(recorder)
     await supervisor.start()
-    await running(launcher, recorder)
+    await running(launcher, recorder, NAMES)
     await supervisor.stop_task("worker1")
     warnings = [n.text for n in recorder.of(Notice) if n.task == "worker1"]
     assert bool(warnings) is warned

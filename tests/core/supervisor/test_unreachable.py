@@ -15,7 +15,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, finish_cleanly, make_config
+from tests.support.fakes import (
+    FakeClock,
+    FakeLauncher,
+    FakeProcess,
+    Recorder,
+    finish_cleanly,
+    make_config,
+    running,
+)
 from tui.config.cluster import HostSpec, RestartMode, RestartPolicy, TaskSpec
 from tui.config.network import LEASE_MARGIN, NetworkSettings
 from tui.core.events import IncidentKind, Notice, RunOutcome
@@ -130,22 +138,6 @@ def make(tmp_path: Path, far: str, policy: RestartMode = RestartMode.ON_FAILURE
     return supervisor, launcher, clock, recorder
 
 
-async def running(launcher: FakeLauncher, recorder: Recorder, launch: int = 1) -> dict[str, FakeProcess]:
-    processes = {}
-    for name in NAMES:
-        processes[name] = await launcher.started(name, launch=launch)
-        processes[name].ready()
-    seen = 0
-
-    def up(event: object) -> bool:
-        nonlocal seen
-        seen += isinstance(event, Notice) and event.text.startswith("all 3 tasks up")
-        return seen >= launch
-
-    await recorder.wait_for(up)
-    return processes
-
-
 def notice(recorder: Recorder, fragment: str) -> str:
     found = [e.text for e in recorder.of(Notice) if fragment in e.text]
     assert found, [e.text for e in recorder.of(Notice)]
@@ -160,7 +152,7 @@ def never_stopped(recorder: Recorder, names: list[str]) -> None:
 async def test_a_host_that_answers_again_within_the_lease_finds_its_task_carrying_on(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, far="worker1")
     await supervisor.start()
-    processes = await running(launcher, recorder)
+    processes = await running(launcher, recorder, NAMES)
     link = launcher.far_link
     link.go_silent(5.0)
     changed = await recorder.state("worker1", S.UNREACHABLE)
@@ -184,7 +176,7 @@ async def test_a_host_that_answers_again_within_the_lease_finds_its_task_carryin
 async def test_a_task_lost_past_its_lease_is_restarted_once_its_host_is_back(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, far="worker1")
     await supervisor.start()
-    first = await running(launcher, recorder)
+    first = await running(launcher, recorder, NAMES)
     link = launcher.far_link
     link.go_silent(5.0)
     await recorder.state("worker1", S.UNREACHABLE)
@@ -216,7 +208,7 @@ async def test_a_task_lost_past_its_lease_is_restarted_once_its_host_is_back(tmp
 async def test_a_ps_lost_past_its_lease_restarts_the_cluster(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, far="ps0")
     await supervisor.start()
-    await running(launcher, recorder)
+    await running(launcher, recorder, NAMES)
     launcher.far_link.go_silent(5.0)
     await recorder.state("ps0", S.UNREACHABLE)
     assert S.STOPPING not in recorder.states("worker0")  # nothing stopped while out of reach
@@ -227,7 +219,7 @@ async def test_a_ps_lost_past_its_lease_restarts_the_cluster(tmp_path: Path) -> 
     await recorder.state("worker0", S.STOPPED)  # the cluster restart stops them, in order
     await clock.sleeping(5.0)
     clock.advance(5.0)
-    second = await running(launcher, recorder, launch=2)
+    second = await running(launcher, recorder, NAMES, launch=2)
     await finish_cleanly(second)
     summary = await supervisor.wait()
     assert summary.outcome is RunOutcome.SUCCEEDED, summary.reason
@@ -238,7 +230,7 @@ async def test_a_ps_lost_past_its_lease_restarts_the_cluster(tmp_path: Path) -> 
 async def test_a_host_unreachable_past_the_limit_fails_the_run_saying_so(tmp_path: Path, hangs: bool) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, far="worker1")
     await supervisor.start()
-    await running(launcher, recorder)
+    await running(launcher, recorder, NAMES)
     launcher.far_link.hangs = hangs
     launcher.far_link.go_silent(5.0)
     await recorder.state("worker1", S.UNREACHABLE)
@@ -268,7 +260,7 @@ async def test_a_host_unreachable_past_the_limit_fails_the_run_saying_so(tmp_pat
 async def test_an_exit_that_came_while_out_of_reach_says_so_and_is_restarted(tmp_path: Path) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, far="worker1")
     await supervisor.start()
-    first = await running(launcher, recorder)
+    first = await running(launcher, recorder, NAMES)
     launcher.far_link.go_silent(5.0)
     await recorder.state("worker1", S.UNREACHABLE)
     clock.advance(LEASE)
@@ -293,7 +285,7 @@ async def test_an_exit_that_came_while_out_of_reach_says_so_and_is_restarted(tmp
 async def test_stopping_a_run_while_a_host_is_out_of_reach_does_not_wait_for_it(tmp_path: Path) -> None:
     supervisor, launcher, _, recorder = make(tmp_path, far="worker1", policy=RestartMode.NEVER)
     await supervisor.start()
-    await running(launcher, recorder)
+    await running(launcher, recorder, NAMES)
     launcher.far_link.go_silent(5.0)
     await recorder.state("worker1", S.UNREACHABLE)
     summary = await asyncio.wait_for(supervisor.stop_all(), 10)
