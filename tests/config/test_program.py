@@ -215,3 +215,26 @@ def test_a_parameter_server_strategy_program_without_a_chief_is_a_config_error(t
         script.write_text("# not a ParameterServerStrategy() program: replica_device_setter\n"
                           "print('ParameterServerStrategy(')\n")
     assert load_config(path).program is not None
+
+
+@pytest.mark.parametrize("command", ["python train.py", "python -m pkg.train"])
+def test_a_strategy_built_in_a_module_of_the_program_s_own_is_found(tmp_path: Path, command: str) -> None:
+    path = write(tmp_path, CLUSTER + f"program:\n  command: {command}\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    # The entry imports its helpers as users write them: absolute, relative, a package's
+    # module; the helpers import each other (a cycle) and installed modules (not followed).
+    entry = ("import os\nimport tensorflow as tf\nfrom {rel}common import flags\n"
+             "from {pkg} import setup\nstrategy = setup.make()\n")
+    (tmp_path / "train.py").write_text(entry.format(rel="pkg.", pkg="pkg"))
+    (tmp_path / "pkg" / "train.py").write_text(entry.format(rel=".", pkg="."))
+    (tmp_path / "pkg" / "common.py").write_text("from pkg import setup\nflags = 1\n")
+    (tmp_path / "pkg" / "setup.py").write_text(
+        "from pkg import common\nimport tensorflow as tf\n\n\ndef make():\n"
+        "    return tf.distribute.ParameterServerStrategy(None)\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert "constructs a ParameterServerStrategy (pkg/setup.py:6:12)" in raised.value.message
+    # A helper that only names it is no PSS program.
+    (tmp_path / "pkg" / "setup.py").write_text("def make():\n    return 'ParameterServerStrategy()'\n")
+    assert load_config(path).program is not None

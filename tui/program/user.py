@@ -19,7 +19,7 @@ from trainer.settings import Mode, TrainingSettings
 from trainer.shim import BOOTSTRAP
 from tui.config.cluster import Job, TaskSpec
 from tui.config.program import is_python, module_index, script_index
-from tui.config.program_source import entry_file, pss_construction
+from tui.config.program_source import pss_spot
 from tui.config.program_spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramSpec
 from tui.launch.package import upload_package
 from tui.program.base import (
@@ -68,11 +68,11 @@ class UserProgram(TaskProgram):
 
     @functools.cached_property
     def constructs_pss(self) -> bool:
-        """The program's entry file constructs TF2's ParameterServerStrategy: its chief is the
-        coordinator, whose steps are the whole cluster's. The shim says so at run time; without
-        it (``shim: false``) the source is all there is to go by."""
-        entry = entry_file(self.spec)
-        return entry is not None and pss_construction(entry) is not None
+        """The program (its entry file or a module of its own) constructs TF2's
+        ParameterServerStrategy: its chief is the coordinator, whose steps are the whole
+        cluster's. The shim says so at run time; without it (``shim: false``) the source is all
+        there is to go by."""
+        return pss_spot(self.spec) is not None
 
     @property
     def uses_shim(self) -> bool:
