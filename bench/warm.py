@@ -55,7 +55,8 @@ from tui.core.task_state import TaskState
 
 COMMAND = "python -m bench.warm"
 TITLE = "8. Warm start"
-OUTPUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
+REPO = Path(__file__).resolve().parents[1]
+OUTPUT = REPO / "BENCHMARKS.md"
 #: How long one phase may take before the benchmark gives up on it.
 PHASE_TIMEOUT = 240.0
 SIDES = ("warm", "cold")
@@ -196,9 +197,13 @@ async def _command_start(side: str, folder: Path, n_workers: int = 2) -> float:
     hosts = _hosts(folder, n_workers, 10_000_000, "async")
     argv = [sys.executable, "-m", "tui", str(hosts), "--json", "--run-dir", str(folder / "runs"),
             *(["--cold"] if side == "cold" else [])]
+    # This checkout's controller, not the one an editable install points at: the command runs
+    # in the run's folder, where ``-m tui`` would otherwise find whichever tree was installed.
+    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     t0 = time.time()
     controller = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, cwd=folder)
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, cwd=folder, env=env)
     assert controller.stdout is not None
     waiting = {f"worker{i}" for i in range(n_workers)}
     try:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+import types
 from pathlib import Path
 
+import psutil
 import pytest
 
+from tests.support import wait_until
 from tests.support.clirun import REPO, write_hosts
 from tui import cli, headless
 from tui.common.exit_codes import ExitCode
@@ -118,6 +122,39 @@ def test_without_no_ui_a_missing_ui_exits_2_clearly(tmp_path: Path, monkeypatch:
     assert cli.main([str(hosts)]) == ExitCode.USAGE
     err = capsys.readouterr().err
     assert err.startswith("error: the terminal UI cannot be loaded (") and "use --no-ui" in err
+
+
+def test_the_cores_process_and_its_warm_pool_start_before_the_app_loads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's core (and the warm pool its session prestarts) does not wait for Textual to
+    load: its TensorFlow import overlaps the app's own start."""
+    found: list[psutil.Process] = []
+
+    def run(options: RunOptions, core: object) -> int:
+        # The app's module is only being loaded now: the core must run already, and its pool.
+        process = core.process  # type: ignore[attr-defined]
+        assert process.poll() is None
+
+        def pool() -> psutil.Process | None:
+            return next((p for p in psutil.Process(process.pid).children()
+                         if "trainer.warm" in " ".join(p.cmdline())), None)
+
+        found.append(wait_until(pool, 60, "the core's warm pool"))
+        core.close()  # type: ignore[attr-defined]
+        return 0
+
+    real_import = importlib.import_module
+
+    def import_module(name: str, package: str | None = None) -> object:
+        return types.SimpleNamespace(run=run) if name == "tui.app.main" else real_import(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", import_module)
+    hosts = write_hosts(tmp_path / "hosts.yaml", run_dir=tmp_path / "runs")
+    assert cli.main([str(hosts)]) == 0
+    assert len(found) == 1
+    # Closed with the core: the pool is gone too.
+    assert wait_until(lambda: not found[0].is_running() or found[0].status() == psutil.STATUS_ZOMBIE, 30,
+                      "the pool to end with the core")
 
 
 def test_python_dash_m_tui_runs_the_cli() -> None:

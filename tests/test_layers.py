@@ -26,6 +26,8 @@ LAZY = {
     ("tui.launch.kinds", "tui.launch.slurm"): "launchers are made on first use",
     ("tui.launch.router", "tui.launch.ssh"): "asyncssh only for clusters with remote hosts",
     ("tui.cli", "tui.headless"): "the app's start does not pay for the headless printer",
+    ("tui.cli", "tui.app.process_bridge"): "the app's core starts before Textual loads; "
+                                           "headless never loads the app's modules",
     ("tui.app.main", "tui.headless"): "the app prints headless's summary on quitting, not before",
 }
 

@@ -68,6 +68,7 @@ class TrainGraph:
     x_feed: Tensor
     y_feed: Tensor
     iterator_init: Any
+    # eval_* and saver: the chief's only (None on another worker).
     eval_x: Tensor
     eval_y: Tensor
     eval_correct: Tensor
@@ -156,20 +157,25 @@ def build(tf: Any, settings: TrainingSettings, cluster: Cluster, task_index: int
                     train_op = tf.assign_add(global_step, 1, use_locking=True)
                 sync_local_init = tf.no_op()
 
-            with tf.variable_scope(tf.get_variable_scope(), reuse=True):
-                eval_x = tf.placeholder(tf.float32, [None, *input_shape], name="eval_x")
-                eval_y = tf.placeholder(tf.int64, [None], name="eval_y")
-                eval_logits = model_fn(vm, eval_x, False, settings.hidden_units)
-                eval_correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(eval_logits, 1), eval_y),
-                                                     tf.int64))
-                eval_loss_sum = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                    labels=eval_y, logits=eval_logits))
+            # Evaluation and checkpoints are the chief's: another worker builds neither (a
+            # tenth of its start-up CPU, on the path to its first step). Built after every
+            # op that draws random numbers, so leaving them out changes no seed.
+            eval_x = eval_y = eval_correct = eval_loss_sum = None
+            if is_chief:
+                with tf.variable_scope(tf.get_variable_scope(), reuse=True):
+                    eval_x = tf.placeholder(tf.float32, [None, *input_shape], name="eval_x")
+                    eval_y = tf.placeholder(tf.int64, [None], name="eval_y")
+                    eval_logits = model_fn(vm, eval_x, False, settings.hidden_units)
+                    eval_correct = tf.reduce_sum(tf.cast(
+                        tf.equal(tf.argmax(eval_logits, 1), eval_y), tf.int64))
+                    eval_loss_sum = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                        labels=eval_y, logits=eval_logits))
 
         with tf.device(worker_device):
             init_op = tf.global_variables_initializer()
             ready_op = tf.report_uninitialized_variables(tf.global_variables())
             local_init_op = tf.group(tf.local_variables_initializer(), sync_local_init)
-            saver = tf.train.Saver(max_to_keep=3)
+            saver = tf.train.Saver(max_to_keep=3) if is_chief else None
         done_enqueue = [done_queue(tf, j).enqueue(task_index) for j in range(num_ps)]
         report = placement.report(tf, model=settings.model.value, strategy=settings.placement.value,
                                   partitions=settings.partitions, num_ps=num_ps, index=task_index)

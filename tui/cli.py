@@ -9,6 +9,7 @@ print ``error: ...`` on stderr and exit 2, never with a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import sys
@@ -145,13 +146,23 @@ def main(argv: list[str] | None = None) -> int:
         from tui import headless
 
         return headless.main(options)
+    # The core's process first, then Textual: the core, and with it this machine's warm
+    # pools (Supervisor.prestart), start while the app loads (Textual and the app's modules:
+    # a third of a CPU-second), so the pools' TensorFlow import overlaps it. (No Textual here.)
+    from tui.app.process_bridge import ProcessBridge
+
+    core: ProcessBridge | None = None
+    with contextlib.suppress(OSError):  # (then the app starts it when it mounts, and says why not)
+        core = ProcessBridge(options)
     try:
         app = importlib.import_module("tui.app.main")
     except ImportError as exc:
+        if core is not None:
+            core.close()
         print(f"error: the terminal UI cannot be loaded ({exc}); use --no-ui for headless mode",
               file=sys.stderr)
         return ExitCode.USAGE
-    return int(app.run(options))
+    return int(app.run(options, core=core))
 
 
 if __name__ == "__main__":

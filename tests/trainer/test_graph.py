@@ -196,3 +196,24 @@ def test_server_config_takes_the_thread_counts_of_the_share(tf, monkeypatch: pyt
     monkeypatch.delenv("TF_NUM_INTRAOP_THREADS")
     monkeypatch.delenv("TF_NUM_INTEROP_THREADS")
     assert server_config(tf, Role("ps", 0)).intra_op_parallelism_threads == 0  # TensorFlow's default
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_only_the_chief_builds_evaluation_and_checkpoints(tf, mode: str) -> None:
+    """Another worker's graph is the chief's training graph without the evaluation ops and
+    the saver (both the chief's alone): the same ops, in the same order, up to them."""
+    from trainer.graph import build
+
+    s = settings(model="cnn", mode=mode)  # (cnn: its dropout draws op-seeded random numbers)
+    cluster = Cluster(("localhost:1",), ("localhost:2", "localhost:3"))
+    chief, other = (build(tf, s, cluster, i, data.input_shape(s)) for i in (0, 1))
+    assert chief.saver is not None and chief.eval_correct is not None
+    assert other.saver is None and other.eval_x is other.eval_correct is other.eval_loss_sum is None
+    names = [[op.name for op in g.graph.get_operations()] for g in (chief, other)]
+    assert "eval_x" in names[0] and "eval_x" not in names[1]
+    assert not [n for n in names[1] if n.startswith("save/")]
+    # Up to the evaluation ops the two graphs are one (so are the seeds op ids give).
+    shared = names[0][:names[0].index("eval_x")]
+    assert names[1][:len(shared)] == shared
+    assert set(names[1]) < set(names[0])
+    assert other.train_op.name == chief.train_op.name

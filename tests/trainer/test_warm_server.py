@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -148,3 +150,28 @@ def test_a_program_whose_module_the_pool_imported_starts_cold_in_place(pool: Poo
     assert code == 0, err
     assert f"mine {pid}" in out
     assert client.COLD_NOTICE in err and "six" in err
+
+
+def test_the_pool_finds_the_thread_pools_once_and_each_task_only_sets_them(tmp_path: Path) -> None:
+    """A task's OMP_NUM_THREADS reaches the BLAS and OpenMP libraries the pool loaded through
+    the libraries the pool found before forking: the task does not walk every loaded library
+    again (20 ms of each warm start), and gets the same limits."""
+    code = textwrap.dedent("""
+        import json, os, threadpoolctl
+        import numpy, sklearn.utils  # numpy's OpenBLAS, scikit-learn's OpenMP: as the pool has them
+        from trainer.warm import child
+        child.prepare_thread_limits()
+
+        def walked(*args, **kwargs):
+            raise AssertionError("the task looked for the libraries again")
+
+        threadpoolctl.threadpool_limits = walked
+        threadpoolctl.ThreadpoolController = walked
+        os.environ["OMP_NUM_THREADS"] = "1"
+        child._apply_thread_counts()
+        print(json.dumps({i["internal_api"]: i["num_threads"] for i in child._loaded_pools.info()}))
+    """)
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == {"openblas": 1, "openmp": 1}

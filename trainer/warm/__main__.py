@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from trainer import lifecycle
 from trainer.warm import MODES, POOL_ENV, ROOM_BYTES, ROOM_ENV, TRAINER_QUIET_ENV, effective_import_env
 from trainer.warm import server as server_mod
+from trainer.warm.child import prepare_thread_limits
 
 #: What each mode imports ahead of its tasks: TensorFlow and the modules its tasks import
 #: after it (not the ``__main__`` modules: runpy runs those afresh in each task). None of
@@ -96,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except Exception as exc:  # a broken TensorFlow install: the controller starts tasks cold
         _emit(failed=f"importing {mode}'s modules: {type(exc).__name__}: {exc}")
         lifecycle.exit_now(lifecycle.EXIT_FAILED)
+    prepare_thread_limits()  # (before the check: it must leave the pool as safe to fork)
     why = _check_untouched()
     if why:
         _emit(failed=why)

@@ -14,6 +14,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Iterable
+from typing import Any
 
 from trainer.shim import BOOTSTRAP
 from trainer.warm import COLD_NOTICE, MODES, POOL_ENV, ROOM_ENV, wire
@@ -176,12 +177,33 @@ def _show_environment() -> None:
     ctypes.memmove(start, block + b"\0" * (end - start - len(block)), end - start)
 
 
+#: The OpenMP/BLAS libraries the pool loaded (a ``threadpoolctl.ThreadpoolController``), found
+#: once in the pool by :func:`prepare_thread_limits`: finding them walks every loaded library
+#: (TensorFlow's hundreds), 20 ms of CPU that each forked task paid again after its fork,
+#: while a cold task's libraries read ``OMP_NUM_THREADS`` for free when they load.
+_loaded_pools: Any = None
+
+
+def prepare_thread_limits() -> None:
+    """Find the loaded OpenMP/BLAS libraries now, in the pool, for every task it forks (none
+    are loaded after the pool's preload; a library a task loads itself reads the variable)."""
+    global _loaded_pools
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return
+    _loaded_pools = ThreadpoolController()
+
+
 def _apply_thread_counts() -> None:
     """``OMP_NUM_THREADS`` is read by OpenMP and OpenBLAS when they load, in the pool; apply
     the task's own value to the loaded libraries now (TensorFlow's pools read their
     variables at first use and need nothing)."""
     text = os.environ.get("OMP_NUM_THREADS", "").strip()
     if not text.isdigit() or int(text) < 1:
+        return
+    if _loaded_pools is not None:
+        _loaded_pools.limit(limits=int(text))
         return
     try:
         from threadpoolctl import threadpool_limits
