@@ -1,0 +1,157 @@
+"""A local task's output pipes read straight into line batches.
+
+Read through asyncio's streams, a task's line travelled pipe → StreamReader → a pump task
+per stream → a queue → the reader: two task wake-ups, two futures, the queue's bookkeeping
+and three generators resumed for every line, a quarter of the controller's CPU with 256
+tasks printing five lines a second each (issue 35). Here each pipe's protocol keeps what
+arrives, and the task's one reader (:meth:`PipeOutput.batches`) wakes once for whatever
+came on either pipe, splits it and yields it: the same batches as
+:func:`tui.launch.streams.task_output` makes of the same bytes, in arrival order, each
+read at most :data:`~tui.launch.lines.CHUNK_BYTES`, a trickle gathered the same way
+(:class:`~tui.launch.lines.Pace`), and a pipe whose bytes wait unread paused as a
+StreamReader pauses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections import deque
+from collections.abc import AsyncGenerator
+
+from tui.launch.lines import (
+    CHUNK_BYTES,
+    GATHER_SECONDS,
+    MAX_LINE_BYTES,
+    LineSplitter,
+    OutputBatch,
+    Pace,
+    Stream,
+)
+
+
+class _Pipe(asyncio.Protocol):
+    """One output pipe of a task: the bytes that came and are not read yet."""
+
+    def __init__(self, owner: PipeOutput, stream: Stream, max_line: int, gather: float) -> None:
+        self.splitter = LineSplitter(stream, max_line)
+        self.pace = Pace(gather)
+        self.data = bytearray()
+        self.ended = False  # EOF (or a read error) came: nothing more after ``data``
+        self.queued = False  # on its reader's list of pipes to read
+        self.held = False  # gathering a trickle's output: not read before its time
+        #: When its reader last asked it for more (the loop's clock): how long a read waited.
+        self.asked = 0.0
+        self._owner = owner
+        self._transport: asyncio.ReadTransport | None = None
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.ReadTransport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+        # As a StreamReader with a limit of one read: past two reads' worth unread, the pipe
+        # fills and the task waits in its write until the reader catches up.
+        if not self._paused and len(self.data) > 2 * CHUNK_BYTES and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()
+        self._owner.ready(self)
+
+    def eof_received(self) -> None:
+        self._end()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()  # (a read error ends the stream as EOF does: what came is still read)
+
+    def _end(self) -> None:
+        self.ended = True
+        self._owner.ready(self)
+
+    def take(self) -> bytes:
+        """What came, up to one read's worth (:data:`CHUNK_BYTES`)."""
+        if len(self.data) <= CHUNK_BYTES:
+            chunk = bytes(self.data)
+            self.data.clear()
+        else:
+            chunk = bytes(self.data[:CHUNK_BYTES])
+            del self.data[:CHUNK_BYTES]
+        if self._paused and len(self.data) <= CHUNK_BYTES and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+        return chunk
+
+
+def _same(pipe: _Pipe) -> _Pipe:
+    return pipe
+
+
+class PipeOutput:
+    """A task's stdout and stderr pipes, read by :meth:`batches` (call it once)."""
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES, gather: float = GATHER_SECONDS) -> None:
+        self._pipes = (_Pipe(self, Stream.STDOUT, max_line, gather),
+                       _Pipe(self, Stream.STDERR, max_line, gather))
+        self._ready: deque[_Pipe] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    @classmethod
+    async def open(cls, stdout: int, stderr: int, max_line: int = MAX_LINE_BYTES) -> PipeOutput:
+        """Read the read ends ``stdout`` and ``stderr`` (which it then owns and closes at EOF)."""
+        output = cls(max_line)
+        loop = asyncio.get_running_loop()
+        for fd, pipe in zip((stdout, stderr), output._pipes, strict=True):
+            await loop.connect_read_pipe(functools.partial(_same, pipe), os.fdopen(fd, "rb", buffering=0))
+        return output
+
+    def ready(self, pipe: _Pipe) -> None:
+        """``pipe`` has something for the reader (bytes, its end)."""
+        if pipe.queued or pipe.held:
+            return
+        pipe.queued = True
+        self._ready.append(pipe)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _release(self, pipe: _Pipe) -> None:
+        """A trickle's gathering time is up: read what came meanwhile."""
+        pipe.held = False
+        pipe.asked = asyncio.get_running_loop().time()
+        if pipe.data or pipe.ended:
+            self.ready(pipe)
+
+    async def batches(self) -> AsyncGenerator[OutputBatch, None]:
+        """Both streams' lines in arrival order, a read at a time, until both reached EOF."""
+        loop = asyncio.get_running_loop()
+        open_pipes = len(self._pipes)
+        while open_pipes:
+            if not self._ready:
+                self._waiter = loop.create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+                continue
+            pipe = self._ready.popleft()
+            pipe.queued = False
+            if not pipe.data:
+                if pipe.ended:
+                    for batch in pipe.splitter.finish():
+                        yield batch
+                    open_pipes -= 1
+                continue
+            now = loop.time()
+            data = pipe.take()
+            for batch in pipe.splitter.feed(data):
+                yield batch
+            full = len(data) >= CHUNK_BYTES
+            wait = pipe.pace.wait_after(len(data), now, full=full, waited=now - pipe.asked)
+            if wait:
+                pipe.held = True
+                loop.call_later(wait, self._release, pipe)
+                continue
+            pipe.asked = loop.time()
+            if pipe.data or pipe.ended:
+                self.ready(pipe)
