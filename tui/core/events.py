@@ -376,7 +376,8 @@ _WRITERS: dict[type, Callable[[Any], str]] = {
 
 def _event_json(event: protocol.Event) -> str:
     """``event.record()`` as JSON, written directly (:class:`_NotPlain` if it cannot be)."""
-    return _event_writer(type(event))(event)
+    kind: Any = type(event)
+    return _event_writer(kind)(event)
 
 
 def summary_record(summary: RunSummary) -> dict[str, Any]:
