@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 
 from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch import local_ports
@@ -36,6 +36,10 @@ class LocalTask:
     def output(self) -> AsyncGenerator[OutputBatch, None]:
         """Both streams merged in arrival order, a read at a time; ends when both reached EOF."""
         return self._output.batches()
+
+    async def hand_output(self, handle: Callable[[OutputBatch], None]) -> None:
+        """:class:`tui.launch.base.HandsOutput`: the batches handed on as they are read."""
+        await self._output.hand(handle)
 
     async def wait(self) -> int:
         return await self._process.wait()

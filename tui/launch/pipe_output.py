@@ -18,7 +18,7 @@ import asyncio
 import functools
 import os
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 
 from tui.launch.lines import (
     CHUNK_BYTES,
@@ -41,6 +41,7 @@ class _Pipe(asyncio.Protocol):
         self.ended = False  # EOF (or a read error) came: nothing more after ``data``
         self.queued = False  # on its reader's list of pipes to read
         self.held = False  # gathering a trickle's output: not read before its time
+        self.finished = False  # its end was read (its last line handed on)
         #: When its reader last asked it for more (the loop's clock): how long a read waited.
         self.asked = 0.0
         self._owner = owner
@@ -89,13 +90,18 @@ def _same(pipe: _Pipe) -> _Pipe:
 
 
 class PipeOutput:
-    """A task's stdout and stderr pipes, read by :meth:`batches` (call it once)."""
+    """A task's stdout and stderr pipes, read once, by :meth:`batches` (a reader that pulls)
+    or by :meth:`hand` (a handler called from the read itself)."""
 
     def __init__(self, max_line: int = MAX_LINE_BYTES, gather: float = GATHER_SECONDS) -> None:
         self._pipes = (_Pipe(self, Stream.STDOUT, max_line, gather),
                        _Pipe(self, Stream.STDERR, max_line, gather))
+        self._open = len(self._pipes)
         self._ready: deque[_Pipe] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        #: With :meth:`hand`: the handler, and what its caller awaits (both streams' end).
+        self._handle: Callable[[OutputBatch], None] | None = None
+        self._done: asyncio.Future[None] | None = None
 
     @classmethod
     async def open(cls, stdout: int, stderr: int, max_line: int = MAX_LINE_BYTES) -> PipeOutput:
@@ -108,7 +114,12 @@ class PipeOutput:
 
     def ready(self, pipe: _Pipe) -> None:
         """``pipe`` has something for the reader (bytes, its end)."""
-        if pipe.queued or pipe.held:
+        if pipe.held or pipe.finished:
+            return
+        if self._handle is not None:
+            self._deliver(pipe)
+            return
+        if pipe.queued:
             return
         pipe.queued = True
         self._ready.append(pipe)
@@ -122,11 +133,27 @@ class PipeOutput:
         if pipe.data or pipe.ended:
             self.ready(pipe)
 
+    def _after_read(self, pipe: _Pipe, size: int, now: float) -> bool:
+        """Pace ``pipe`` after a read of ``size`` bytes at ``now``: whether it is held."""
+        loop = asyncio.get_running_loop()
+        wait = pipe.pace.wait_after(size, now, full=size >= CHUNK_BYTES, waited=now - pipe.asked)
+        if wait:
+            pipe.held = True
+            loop.call_later(wait, self._release, pipe)
+            return True
+        pipe.asked = loop.time()
+        return False
+
+    def _finish(self, pipe: _Pipe) -> list[OutputBatch]:
+        """``pipe`` ended and all it brought was read: its last line, if it had no newline."""
+        pipe.finished = True
+        self._open -= 1
+        return pipe.splitter.finish()
+
     async def batches(self) -> AsyncGenerator[OutputBatch, None]:
         """Both streams' lines in arrival order, a read at a time, until both reached EOF."""
         loop = asyncio.get_running_loop()
-        open_pipes = len(self._pipes)
-        while open_pipes:
+        while self._open:
             if not self._ready:
                 self._waiter = loop.create_future()
                 try:
@@ -137,21 +164,52 @@ class PipeOutput:
             pipe = self._ready.popleft()
             pipe.queued = False
             if not pipe.data:
-                if pipe.ended:
-                    for batch in pipe.splitter.finish():
+                if pipe.ended and not pipe.finished:
+                    for batch in self._finish(pipe):
                         yield batch
-                    open_pipes -= 1
                 continue
             now = loop.time()
             data = pipe.take()
             for batch in pipe.splitter.feed(data):
                 yield batch
-            full = len(data) >= CHUNK_BYTES
-            wait = pipe.pace.wait_after(len(data), now, full=full, waited=now - pipe.asked)
-            if wait:
-                pipe.held = True
-                loop.call_later(wait, self._release, pipe)
-                continue
-            pipe.asked = loop.time()
-            if pipe.data or pipe.ended:
+            if not self._after_read(pipe, len(data), now) and (pipe.data or pipe.ended):
                 self.ready(pipe)
+
+    async def hand(self, handle: Callable[[OutputBatch], None]) -> None:
+        """Call ``handle`` with every batch :meth:`batches` would yield, in the same order,
+        from the read that completed it (no task wakes up for it); return once both streams
+        reached EOF. An exception from ``handle`` ends the reading and is raised here."""
+        self._done = asyncio.get_running_loop().create_future()
+        self._handle = handle
+        self._ready.clear()
+        try:
+            for pipe in self._pipes:  # what came before the handler did
+                pipe.queued = False
+                self.ready(pipe)
+            await self._done
+        finally:
+            self._handle = None
+
+    def _deliver(self, pipe: _Pipe) -> None:
+        """Hand what ``pipe`` brought (and its end) to the handler, as :meth:`batches` reads it."""
+        handle = self._handle
+        done = self._done
+        assert handle is not None and done is not None
+        loop = asyncio.get_running_loop()
+        try:
+            while pipe.data:
+                now = loop.time()
+                data = pipe.take()
+                for batch in pipe.splitter.feed(data):
+                    handle(batch)
+                if self._after_read(pipe, len(data), now):
+                    return
+            if pipe.ended:
+                for batch in self._finish(pipe):
+                    handle(batch)
+                if not self._open and not done.done():
+                    done.set_result(None)
+        except Exception as exc:  # (the reader's failure: told to the one awaiting hand())
+            self._handle = None
+            if not done.done():
+                done.set_exception(exc)

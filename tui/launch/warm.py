@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
 from trainer.shim import BOOTSTRAP
 from trainer.warm import MODES, pool_key, wire
@@ -75,6 +75,10 @@ class WarmTask:
 
     def output(self) -> AsyncGenerator[OutputBatch, None]:
         return self._output.batches()
+
+    async def hand_output(self, handle: Callable[[OutputBatch], None]) -> None:
+        """:class:`tui.launch.base.HandsOutput`: the batches handed on as they are read."""
+        await self._output.hand(handle)
 
     async def _read_exit(self) -> int:
         reader, writer = await asyncio.open_unix_connection(sock=self._conn)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -23,7 +24,7 @@ from tui.core.hints import CREATE_SESSION, hint_for_exit, hints_in
 from tui.core.supervisor.records import RunRecord, TaskRecord
 from tui.core.supervisor.unreachable import out_of_reach_note, task_lost
 from tui.core.task_state import TaskState
-from tui.launch.base import WARM_REASON, LaunchError, RunningTask
+from tui.launch.base import WARM_REASON, HandsOutput, LaunchError, RunningTask
 from tui.launch.lines import OutputBatch, Stream
 from tui.program.base import Readiness
 from tui.program.end_rules import PORT_PROBE_INTERVAL, port_open
@@ -158,6 +159,12 @@ async def _watch(run: RunRecord, task: TaskRecord, process: RunningTask) -> None
 
 async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
     try:
+        if isinstance(process, HandsOutput):
+            # Each batch acted on from the read that completed it: a task's wake-up, a future
+            # and two generators' resumptions per line were a tenth of the CPU that 256 tasks
+            # stepping five times a second cost (issue 35).
+            await process.hand_output(functools.partial(on_output, run, task))
+            return
         async for batch in process.output():
             on_output(run, task, batch)
     except Exception as exc:
