@@ -203,7 +203,7 @@ def on_output(run: RunRecord, task: TaskRecord, batch: OutputBatch) -> None:
     noise = task.reader.noise_in(lines, joined, pieces)
     # Only a protocol line is shown as an event; metrics read from log text stay text.
     shown_as_event = {index: events[0] for index, events in found.items()
-                      if len(events) == 1 and protocol.parse_event(lines[index]) is not None}
+                      if len(events) == 1 and protocol.parse_event(lines[index]) is not None} if found else {}
     _keep_tail(task, lines, shown_as_event)
     hints = {} if task.hint else dict(hints_in(lines, joined))
     start = 0
@@ -219,8 +219,14 @@ def on_output(run: RunRecord, task: TaskRecord, batch: OutputBatch) -> None:
         _publish_lines(run, task, batch, start, len(lines), shown_as_event, noise, now)
 
 
+#: No line's index (what most batches' pieces, events and noise are).
+_NONE: frozenset[int] = frozenset()
+
+
 def _pieces(batch: OutputBatch) -> frozenset[int]:
     """Indices of the batch's lines that are pieces of an over-long line."""
+    if not batch.continued and not batch.partial:
+        return _NONE
     last = len(batch.lines) - 1
     return frozenset(index for index, piece in ((0, batch.continued), (last, batch.partial)) if piece)
 
@@ -231,8 +237,8 @@ def _publish_lines(run: RunRecord, task: TaskRecord, batch: OutputBatch, start: 
     whole = start == 0 and end == len(batch.lines)
     run.publish(TaskOutput(
         task=task.name, stream=batch.stream, lines=batch.lines if whole else batch.lines[start:end],
-        events=frozenset(index - start for index in events if start <= index < end),
-        noise=frozenset(index - start for index in noise if start <= index < end),
+        events=frozenset(index - start for index in events if start <= index < end) if events else _NONE,
+        noise=frozenset(index - start for index in noise if start <= index < end) if noise else _NONE,
         continued=batch.continued and start == 0, partial=batch.partial and end == len(batch.lines), t=now))
 
 
@@ -262,6 +268,9 @@ def _on_hint(run: RunRecord, task: TaskRecord, hint: str) -> None:
 
 def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float) -> None:
     """Act on one event of the task's (from the protocol, or read from its log)."""
+    if type(event) is protocol.Step:  # nearly every event: what a step does, without the others' checks
+        _on_step(run, task, event, now)
+        return
     if isinstance(event, protocol.Ready) and not event.pid and task.pid:
         event = dataclasses.replace(event, pid=task.pid)  # read from TensorFlow's log line
     elif isinstance(event, protocol.Eval) and not event.global_step:
@@ -283,10 +292,25 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
         task.tf_server = task.tf_server or bool(event.tf_version)
         became_ready(run, task)
     elif isinstance(event, protocol.Step) and run.trains(task):
-        task.stepped = True
-        run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
-        if run.hangs.reached:  # (before the target nobody can hang: no wake-up per step)
-            run.hang_check.set()
+        _stepped(run, task, event)
+
+
+def _on_step(run: RunRecord, task: TaskRecord, event: protocol.Step, now: float) -> None:
+    """:func:`on_event` for a step."""
+    progressed = run.progress.update(task.name, event, now)
+    run.publish(TrainerEvent(task=task.name, event=event, t=now))
+    if progressed:
+        run.publish_progress()
+    if run.trains(task):
+        _stepped(run, task, event)
+
+
+def _stepped(run: RunRecord, task: TaskRecord, event: protocol.Step) -> None:
+    """A task that trains reported a step."""
+    task.stepped = True
+    run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
+    if run.hangs.reached:  # (before the target nobody can hang: no wake-up per step)
+        run.hang_check.set()
 
 
 def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = "") -> None:
