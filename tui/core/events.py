@@ -310,8 +310,11 @@ def to_json(event: ControllerEvent) -> str:
         # Every step line of every task is one: written directly, without to_record's dict
         # and the encoder's walk over it (three quarters of its cost), for the same text.
         try:
-            return (f'{{"type":"trainer_event","task":{_json(event.task)},"event":'
-                    f'{_event_json(event.event)},"t":{_json(event.t)}}}')
+            task, t = event.task, event.t  # (a str and a finite float, but for a test's)
+            task_json = _ASCII(task) if type(task) is str else _json(task)
+            t_json = float.__repr__(t) if type(t) is float and t - t == 0 else _json(t)
+            inner = _event_json(event.event)
+            return f'{{"type":"trainer_event","task":{task_json},"event":{inner},"t":{t_json}}}'
         except _NotPlain:
             pass  # a value to_record changes, such as a nested dataclass: the long way
     return _ENCODER.encode(to_record(event))
@@ -371,7 +374,8 @@ def _event_writer(cls: Any) -> Callable[[Any], str]:
 #: call a value); a float is written by :func:`_event_writer` itself (a non-finite one is null).
 _WRITERS: dict[type, Callable[[Any], str]] = {
     str: _ASCII, int: int.__repr__,
-    bool: {True: "true", False: "false"}.__getitem__, type(None): {None: "null"}.__getitem__}
+    bool: {True: "true", False: "false"}.__getitem__, type(None): {None: "null"}.__getitem__,
+    tuple: lambda value: "[]" if not value else _json(value)}  # (a step's by_worker: nearly always empty)
 
 
 def _event_json(event: protocol.Event) -> str:
