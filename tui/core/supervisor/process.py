@@ -205,7 +205,7 @@ def on_output(run: RunRecord, task: TaskRecord, batch: OutputBatch) -> None:
     shown_as_event = {index: events[0] for index, events in found.items()
                       if len(events) == 1 and protocol.parse_event(lines[index]) is not None} if found else {}
     _keep_tail(task, lines, shown_as_event)
-    hints = {} if task.hint else dict(hints_in(lines, joined))
+    hints = {} if task.hint else hints_in(lines, joined)
     start = 0
     # Cut where a line means something, so that what it means follows the lines before it.
     for index in sorted({*found, *hints}):
