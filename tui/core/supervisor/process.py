@@ -15,6 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from trainer import protocol
+from tui.common.quick import maker
 from tui.config.cluster import Job
 from tui.core.clock import Wake, first_completed
 from tui.core.describe import describe_event
@@ -219,6 +220,9 @@ def on_output(run: RunRecord, task: TaskRecord, batch: OutputBatch) -> None:
         _publish_lines(run, task, batch, start, len(lines), shown_as_event, noise, now)
 
 
+#: What every output line and step makes, made at once (tui.common.quick).
+_make_output = maker(TaskOutput)
+_make_trainer_event = maker(TrainerEvent)
 #: No line's index (what most batches' pieces, events and noise are).
 _NONE: frozenset[int] = frozenset()
 
@@ -235,7 +239,7 @@ def _publish_lines(run: RunRecord, task: TaskRecord, batch: OutputBatch, start: 
                    events: Mapping[int, protocol.Event], noise: frozenset[int], now: float) -> None:
     """Publish lines ``start`` to ``end`` of ``batch`` as one :class:`TaskOutput`."""
     whole = start == 0 and end == len(batch.lines)
-    run.publish(TaskOutput(
+    run.publish(_make_output(
         task=task.name, stream=batch.stream, lines=batch.lines if whole else batch.lines[start:end],
         events=frozenset(index - start for index in events if start <= index < end) if events else _NONE,
         noise=frozenset(index - start for index in noise if start <= index < end) if noise else _NONE,
@@ -298,7 +302,7 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
 def _on_step(run: RunRecord, task: TaskRecord, event: protocol.Step, now: float) -> None:
     """:func:`on_event` for a step."""
     progressed = run.progress.update(task.name, event, now)
-    run.publish(TrainerEvent(task=task.name, event=event, t=now))
+    run.publish(_make_trainer_event(task=task.name, event=event, t=now))
     if progressed:
         run.publish_progress()
     if run.trains(task):
