@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
 
@@ -129,19 +130,19 @@ class PipeOutput:
     def _release(self, pipe: _Pipe) -> None:
         """A trickle's gathering time is up: read what came meanwhile."""
         pipe.held = False
-        pipe.asked = asyncio.get_running_loop().time()
+        pipe.asked = time.monotonic()
         if pipe.data or pipe.ended:
             self.ready(pipe)
 
     def _after_read(self, pipe: _Pipe, size: int, now: float) -> bool:
-        """Pace ``pipe`` after a read of ``size`` bytes at ``now``: whether it is held."""
-        loop = asyncio.get_running_loop()
+        """Pace ``pipe`` after a read of ``size`` bytes at ``now`` (:func:`time.monotonic`, the
+        loop's clock, called directly: twice a line): whether it is held."""
         wait = pipe.pace.wait_after(size, now, full=size >= CHUNK_BYTES, waited=now - pipe.asked)
         if wait:
             pipe.held = True
-            loop.call_later(wait, self._release, pipe)
+            asyncio.get_running_loop().call_later(wait, self._release, pipe)
             return True
-        pipe.asked = loop.time()
+        pipe.asked = time.monotonic()
         return False
 
     def _finish(self, pipe: _Pipe) -> list[OutputBatch]:
@@ -168,7 +169,7 @@ class PipeOutput:
                     for batch in self._finish(pipe):
                         yield batch
                 continue
-            now = loop.time()
+            now = time.monotonic()
             data = pipe.take()
             for batch in pipe.splitter.feed(data):
                 yield batch
@@ -195,10 +196,9 @@ class PipeOutput:
         handle = self._handle
         done = self._done
         assert handle is not None and done is not None
-        loop = asyncio.get_running_loop()
         try:
             while pipe.data:
-                now = loop.time()
+                now = time.monotonic()
                 data = pipe.take()
                 for batch in pipe.splitter.feed(data):
                     handle(batch)
