@@ -12,7 +12,6 @@ import dataclasses
 import functools
 import json
 import math
-import operator
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -311,8 +310,11 @@ def to_json(event: ControllerEvent) -> str:
         # Every step line of every task is one: written directly, without to_record's dict
         # and the encoder's walk over it (three quarters of its cost), for the same text.
         try:
-            return (f'{{"type":"trainer_event","task":{_json(event.task)},"event":'
-                    f'{_event_json(event.event)},"t":{_json(event.t)}}}')
+            task, t = event.task, event.t  # (a str and a finite float, but for a test's)
+            task_json = _ASCII(task) if type(task) is str else _json(task)
+            t_json = float.__repr__(t) if type(t) is float and t - t == 0 else _json(t)
+            inner = _event_json(event.event)
+            return f'{{"type":"trainer_event","task":{task_json},"event":{inner},"t":{t_json}}}'
         except _NotPlain:
             pass  # a value to_record changes, such as a nested dataclass: the long way
     return _ENCODER.encode(to_record(event))
@@ -346,32 +348,40 @@ def _json(value: Any) -> str:
 
 
 @functools.cache
-def _event_layout(cls: Any) -> tuple[str, tuple[str, ...], Callable[[Any], Any]]:
-    """How a protocol event class's record is written: its start (``event``, ``v``), each
-    field's key (with the comma before it), and a getter of every field's value at once."""
+def _event_writer(cls: Any) -> Callable[[Any], str]:
+    """A function that writes a protocol event class's record as :data:`_ENCODER` would, made
+    once per class: its fields read, each written by its type, and the text joined in one
+    f-string (a step line's record was a list of field texts, a map and a join)."""
     names = _field_names(cls)
-    if cls.record is not protocol.Event.record or {"event", "v"} & set(names) or len(names) < 2:
-        raise _NotPlain  # (a record of its own, or one getter value that is no tuple)
-    head = f'{{"event":{_ASCII(cls.KIND)},"v":{protocol.SCHEMA_VERSION}'
-    return head, tuple(f",{_ASCII(name)}:" for name in names), operator.attrgetter(*names)
+    if cls.record is not protocol.Event.record or {"event", "v"} & set(names):
+        raise _NotPlain  # (a record of its own)
+    spaces: dict[str, Any] = {"W": _WRITERS, "J": _json, "R": float.__repr__,
+                              "H": f'{{"event":{_ASCII(cls.KIND)},"v":{protocol.SCHEMA_VERSION}'}
+    body = ["def write(e):"]
+    for i, name in enumerate(names):
+        spaces[f"K{i}"] = f",{_ASCII(name)}:"
+        # A float first (most values; a non-finite one is null), else by the value's type.
+        body += [f"    v = e.{name}",
+                 f"    s{i} = (R(v) if v - v == 0 else 'null') if type(v) is float else W.get(type(v), J)(v)"]
+    fields = "".join(f"{{K{i}}}{{s{i}}}" for i in range(len(names)))
+    body.append('    return f"{H}' + fields + '}}"')
+    exec("\n".join(body), spaces)  # (code made here from a dataclass's field names only)
+    writer: Callable[[Any], str] = spaces["write"]
+    return writer
 
 
 #: How the encoder writes a value of each common type, as built-in functions (no Python
-#: call a value); a float's ``nan``/``inf`` is then made null (:func:`_event_json`).
+#: call a value); a float is written by :func:`_event_writer` itself (a non-finite one is null).
 _WRITERS: dict[type, Callable[[Any], str]] = {
-    str: _ASCII, float: float.__repr__, int: int.__repr__,
-    bool: {True: "true", False: "false"}.__getitem__, type(None): {None: "null"}.__getitem__}
-_NON_FINITE = frozenset({"nan", "inf", "-inf"})
+    str: _ASCII, int: int.__repr__,
+    bool: {True: "true", False: "false"}.__getitem__, type(None): {None: "null"}.__getitem__,
+    tuple: lambda value: "[]" if not value else _json(value)}  # (a step's by_worker: nearly always empty)
 
 
 def _event_json(event: protocol.Event) -> str:
     """``event.record()`` as JSON, written directly (:class:`_NotPlain` if it cannot be)."""
     kind: Any = type(event)
-    head, keys, values = _event_layout(kind)
-    texts = [_WRITERS.get(type(value), _json)(value) for value in values(event)]
-    if not _NON_FINITE.isdisjoint(texts):  # (a string's text is quoted: never one of them)
-        texts = ["null" if text in _NON_FINITE else text for text in texts]
-    return "".join((head, *map(str.__add__, keys, texts), "}"))
+    return _event_writer(kind)(event)
 
 
 def summary_record(summary: RunSummary) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -108,15 +108,13 @@ def hint_for(line: str) -> str | None:
     return None
 
 
-def hints_in(lines: Sequence[str], joined: str) -> Iterator[tuple[int, str]]:
+def hints_in(lines: Sequence[str], joined: str) -> dict[int, str]:
     """The hint of each line of a batch that shows a known failure, by the line's index, in
     order (``joined``: the lines joined by newlines; a batch without any clue, nearly every
     batch, costs one search of it)."""
     if _ANY_CLUE.search(joined.casefold()) is None:
-        return
-    for index, line in enumerate(lines):
-        if (hint := hint_for(line)) is not None:
-            yield index, hint
+        return {}
+    return {index: hint for index, line in enumerate(lines) if (hint := hint_for(line)) is not None}
 
 
 def hint_for_exit(code: int) -> str | None:

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from trainer import protocol
+from tui.common.quick import maker
 
 #: How many recent (time, global step) points the ETA is computed from.
 ETA_POINTS = 30
@@ -34,6 +35,10 @@ class WorkerProgress:
     loss: float | None
     coordinates: bool = False
     via: str = ""
+
+
+#: A worker's progress made at once, on each of its steps (tui.common.quick).
+_make_worker = maker(WorkerProgress)
 
 
 @dataclass(frozen=True)
@@ -112,9 +117,10 @@ class ProgressTracker:
                 self._rate_total -= before.examples_per_sec
             self._rate_total += event.examples_per_sec
             self._since_resum += 1
-            self._workers[task] = WorkerProgress(task, event.global_step, event.local_step,
-                                                 event.examples_per_sec, event.loss,
-                                                 coordinates=event.coordinator)
+            self._workers[task] = _make_worker(task=task, global_step=event.global_step,
+                                               local_step=event.local_step,
+                                               examples_per_sec=event.examples_per_sec, loss=event.loss,
+                                               coordinates=event.coordinator, via="")
             if event.coordinator:
                 self._split(task, event)
             if event.loss is not None:

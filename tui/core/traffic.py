@@ -44,6 +44,7 @@ from tui.core.events import (
     ProgressUpdate,
     RunFinished,
     RunStarted,
+    TaskOutput,
     TaskStateChanged,
     TrainerEvent,
 )
@@ -292,6 +293,8 @@ class TrafficMonitor:
 
     def handle(self, event: ControllerEvent) -> None:
         """The supervisor's sink."""
+        if type(event) is TaskOutput:
+            return  # (nearly every event, and it does not matter here)
         if isinstance(event, RunStarted):
             self._start(event)
         elif isinstance(event, TaskStateChanged):

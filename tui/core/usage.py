@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 
 from tui.config.cluster import ClusterConfig, HostSpec
 from tui.core.background import Background
-from tui.core.events import ControllerEvent, RunFinished, RunStarted, TaskStateChanged
+from tui.core.events import (
+    ControllerEvent,
+    RunFinished,
+    RunStarted,
+    TaskOutput,
+    TaskStateChanged,
+    TrainerEvent,
+)
 from tui.core.supervisor.busy import CLOCK_TICKS, STAT_ARGV
 from tui.launch.base import LaunchError
 
@@ -88,6 +95,8 @@ class UsageMonitor:
 
     def handle(self, event: ControllerEvent) -> None:
         """The supervisor's sink."""
+        if type(event) is TaskOutput or type(event) is TrainerEvent:
+            return  # (nearly every event, and none of them matters here)
         if isinstance(event, RunStarted):
             self._hosts = {info.name: info.host for info in event.tasks}
             self._groups.clear()

@@ -7,7 +7,7 @@ without blocking the event loop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -190,6 +190,20 @@ class HostLink(Protocol):
 
     async def reconnect(self) -> None:
         """Connect to the host again and prepare it; raises :class:`LaunchError`."""
+        ...
+
+
+@runtime_checkable
+class HandsOutput(Protocol):
+    """A running task whose output can be handed to a handler as it is read (a local or warm
+    task's pipes): instead of :meth:`RunningTask.output`, what a reader that acts on every
+    batch at once uses, so that no task wakes up per batch."""
+
+    async def hand_output(self, handle: Callable[[OutputBatch], None]) -> None:
+        """Call ``handle`` with every batch :meth:`RunningTask.output` would yield, in the same
+        order, from the read that completed it; return once both streams reached EOF. An
+        exception from ``handle`` ends the reading and is raised here. Call once, instead of
+        ``output``."""
         ...
 
 

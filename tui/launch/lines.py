@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from tui.common.quick import maker
+
 
 class Stream(Enum):
     """Which of a task's output streams a line came from."""
@@ -79,6 +81,10 @@ class OutputBatch:
         return (self.continued and index == 0) or (self.partial and index == len(self.lines) - 1)
 
 
+#: A batch made at once (one a read: tui.common.quick).
+_make_batch = maker(OutputBatch)
+
+
 class ByteSource(Protocol):
     """Anything with ``async read(n) -> bytes`` returning ``b""`` at EOF: an asyncio
     StreamReader, an asyncssh reader opened with ``encoding=None``."""
@@ -121,7 +127,8 @@ class LineSplitter:
         lines = text.split("\n")
         if "\r" in text:
             lines = [line.removesuffix("\r") for line in lines]
-        batch = OutputBatch(self._stream, tuple(lines), continued=self._continuing)
+        batch = _make_batch(stream=self._stream, lines=tuple(lines), continued=self._continuing,
+                            partial=False)
         self._continuing = False
         return [batch]
 

@@ -6,27 +6,25 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 
 from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
 from tui.launch.command_stream import LocalCommandStream, open_local_command
 from tui.launch.deathsig import dying_with_parent
-from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, ByteSource, OutputBatch
-from tui.launch.pipes import output_pipe, pipe_reader
-from tui.launch.streams import task_output
+from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
+from tui.launch.pipe_output import PipeOutput
+from tui.launch.pipes import output_pipe
 from tui.launch.warm import WarmPools, WarmTask
 
 
 class LocalTask:
     """A local task process. Implements :class:`tui.launch.base.RunningTask`."""
 
-    def __init__(self, process: asyncio.subprocess.Process, outputs: Sequence[ByteSource],
-                 max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, output: PipeOutput) -> None:
         self._process = process
-        self._outputs = tuple(outputs)  # stdout, stderr: the wide pipes' readers
-        self._max_line = max_line
+        self._output = output  # stdout, stderr: the wide pipes, read straight into lines
         self._signalled_group = False
         #: A notice to show once with this task (a warm pool failed: it started cold).
         self.launch_notice = ""
@@ -35,11 +33,13 @@ class LocalTask:
     def pid(self) -> int | None:
         return self._process.pid
 
-    async def output(self) -> AsyncGenerator[OutputBatch, None]:
+    def output(self) -> AsyncGenerator[OutputBatch, None]:
         """Both streams merged in arrival order, a read at a time; ends when both reached EOF."""
-        stdout, stderr = self._outputs
-        async for batch in task_output(stdout, stderr, self._max_line):
-            yield batch
+        return self._output.batches()
+
+    async def hand_output(self, handle: Callable[[OutputBatch], None]) -> None:
+        """:class:`tui.launch.base.HandsOutput`: the batches handed on as they are read."""
+        await self._output.hand(handle)
 
     async def wait(self) -> int:
         return await self._process.wait()
@@ -119,8 +119,7 @@ class LocalLauncher:
         finally:
             for _, write_end in pipes:
                 os.close(write_end)  # the task's now: EOF comes when it (and its children) close it
-        readers = [await pipe_reader(read_end, CHUNK_BYTES) for read_end, _ in pipes]
-        cold = LocalTask(process, readers, self._max_line)
+        cold = LocalTask(process, await PipeOutput.open(pipes[0][0], pipes[1][0], self._max_line))
         if self._warm is not None:
             cold.launch_notice = self._warm.take_notice()
         return cold

@@ -10,7 +10,6 @@ longest block of 10,000 lines).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import os
@@ -41,11 +40,3 @@ def widen(fd: int) -> None:
     with contextlib.suppress(OSError):  # not Linux, not a pipe, over the user's pipe quota
         fcntl.fcntl(fd, _F_SETPIPE_SZ, min(PIPE_BYTES, allowed))
 
-
-async def pipe_reader(fd: int, limit: int) -> asyncio.StreamReader:
-    """An asyncio reader of the read end ``fd`` (which it then owns and closes at EOF)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=limit)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                 os.fdopen(fd, "rb", buffering=0))
-    return reader

@@ -18,14 +18,14 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
 from trainer.shim import BOOTSTRAP
 from trainer.warm import MODES, pool_key, wire
 from tui.launch.interpreter import Interpreter, identify, locate
-from tui.launch.lines import CHUNK_BYTES, MAX_LINE_BYTES, OutputBatch
-from tui.launch.pipes import output_pipe, pipe_reader
-from tui.launch.streams import task_output
+from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
+from tui.launch.pipe_output import PipeOutput
+from tui.launch.pipes import output_pipe
 from tui.launch.warm_pool import PoolKey, PoolState, WarmPool
 
 log = logging.getLogger(__name__)
@@ -59,14 +59,11 @@ class WarmTask:
     warm = True
 
     def __init__(self, pid: int, conn: socket.socket, stdin: asyncio.StreamWriter,
-                 stdout: asyncio.StreamReader, stderr: asyncio.StreamReader,
-                 max_line: int, notice: str = "") -> None:
+                 output: PipeOutput, notice: str = "") -> None:
         self._pid = pid
         self._conn = conn
         self._stdin = stdin
-        self._stdout = stdout
-        self._stderr = stderr
-        self._max_line = max_line
+        self._output = output
         self._code: int | None = None
         self._exit: asyncio.Task[int] = asyncio.ensure_future(self._read_exit())
         #: A notice to show once with this task (the pool of an earlier task failed).
@@ -76,9 +73,12 @@ class WarmTask:
     def pid(self) -> int:
         return self._pid
 
-    async def output(self) -> AsyncGenerator[OutputBatch, None]:
-        async for batch in task_output(self._stdout, self._stderr, self._max_line):
-            yield batch
+    def output(self) -> AsyncGenerator[OutputBatch, None]:
+        return self._output.batches()
+
+    async def hand_output(self, handle: Callable[[OutputBatch], None]) -> None:
+        """:class:`tui.launch.base.HandsOutput`: the batches handed on as they are read."""
+        await self._output.hand(handle)
 
     async def _read_exit(self) -> int:
         reader, writer = await asyncio.open_unix_connection(sock=self._conn)
@@ -263,9 +263,8 @@ class WarmPools:
         stdin_transport, stdin_proto = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, os.fdopen(ours[0], "wb", buffering=0))
         stdin = asyncio.StreamWriter(stdin_transport, stdin_proto, None, loop)
-        readers = [await pipe_reader(fd, CHUNK_BYTES) for fd in ours[1:]]
-        return WarmTask(int(answer), conn, stdin, readers[0], readers[1], self._max_line,
-                        self.take_notice())
+        output = await PipeOutput.open(ours[1], ours[2], self._max_line)
+        return WarmTask(int(answer), conn, stdin, output, self.take_notice())
 
     async def close(self) -> None:
         for task in (*self._prestarts, *self._starting.values()):

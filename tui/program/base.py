@@ -122,6 +122,9 @@ class OutputReader(ABC):
         clues = self.clues
         if clues and not any(clue in joined for clue in clues):
             return {}
+        if len(lines) == 1:  # (most batches of a task printing a line at a time: no second search)
+            events = self.read(lines[0], now) if 0 not in skip else []
+            return {0: events} if events else {}
         found: dict[int, list[protocol.Event]] = {}
         for index, line in enumerate(lines):
             if index in skip or (clues and not any(clue in line for clue in clues)):

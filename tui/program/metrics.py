@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainer import protocol
+from tui.common.quick import maker
 from tui.common.terminal import without_sequences
 from tui.config.program_spec import MetricField, MetricPattern
 
@@ -150,9 +151,14 @@ class LogMetrics:
         if self._last is None or global_step != self._last[0]:
             self._local_steps += 1
         self._last = (global_step, now)
-        return protocol.Step(role=self._role, index=self._index, t=now, global_step=global_step,
-                             local_step=self._local_steps, loss=self._loss, examples_per_sec=examples_per_sec,
-                             step_time=step_time, target=self._target, accuracy=accuracy)
+        return _make_step(role=self._role, index=self._index, t=now, global_step=global_step,
+                          local_step=self._local_steps, loss=self._loss, examples_per_sec=examples_per_sec,
+                          step_time=step_time, target=self._target, accuracy=accuracy, coordinator=False,
+                          by_worker=())
+
+
+#: A step event made at once (one a line of a stepping task: tui.common.quick).
+_make_step = maker(protocol.Step)
 
 
 def _int(text: str | None) -> int | None:

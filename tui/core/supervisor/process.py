@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 
 from trainer import protocol
+from tui.common.quick import maker
 from tui.config.cluster import Job
 from tui.core.clock import Wake, first_completed
 from tui.core.describe import describe_event
@@ -23,7 +25,7 @@ from tui.core.hints import CREATE_SESSION, hint_for_exit, hints_in
 from tui.core.supervisor.records import RunRecord, TaskRecord
 from tui.core.supervisor.unreachable import out_of_reach_note, task_lost
 from tui.core.task_state import TaskState
-from tui.launch.base import WARM_REASON, LaunchError, RunningTask
+from tui.launch.base import WARM_REASON, HandsOutput, LaunchError, RunningTask
 from tui.launch.lines import OutputBatch, Stream
 from tui.program.base import Readiness
 from tui.program.end_rules import PORT_PROBE_INTERVAL, port_open
@@ -158,6 +160,12 @@ async def _watch(run: RunRecord, task: TaskRecord, process: RunningTask) -> None
 
 async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
     try:
+        if isinstance(process, HandsOutput):
+            # Each batch acted on from the read that completed it: a task's wake-up, a future
+            # and two generators' resumptions per line were a tenth of the CPU that 256 tasks
+            # stepping five times a second cost (issue 35).
+            await process.hand_output(functools.partial(on_output, run, task))
+            return
         async for batch in process.output():
             on_output(run, task, batch)
     except Exception as exc:
@@ -196,9 +204,9 @@ def on_output(run: RunRecord, task: TaskRecord, batch: OutputBatch) -> None:
     noise = task.reader.noise_in(lines, joined, pieces)
     # Only a protocol line is shown as an event; metrics read from log text stay text.
     shown_as_event = {index: events[0] for index, events in found.items()
-                      if len(events) == 1 and protocol.parse_event(lines[index]) is not None}
+                      if len(events) == 1 and protocol.parse_event(lines[index]) is not None} if found else {}
     _keep_tail(task, lines, shown_as_event)
-    hints = {} if task.hint else dict(hints_in(lines, joined))
+    hints = {} if task.hint else hints_in(lines, joined)
     start = 0
     # Cut where a line means something, so that what it means follows the lines before it.
     for index in sorted({*found, *hints}):
@@ -212,8 +220,17 @@ def on_output(run: RunRecord, task: TaskRecord, batch: OutputBatch) -> None:
         _publish_lines(run, task, batch, start, len(lines), shown_as_event, noise, now)
 
 
+#: What every output line and step makes, made at once (tui.common.quick).
+_make_output = maker(TaskOutput)
+_make_trainer_event = maker(TrainerEvent)
+#: No line's index (what most batches' pieces, events and noise are).
+_NONE: frozenset[int] = frozenset()
+
+
 def _pieces(batch: OutputBatch) -> frozenset[int]:
     """Indices of the batch's lines that are pieces of an over-long line."""
+    if not batch.continued and not batch.partial:
+        return _NONE
     last = len(batch.lines) - 1
     return frozenset(index for index, piece in ((0, batch.continued), (last, batch.partial)) if piece)
 
@@ -222,10 +239,10 @@ def _publish_lines(run: RunRecord, task: TaskRecord, batch: OutputBatch, start: 
                    events: Mapping[int, protocol.Event], noise: frozenset[int], now: float) -> None:
     """Publish lines ``start`` to ``end`` of ``batch`` as one :class:`TaskOutput`."""
     whole = start == 0 and end == len(batch.lines)
-    run.publish(TaskOutput(
+    run.publish(_make_output(
         task=task.name, stream=batch.stream, lines=batch.lines if whole else batch.lines[start:end],
-        events=frozenset(index - start for index in events if start <= index < end),
-        noise=frozenset(index - start for index in noise if start <= index < end),
+        events=frozenset(index - start for index in events if start <= index < end) if events else _NONE,
+        noise=frozenset(index - start for index in noise if start <= index < end) if noise else _NONE,
         continued=batch.continued and start == 0, partial=batch.partial and end == len(batch.lines), t=now))
 
 
@@ -255,6 +272,9 @@ def _on_hint(run: RunRecord, task: TaskRecord, hint: str) -> None:
 
 def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float) -> None:
     """Act on one event of the task's (from the protocol, or read from its log)."""
+    if type(event) is protocol.Step:  # nearly every event: what a step does, without the others' checks
+        _on_step(run, task, event, now)
+        return
     if isinstance(event, protocol.Ready) and not event.pid and task.pid:
         event = dataclasses.replace(event, pid=task.pid)  # read from TensorFlow's log line
     elif isinstance(event, protocol.Eval) and not event.global_step:
@@ -276,10 +296,25 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
         task.tf_server = task.tf_server or bool(event.tf_version)
         became_ready(run, task)
     elif isinstance(event, protocol.Step) and run.trains(task):
-        task.stepped = True
-        run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
-        if run.hangs.reached:  # (before the target nobody can hang: no wake-up per step)
-            run.hang_check.set()
+        _stepped(run, task, event)
+
+
+def _on_step(run: RunRecord, task: TaskRecord, event: protocol.Step, now: float) -> None:
+    """:func:`on_event` for a step."""
+    progressed = run.progress.update(task.name, event, now)
+    run.publish(_make_trainer_event(task=task.name, event=event, t=now))
+    if progressed:
+        run.publish_progress()
+    if run.trains(task):
+        _stepped(run, task, event)
+
+
+def _stepped(run: RunRecord, task: TaskRecord, event: protocol.Step) -> None:
+    """A task that trains reported a step."""
+    task.stepped = True
+    run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
+    if run.hangs.reached:  # (before the target nobody can hang: no wake-up per step)
+        run.hang_check.set()
 
 
 def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = "") -> None:

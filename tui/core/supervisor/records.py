@@ -112,6 +112,8 @@ class TaskRecord:
     def __init__(self, plan: TaskPlan, reservation: PortReservation | None,
                  reader: Callable[[], OutputReader] = EventReader) -> None:
         self.plan = plan
+        #: Its name (an attribute, not the plan's property: every output line asks it often).
+        self.name = plan.name
         self.reservation = reservation
         self._new_reader = reader
         self.state = TaskState.PENDING
@@ -129,10 +131,6 @@ class TaskRecord:
         #: Where it was when its host stopped answering (tui.core.supervisor.unreachable).
         self.before_unreachable: TaskState | None = None
         self.new_launch()
-
-    @property
-    def name(self) -> str:
-        return self.plan.name
 
     @property
     def job(self) -> Job:
