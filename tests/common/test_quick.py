@@ -56,3 +56,10 @@ def test_a_class_whose_init_does_more_is_refused() -> None:
     for cls in (Checked, Mutable, Slotted, int):
         with pytest.raises(ValueError, match="not a frozen dataclass"):
             maker(cls)
+
+
+def test_a_call_that_leaves_a_field_out_is_refused() -> None:
+    fields = dict(STEP)
+    del fields["by_worker"]  # as a caller written before the field was added would
+    with pytest.raises(TypeError, match="by_worker"):
+        maker(protocol.Step)(**fields)

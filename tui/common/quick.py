@@ -26,8 +26,13 @@ def maker(cls: type[T]) -> Callable[..., T]:
     if params is None or not params.frozen or hasattr(cls, "__post_init__") or "__slots__" in vars(cls):
         raise ValueError(f"{cls.__name__} is not a frozen dataclass without __post_init__ or slots")
     new = object.__new__
+    count = len(_names(cls))
 
     def make(**fields: Any) -> T:
+        # A field added to the class but not to a caller would leave an object without it,
+        # failing far from here: the count is checked (cheaply) on every call.
+        if len(fields) != count:
+            raise TypeError(f"{cls.__name__} needs all of {', '.join(_names(cls))}; got {', '.join(fields)}")
         made = new(cls)
         made.__dict__.update(fields)
         return made
