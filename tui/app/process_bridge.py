@@ -31,7 +31,19 @@ from tui.core.events import Level, Notice
 from tui.core.inbox import CoreLost, Happening, Inbox
 from tui.core.options import RunOptions
 from tui.core.supervisor.records import SupervisorOptions
-from tui.core.wire import Batch, Close, Closed, Execute, Failed, Reply, Start, read_frame, send_frame
+from tui.core.wire import (
+    Batch,
+    Close,
+    Closed,
+    Execute,
+    Failed,
+    ProgressDelta,
+    ProgressUnpacker,
+    Reply,
+    Start,
+    read_frame,
+    send_frame,
+)
 
 #: What the app shows of the core's stderr when the core's process ends by surprise.
 STDERR_TAIL_BYTES = 2000
@@ -130,6 +142,7 @@ class ProcessBridge:
     # -- the reader thread ----------------------------------------------------------------
 
     def _read(self) -> None:
+        progress = ProgressUnpacker()
         with self._socket.makefile("rb") as frames:
             while True:
                 try:
@@ -148,6 +161,9 @@ class ProcessBridge:
                     elif isinstance(item, Closed):
                         self._end("the controller's core is closed")
                         self._closed.set()
+                    elif isinstance(item, ProgressDelta):
+                        self._inbox.put(progress.unpack(item))
+                        news = True
                     else:
                         self._inbox.put(item)
                         news = True

@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from tui.common.paced_loop import paced_loop
 from tui.core.commands import StopAll
-from tui.core.events import RunOutcome
+from tui.core.events import ProgressUpdate, RunOutcome
 from tui.core.inbox import Inbox
 from tui.core.session import Session
 from tui.core.wire import (
@@ -33,6 +33,7 @@ from tui.core.wire import (
     Execute,
     Failed,
     Outgoing,
+    ProgressPacker,
     Reply,
     Start,
     portable,
@@ -70,6 +71,7 @@ class Sender:
     def __init__(self, sock: socket.socket) -> None:
         self.outbox: Inbox[Outgoing] = Inbox()
         self._sock = sock
+        self._progress = ProgressPacker()
         self._thread = threading.Thread(target=self._run, name="tfdist-core-sender", daemon=True)
         self._thread.start()
 
@@ -82,6 +84,8 @@ class Sender:
             time.sleep(max(GATHER_SECONDS, sent + FRAME_SECONDS - time.monotonic()))
             sent = time.monotonic()
             items, dropped = self.outbox.drain()
+            items = [self._progress.pack(item) if isinstance(item, ProgressUpdate) else item
+                     for item in items]
             try:
                 send_pickled(self._sock, sendable(Batch(items, dropped)))
             except OSError:

@@ -4,6 +4,7 @@ nothing else holds, so pickle carries the typed commands and events as they are.
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import socket
 import struct
@@ -11,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from tui.core.commands import Command
-from tui.core.events import Level, Notice
+from tui.core.events import Level, Notice, ProgressUpdate
 from tui.core.inbox import Happening
 from tui.core.options import RunOptions
+from tui.core.progress import ProgressSnapshot, WorkerProgress
 from tui.core.supervisor.records import SupervisorOptions
 
 HEADER = struct.Struct("!Q")
@@ -60,9 +62,62 @@ class Closed:
     """Every task stopped, the process is ending."""
 
 
+@dataclass(frozen=True)
+class ProgressDelta:
+    """A :class:`~tui.core.events.ProgressUpdate` as it crosses: the snapshot without its
+    workers, and only the workers whose entry changed since the previous one that crossed
+    (:class:`ProgressPacker`). 256 workers listed ten times a second were most of what the
+    core sent an idle run's app, pickled there and unpickled here (issue 35)."""
+
+    progress: ProgressSnapshot
+    t: float
+    #: The workers' entries new since the previous update (each worker reports by itself).
+    changed: tuple[WorkerProgress, ...]
+    #: The workers' names in the snapshot's order; None: as in the previous update.
+    order: tuple[str, ...] | None
+
+
+class ProgressPacker:
+    """The core's end: each update as the delta from the previous one packed. A worker's
+    entry is a new object when it changed (the tracker makes one per report), so an entry
+    that is the one sent before is not sent again."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, WorkerProgress] = {}
+        self._order: tuple[str, ...] = ()
+
+    def pack(self, update: ProgressUpdate) -> ProgressDelta:
+        workers = update.progress.workers
+        sent = self._sent
+        changed = tuple(w for w in workers if sent.get(w.task) is not w)
+        order = tuple(w.task for w in workers)
+        self._sent = {w.task: w for w in workers}
+        new_order = None if order == self._order else order
+        self._order = order
+        return ProgressDelta(dataclasses.replace(update.progress, workers=()), update.t, changed, new_order)
+
+
+class ProgressUnpacker:
+    """The app's end: each delta back as the whole update (the unchanged workers' entries are
+    the objects the previous update held)."""
+
+    def __init__(self) -> None:
+        self._workers: dict[str, WorkerProgress] = {}
+        self._order: tuple[str, ...] = ()
+
+    def unpack(self, delta: ProgressDelta) -> ProgressUpdate:
+        for worker in delta.changed:
+            self._workers[worker.task] = worker
+        if delta.order is not None:
+            self._order = delta.order
+            self._workers = {name: self._workers[name] for name in delta.order}
+        workers = tuple(map(self._workers.__getitem__, self._order))
+        return ProgressUpdate(progress=dataclasses.replace(delta.progress, workers=workers), t=delta.t)
+
+
 #: What the core's process sends: in one ordered stream, so that a reply follows the events
-#: its command caused.
-Outgoing = Happening | Reply | Failed | Closed
+#: its command caused. (A progress update crosses as a :class:`ProgressDelta`.)
+Outgoing = Happening | Reply | Failed | Closed | ProgressDelta
 
 
 @dataclass(frozen=True)
