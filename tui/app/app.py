@@ -28,6 +28,7 @@ from tui.app.logs import LogPane
 from tui.app.lostrun import record_lost_run
 from tui.app.markup import said
 from tui.app.messages import AllTasksRequested, CoreActionFailed, TaskAction, TaskActionRequested
+from tui.app.pacing import CorePacing
 from tui.app.pending import SettingsActions
 from tui.app.process_bridge import ProcessBridge
 from tui.app.runs import RunsView, traffic_view
@@ -82,7 +83,7 @@ LOG_TABS = ("logs", "merged")
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcements):
+class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitActions, Announcements):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -197,9 +198,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             # (the first news after a quiet spell is then drawn at once).
             self._refresh_timer.pause()
 
-    def _clock_tick(self) -> None:
-        self.refresh_dashboard(force=True)
-
     def refresh_dashboard(self, *, force: bool = False) -> bool:
         """Fold what happened since the last tick into the dashboard and redraw; whether the
         core had news. ``force``: redraw the task table now (else at most every
@@ -261,6 +259,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             # A chart per worker: a point a second, so redrawn once a second (hundreds of
             # them on each frame held the UI thread).
             self._show_throughput(workers=force or now - self._last_worker_charts >= 1.0)
+        self.watch_screen()
         return bool(events or dropped)
 
     def _show_throughput(self, *, workers: bool = True) -> None:
@@ -280,6 +279,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             self._show_new_log_lines()  # what a log pane missed while hidden
         # Once every focus asked for so far has been given: the operator may have moved on.
         self.call_after_refresh(self._place_focus)
+        self.watch_screen()
 
     def _show_new_log_lines(self) -> None:
         """The log panes on screen take what their sources got since; a hidden pane would take
@@ -304,6 +304,8 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
         source = self.dashboard.logs.get(name) if name else None
         self.task_log.show_log(source, self.task_log.filter_text)
         set_border_title(self.task_log, name or "")
+        self.log_task = name
+        self.watch_screen()
 
     def _show_placement(self) -> None:
         self.query_one(PlacementView).show(self.dashboard.placement, self.preview, self.preview_note)

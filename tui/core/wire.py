@@ -11,12 +11,15 @@ import struct
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from trainer import protocol
 from tui.core.commands import Command
-from tui.core.events import Level, Notice, ProgressUpdate
+from tui.core.events import Level, Notice, ProgressUpdate, TaskOutput, TrainerEvent
 from tui.core.inbox import Happening
 from tui.core.options import RunOptions
 from tui.core.progress import ProgressSnapshot, WorkerProgress
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.traffic import TrafficUpdate
+from tui.core.usage import UsageSample
 
 HEADER = struct.Struct("!Q")
 
@@ -40,6 +43,47 @@ class Execute:
 @dataclass(frozen=True)
 class Close:
     """Stop every task and end the process (as closing the socket does)."""
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What the app has on screen that moves with each line a task prints: the tasks whose
+    log it shows (None: every task's, the merged log), and whether it shows the progress or
+    the traffic. What concerns none of it (:func:`prompt`) is held back until the app's
+    clock ticks (:class:`Flush`), which draws it all: an idle run's trickle of lines woke
+    both processes ten times a second for nothing on screen (issue 35). Until the app says,
+    everything is on screen."""
+
+    tasks: frozenset[str] | None = None
+    progress: bool = True
+    traffic: bool = True
+
+
+@dataclass(frozen=True)
+class Flush:
+    """Send what is held back now (the app's clock is about to draw); :class:`Flushed` ends it."""
+
+
+@dataclass(frozen=True)
+class Flushed:
+    """Everything held back before the :class:`Flush` came has been sent."""
+
+
+def prompt(item: Outgoing, watch: Watch) -> bool:
+    """Whether the app shows ``item`` as soon as it comes, by ``watch``: output and steps of
+    tasks whose log is not shown, progress and traffic with their panes hidden, and the
+    resource samples (the task table draws those on the clock's tick) can wait for it."""
+    if isinstance(item, TaskOutput):
+        return watch.tasks is None or item.task in watch.tasks
+    if isinstance(item, TrainerEvent):
+        # A step after a worker's first adds no log line (its own line is a TaskOutput).
+        step = isinstance(item.event, protocol.Step) and item.event.local_step != 1
+        return watch.progress or not step
+    if isinstance(item, ProgressUpdate):
+        return watch.progress
+    if isinstance(item, TrafficUpdate):
+        return watch.traffic
+    return not isinstance(item, UsageSample)
 
 
 @dataclass(frozen=True)
@@ -117,7 +161,7 @@ class ProgressUnpacker:
 
 #: What the core's process sends: in one ordered stream, so that a reply follows the events
 #: its command caused. (A progress update crosses as a :class:`ProgressDelta`.)
-Outgoing = Happening | Reply | Failed | Closed | ProgressDelta
+Outgoing = Happening | Reply | Failed | Closed | Flushed | ProgressDelta
 
 
 @dataclass(frozen=True)
