@@ -57,6 +57,10 @@ FRAME_SECONDS = 0.1
 #: What the app has not on screen (:class:`~tui.core.wire.Watch`) waits for its clock's tick
 #: (a :class:`~tui.core.wire.Flush` a second), and at most this long.
 HOLD_SECONDS = 2.0
+#: ... and only while fewer than this many items wait: a busy run's second of lines (256
+#: tasks stepping: 2,500 items) folded at once held the app's key presses; a few hundred
+#: items a frame, as without holding, did not.
+HOLD_ITEMS = 256
 #: Signals that close the core as the app's Close does (it is in a session of its own, so
 #: none comes from a terminal; these are somebody asking).
 CLOSING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
@@ -89,8 +93,13 @@ class Sender:
     def put(self, item: Outgoing) -> None:
         """Queue ``item`` for the app (from any thread)."""
         self.outbox.put(item)
-        if prompt(item, self._watch):
+        if prompt(item, self._watch) or len(self.outbox) >= HOLD_ITEMS:
             self._prompt.set()
+
+    @property
+    def due(self) -> bool:
+        """Whether something queued goes at the next frame (else it waits for a flush)."""
+        return self._prompt.is_set()
 
     def watch(self, watch: Watch) -> None:
         """The app shows this now: what it held back may concern it, so it goes too."""
