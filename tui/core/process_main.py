@@ -93,7 +93,8 @@ class Sender:
     def put(self, item: Outgoing) -> None:
         """Queue ``item`` for the app (from any thread)."""
         self.outbox.put(item)
-        if prompt(item, self._watch) or len(self.outbox) >= HOLD_ITEMS:
+        # (Already due, as a busy run's items mostly are: nothing to decide.)
+        if not self._prompt.is_set() and (prompt(item, self._watch) or len(self.outbox) >= HOLD_ITEMS):
             self._prompt.set()
 
     @property
