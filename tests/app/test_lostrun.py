@@ -30,8 +30,10 @@ async def test_a_sigkilled_core_leaves_a_run_with_its_record(tmp_path: Path,
     async with app.run_test(size=(120, 40)) as pilot:
         def running() -> bool:
             rows = app.dashboard.rows  # (a new dict when the run starts)
+            # (The run's step as the app's record has it: the progress the core sent, which
+            # may come a tick after a worker's step does.)
             return bool(rows) and all(r.state is TaskState.RUNNING for r in rows.values()) \
-                and (rows["worker0"].global_step or 0) > 0
+                and (rows["worker0"].global_step or 0) > 0 and app.dashboard.global_step > 0
 
         await async_wait_until(running, 60, what="every task running", pause=pilot.pause)
         assert isinstance(app.core, ProcessBridge)

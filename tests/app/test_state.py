@@ -12,6 +12,7 @@ from trainer.settings import TrainingSettings
 from tui.app.state import LOG_LINES_PER_TASK, MAX_LINE_CHARS, MERGED_LOG_LINES, Dashboard, TaskLog
 from tui.core import hints
 from tui.core.events import (
+    ControllerEvent,
     ProgressUpdate,
     RunStarted,
     TaskHint,
@@ -20,7 +21,7 @@ from tui.core.events import (
     TaskStateChanged,
     TrainerEvent,
 )
-from tui.core.progress import ProgressSnapshot
+from tui.core.progress import ProgressSnapshot, ProgressTracker
 from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 
@@ -240,3 +241,34 @@ def test_a_frame_folded_at_once_equals_its_events_folded_one_by_one() -> None:
         assert batched.rows == one.rows and batched.applied == one.applied
 
     check()
+
+
+def test_an_update_moves_the_rows_and_charts_as_if_every_entry_were_new() -> None:
+    """Workers' entries that did not change since the last update (the same objects, as they
+    cross from the core) are passed over: what the rows and charts show is what folding every
+    entry anew shows, after each event, a restart and a worker's own steps included."""
+    tracker = ProgressTracker(3000)
+    events: list[ControllerEvent] = [RunStarted(run_id="r", run_dir=Path("x"), tasks=TASKS,
+                                                settings=TrainingSettings(), t=T0)]
+    for n in range(1, 41):
+        t = T0 + n * 0.3
+        task = "worker1" if n % 4 == 0 else "worker0"
+        step = protocol.Step(role="worker", index=int(task[-1]), t=t, global_step=n, local_step=n,
+                             loss=1 / n, examples_per_sec=100.0 + n, step_time=0.01)
+        tracker.update(task, step, t)
+        events.append(TrainerEvent(task=task, event=step, t=t))
+        if n == 21:  # worker1 starts again: its rate shows once an update lists it again
+            events.append(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.STARTING,
+                                           t=t))
+        events.append(ProgressUpdate(progress=tracker.snapshot(), t=t))
+    shared, fresh = Dashboard(TrainingSettings()), Dashboard(TrainingSettings())
+    for event in events:
+        shared.apply(event)
+        if isinstance(event, ProgressUpdate):
+            anew = tuple(dataclasses.replace(w) for w in event.progress.workers)
+            event = ProgressUpdate(progress=dataclasses.replace(event.progress, workers=anew), t=event.t)
+        fresh.apply(event)
+        assert shared.rows == fresh.rows
+        assert shared.worker_history == fresh.worker_history and shared.rate_history == fresh.rate_history
+    assert shared.rows["worker1"].examples_per_sec == 100.0 + 40
+    assert len(shared.worker_history["worker0"]) == 13  # (a point a second, T0 + 0.3 s to T0 + 12 s)

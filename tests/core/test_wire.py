@@ -7,9 +7,26 @@ import pickle
 import socket
 import threading
 
+from trainer import protocol
 from tui.core.commands import StartTask
-from tui.core.events import Level, Notice
-from tui.core.wire import Batch, Execute, portable, read_frame, send_frame, sendable
+from tui.core.events import Level, Notice, ProgressUpdate, TaskOutput, TaskStateChanged, TrainerEvent
+from tui.core.progress import ProgressTracker
+from tui.core.task_state import TaskState
+from tui.core.wire import (
+    Batch,
+    Execute,
+    Flushed,
+    ProgressDelta,
+    ProgressPacker,
+    ProgressUnpacker,
+    Reply,
+    Watch,
+    portable,
+    prompt,
+    read_frame,
+    send_frame,
+    sendable,
+)
 
 
 def test_frames_cross_a_socket_and_its_end_reads_as_none() -> None:
@@ -49,3 +66,49 @@ def test_an_error_crosses_as_itself_or_as_its_text() -> None:
 
     crossed = portable(Local("no such task"))
     assert isinstance(crossed, RuntimeError) and str(crossed) == "no such task"
+
+
+def _step(task: str, step: int, *, local: int | None = None) -> TrainerEvent:
+    return TrainerEvent(task=task, t=1.0, event=protocol.Step(
+        role="worker", index=int(task[-1]), t=1.0, global_step=step,
+        local_step=step if local is None else local, loss=0.5, examples_per_sec=100.0 + step, step_time=0.01))
+
+
+def test_progress_crosses_as_the_workers_that_changed_and_arrives_whole() -> None:
+    tracker = ProgressTracker(1000)
+    packer, unpacker = ProgressPacker(), ProgressUnpacker()
+
+    def cross(update: ProgressUpdate) -> tuple[ProgressDelta, ProgressUpdate]:
+        delta = pickle.loads(pickle.dumps(packer.pack(update)))
+        return delta, unpacker.unpack(delta)
+
+    for task in ("worker0", "worker1", "worker2"):
+        step = _step(task, 10)
+        tracker.update(task, step.event, step.t)
+    first = ProgressUpdate(progress=tracker.snapshot(), t=2.0)
+    delta, arrived = cross(first)
+    assert arrived == first and len(delta.changed) == 3
+    step = _step("worker1", 11)
+    tracker.update("worker1", step.event, step.t)
+    second = ProgressUpdate(progress=tracker.snapshot(), t=3.0)
+    delta, arrived = cross(second)
+    assert arrived == second and [w.task for w in delta.changed] == ["worker1"] and delta.order is None
+    assert arrived.progress.global_step == 11
+    tracker.worker_exited("worker0")  # the order changes; nothing else does
+    third = ProgressUpdate(progress=tracker.snapshot(), t=4.0)
+    delta, arrived = cross(third)
+    assert arrived == third and not delta.changed and delta.order == ("worker1", "worker2")
+
+
+def test_what_the_screen_does_not_show_can_wait() -> None:
+    logs = Watch(frozenset({"worker0"}), progress=False, traffic=False)
+    line = TaskOutput.line("worker1", "step 3 loss 0.5")
+    assert not prompt(line, logs) and prompt(TaskOutput.line("worker0", "x"), logs)
+    assert prompt(line, Watch(None, progress=False, traffic=False))  # the merged log
+    assert not prompt(_step("worker1", 40, local=20), logs)
+    assert prompt(_step("worker1", 40, local=20), Watch(frozenset(), progress=True, traffic=False))
+    assert prompt(_step("worker1", 40, local=1), logs)  # a worker's first step: a log line
+    assert prompt(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.FAILED), logs)
+    assert prompt(Notice(level=Level.INFO, text="n"), logs) and prompt(Flushed(), logs)
+    assert prompt(Reply(3), logs)
+    assert all(prompt(item, Watch()) for item in (line, _step("worker1", 40, local=20)))  # (until told)

@@ -28,6 +28,7 @@ from tui.app.logs import LogPane
 from tui.app.lostrun import record_lost_run
 from tui.app.markup import said
 from tui.app.messages import AllTasksRequested, CoreActionFailed, TaskAction, TaskActionRequested
+from tui.app.pacing import CorePacing
 from tui.app.pending import SettingsActions
 from tui.app.process_bridge import ProcessBridge
 from tui.app.runs import RunsView, traffic_view
@@ -43,6 +44,7 @@ from tui.app.widgets import (
     StatusBar,
     ThroughputView,
     put,
+    set_border_title,
     use_whole_cell_scrollbars,
 )
 from tui.common.exit_codes import ExitCode
@@ -81,7 +83,7 @@ LOG_TABS = ("logs", "merged")
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcements):
+class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitActions, Announcements):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -196,14 +198,13 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             # (the first news after a quiet spell is then drawn at once).
             self._refresh_timer.pause()
 
-    def _clock_tick(self) -> None:
-        self.refresh_dashboard(force=True)
-
     def refresh_dashboard(self, *, force: bool = False) -> bool:
         """Fold what happened since the last tick into the dashboard and redraw; whether the
         core had news. ``force``: redraw the task table now (else at most every
         :data:`TABLE_REFRESH_SECONDS` while tasks change)."""
-        if self.core is None or not self.query(StatusBar):
+        # (query_one is cached by Textual; a query walked the whole screen ten times a second)
+        status = self.query_one_optional(StatusBar)
+        if self.core is None or status is None:
             return False  # not started yet, or closing: the widgets are gone
         events, dropped = self.core.drain()
         folded: list[ControllerEvent | CoreLost] = []
@@ -228,7 +229,9 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
         d = self.dashboard
         if d.rows:
             self._clock_timer.resume()  # the output ages move from now on
-        self.query_one(StatusBar).show(d, self.pending)
+        # The elapsed time moves with the clock's tick, as the table's ages do: one frame a
+        # second draws both (the status bar alone at its own second was a second frame).
+        status.show(d, self.pending, tick=force)
         now = time.monotonic()
         since = now - self._last_table_refresh
         # (Woken by the core, the clock's tick redraws the table once a second: forced.)
@@ -242,7 +245,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             if self.task_log.source is None and self.table.selected:
                 self._show_task_log(self.table.selected)
             elif self.task_log.source is None:  # the cursor on a role's header: say what to do
-                self.task_log.border_title = "select a task (↑↓) to see its log"
+                set_border_title(self.task_log, "select a task (↑↓) to see its log")
         self._show_new_log_lines()
         if d.placement_changed:
             self._show_placement()
@@ -256,6 +259,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             # A chart per worker: a point a second, so redrawn once a second (hundreds of
             # them on each frame held the UI thread).
             self._show_throughput(workers=force or now - self._last_worker_charts >= 1.0)
+        self.watch_screen()
         return bool(events or dropped)
 
     def _show_throughput(self, *, workers: bool = True) -> None:
@@ -275,6 +279,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
             self._show_new_log_lines()  # what a log pane missed while hidden
         # Once every focus asked for so far has been given: the operator may have moved on.
         self.call_after_refresh(self._place_focus)
+        self.watch_screen()
 
     def _show_new_log_lines(self) -> None:
         """The log panes on screen take what their sources got since; a hidden pane would take
@@ -298,7 +303,9 @@ class TfdistApp(signals.SignalHandling, SettingsActions, SplitActions, Announcem
     def _show_task_log(self, name: str | None) -> None:
         source = self.dashboard.logs.get(name) if name else None
         self.task_log.show_log(source, self.task_log.filter_text)
-        self.task_log.border_title = name or ""
+        set_border_title(self.task_log, name or "")
+        self.log_task = name
+        self.watch_screen()
 
     def _show_placement(self) -> None:
         self.query_one(PlacementView).show(self.dashboard.placement, self.preview, self.preview_note)

@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 from tui.core.commands import Command
 from tui.core.inbox import Happening, Inbox
 from tui.core.session import Session
+from tui.core.wire import Watch
 
 
 class Core(Protocol):
@@ -35,6 +36,18 @@ class WakingCore(Core, Protocol):
     def wake_on_news(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` (from any thread) when something arrives after a :meth:`drain`:
         once, until the next drain takes it."""
+
+
+@runtime_checkable
+class WatchingCore(Core, Protocol):
+    """A core that holds back what the screen does not show until the app's clock asks
+    (:class:`~tui.core.wire.Watch`, :class:`~tui.core.wire.Flush`)."""
+
+    def watch(self, watch: Watch) -> None:
+        """What the screen shows now."""
+
+    def flush(self, done: Callable[[], None]) -> None:
+        """Have what is held back sent; ``done`` is called (from any thread) once it has come."""
 
 
 def call_on_news(core: Core, resume: Callable[[], None]) -> bool:

@@ -56,6 +56,9 @@ class LogActions(App[int]):
         filter or search applies to all of them."""
         return self.task_log, self.merged_log, self.pinned_log
 
+    def watch_screen(self) -> None:
+        """Tell the core which logs the screen shows now (:mod:`tui.app.pacing`)."""
+
     def _selected_or_warn(self) -> str | None:
         name = self.table.selected
         if name is None:

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -31,7 +32,22 @@ from tui.core.events import Level, Notice
 from tui.core.inbox import CoreLost, Happening, Inbox
 from tui.core.options import RunOptions
 from tui.core.supervisor.records import SupervisorOptions
-from tui.core.wire import Batch, Close, Closed, Execute, Failed, Reply, Start, read_frame, send_frame
+from tui.core.wire import (
+    Batch,
+    Close,
+    Closed,
+    Execute,
+    Failed,
+    Flush,
+    Flushed,
+    ProgressDelta,
+    ProgressUnpacker,
+    Reply,
+    Start,
+    Watch,
+    read_frame,
+    send_frame,
+)
 
 #: What the app shows of the core's stderr when the core's process ends by surprise.
 STDERR_TAIL_BYTES = 2000
@@ -73,6 +89,8 @@ class ProcessBridge:
         self._closed = threading.Event()
         self._shut = False
         self._bell = NewsBell()
+        #: What to call as each :class:`~tui.core.wire.Flushed` comes, in the order asked.
+        self._flushes: deque[Callable[[], None]] = deque()
         send_frame(ours, Start(options, supervisor_options))
         self._reader = threading.Thread(target=self._read, name="tfdist-core-reader", daemon=True)
         self._reader.start()
@@ -91,6 +109,26 @@ class ProcessBridge:
                     self._futures.pop(number, None)
             future.set_exception(RuntimeError(self._ended or "the controller's core is gone"))
         return future
+
+    def watch(self, watch: Watch) -> None:
+        """Tell the core what the screen shows (:class:`~tui.core.wire.Watch`)."""
+        with self._lock:
+            if self._ended is None:
+                with contextlib.suppress(OSError):  # (the reader says the core is gone)
+                    send_frame(self._socket, watch)
+
+    def flush(self, done: Callable[[], None]) -> None:
+        """Have the core send what it held back; ``done`` is called (on the reader thread)
+        once that has come, at once if the core cannot be asked."""
+        with self._lock:
+            if self._ended is None:
+                self._flushes.append(done)
+                try:
+                    send_frame(self._socket, Flush())
+                    return
+                except OSError:
+                    self._flushes.pop()
+        done()
 
     def drain(self) -> tuple[list[Happening], int]:
         """Everything that happened since the last drain, in order, and how many output
@@ -130,6 +168,7 @@ class ProcessBridge:
     # -- the reader thread ----------------------------------------------------------------
 
     def _read(self) -> None:
+        progress = ProgressUnpacker()
         with self._socket.makefile("rb") as frames:
             while True:
                 try:
@@ -148,6 +187,11 @@ class ProcessBridge:
                     elif isinstance(item, Closed):
                         self._end("the controller's core is closed")
                         self._closed.set()
+                    elif isinstance(item, ProgressDelta):
+                        self._inbox.put(progress.unpack(item))
+                        news = True
+                    elif isinstance(item, Flushed):
+                        self._flushed()
                     else:
                         self._inbox.put(item)
                         news = True
@@ -174,15 +218,26 @@ class ProcessBridge:
         else:
             future.set_exception(reply.error)
 
+    def _flushed(self) -> None:
+        with self._lock:
+            done = self._flushes.popleft() if self._flushes else None
+        if done is not None:
+            done()
+
     def _end(self, why: str) -> None:
-        """No more commands: every one still waiting fails with ``why``."""
+        """No more commands: every one still waiting fails with ``why``; every flush asked
+        is done (what came is all that will)."""
         with self._lock:
             if self._ended is None:
                 self._ended = why
             waiting = list(self._futures.values())
             self._futures.clear()
+            flushes = list(self._flushes)
+            self._flushes.clear()
         for future in waiting:
             future.set_exception(RuntimeError(why))
+        for done in flushes:
+            done()
 
     def _death(self) -> str:
         """What to tell the operator when the core's process ended by surprise."""

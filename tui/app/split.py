@@ -65,10 +65,12 @@ class SplitActions(LogActions):
             if self.pinned_log.has_focus:
                 self.table.focus()
             split.unpin()
+            self.watch_screen()
             return
         name = self._selected_or_warn()
         if name is None:
             return
         self.query_one(TabbedContent).active = "logs"
         split.pin(name, self.dashboard.logs.get(name), like=self.task_log)
+        self.watch_screen()
         self.notify(f"{name}'s log pinned: select another task to see both (w closes)", timeout=3)

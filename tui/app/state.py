@@ -32,7 +32,7 @@ from tui.core.events import (
 )
 from tui.core.exits import ExitInfo
 from tui.core.inbox import CoreLost
-from tui.core.progress import ProgressSnapshot
+from tui.core.progress import ProgressSnapshot, WorkerProgress
 from tui.core.run_facts import Figures, RunFacts, figures
 from tui.core.task_state import TaskState
 from tui.core.usage import UsageSample
@@ -144,6 +144,11 @@ class Dashboard:
     applied: int = 0
     #: What the run is, as the core says it (tui.core.run_facts); None before a run.
     facts: RunFacts | None = None
+    #: Each worker's progress entry as last put in its row (:meth:`_rates`) and in its
+    #: history (:meth:`_sample`): an entry is a new object when the worker reported, so an
+    #: update's other entries (255 of 256, ten times a second) are passed over.
+    _rated: dict[str, WorkerProgress] = field(default_factory=dict, repr=False)
+    _sampled: dict[str, WorkerProgress] = field(default_factory=dict, repr=False)
 
     # -- folding events -------------------------------------------------------------------
 
@@ -215,6 +220,8 @@ class Dashboard:
         self.placement = None
         self.progress = ProgressSnapshot.empty(event.settings.steps)
         self.worker_history.clear()
+        self._rated.clear()
+        self._sampled.clear()
         self.rate_history.clear()
         self.step_rate_history.clear()
         self.loss_history.clear()
@@ -238,6 +245,7 @@ class Dashboard:
         if event.new is TaskState.STARTING:
             row.exit_code = None
             row.global_step = row.examples_per_sec = None
+            self._rated.pop(event.task, None)  # (the next update puts its rate back)
             row.hint = ""
             row.warm = event.reason == WARM_REASON
         if event.pid is not None:
@@ -299,18 +307,23 @@ class Dashboard:
     def _rates(self, progress: ProgressSnapshot) -> None:
         """Each task's rate as the core computed it: a worker under TF2's coordinator has no
         step of its own, only its part of the coordinator's."""
+        rated = self._rated
         for worker in progress.workers:
+            if rated.get(worker.task) is worker:
+                continue  # (its row shows this entry already)
             row = self.rows.get(worker.task)
             if row is not None:
                 row.examples_per_sec = worker.examples_per_sec
                 row.global_step = worker.global_step
                 row.coordinates = worker.coordinates
+                rated[worker.task] = worker
 
     def _trainer_event(self, task: str, event: protocol.Event, t: float) -> None:
         row = self.rows.get(task)
         if isinstance(event, protocol.Step):
             if row is not None:
                 row.global_step = event.global_step
+                self._rated.pop(task, None)  # (the next update puts its own step back)
             if event.loss is not None:
                 self.loss_history.append(event.loss)
             # Not tasks_changed: a table redraw re-renders every row, and steps arrive many
@@ -350,9 +363,13 @@ class Dashboard:
         self.sampled_second = second
         _put(self.rate_history, self.progress.examples_per_sec, new)
         _put(self.step_rate_history, self.progress.steps_per_sec or 0.0, new)
+        sampled = self._sampled
         for worker in self.progress.workers:
+            if not new and sampled.get(worker.task) is worker:
+                continue  # (its history's last point is this entry's rate already)
             history = self.worker_history.setdefault(worker.task, deque(maxlen=HISTORY_POINTS))
             _put(history, worker.examples_per_sec, new or not history)
+            sampled[worker.task] = worker
 
     # -- shown as the core computed it ----------------------------------------------------
 

@@ -14,7 +14,7 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from tui.app.state import Dashboard
-from tui.app.widgets import STATE_STYLES
+from tui.app.widgets import STATE_STYLES, set_border_title
 from tui.common.units import short_bytes
 from tui.config.cluster import Job
 from tui.core.task_state import TaskState
@@ -210,9 +210,9 @@ class TaskTable(DataTable[Text | str]):
         """Each host's total CPU and memory over its running tasks, on the table's border;
         nothing once none runs (the last sample is no longer true)."""
         hosts = dashboard.usage.hosts if dashboard.usage and dashboard.active_tasks else {}
-        self.border_title = "  ".join(
+        set_border_title(self, "  ".join(
             f"{host}: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
-            for host, usage in sorted(hosts.items()))
+            for host, usage in sorted(hosts.items())))
 
 
 def short_name(name: str) -> str:

@@ -81,9 +81,16 @@ class StatusBar(Static):
     """Run id, elapsed time and outcome first (never cut), then the applied settings with
     pending changes as ``old→new`` and one note that ``R`` applies them."""
 
-    def show(self, dashboard: Dashboard, pending: TrainingSettings) -> None:
+    #: The time the elapsed time is shown at: the app's last clock tick (None: now).
+    _now: float | None = None
+
+    def show(self, dashboard: Dashboard, pending: TrainingSettings, *, tick: bool = False) -> None:
+        """Show the dashboard; ``tick``: the clock's tick, the elapsed time moves to now
+        (between ticks it stays, so that only a tick's frame redraws it)."""
+        if tick:
+            self._now = dashboard.clock()
         # Ten refreshes a second, a new text about once a second: skip the other nine.
-        put(self, status_text(dashboard, pending))
+        put(self, status_text(dashboard, pending, self._now))
 
 
 def put(widget: Static, content: Text | str) -> None:
@@ -110,13 +117,21 @@ def _height(widget: Static, width: int) -> int:
     return widget.visual.get_height(widget.styles, width)  # type: ignore[arg-type]  # (as Textual's own)
 
 
-def status_text(dashboard: Dashboard, pending: TrainingSettings) -> Text:
-    """The status bar's text: run id, elapsed time and outcome first, then the settings in
-    use as the core's facts say (with pending changes as ``old→new``), or the program."""
+def set_border_title(widget: Widget, title: str) -> None:
+    """``widget``'s border title, redrawn only when it changes (Textual redraws the widget
+    on every assignment)."""
+    if widget.border_title != title:
+        widget.border_title = title
+
+
+def status_text(dashboard: Dashboard, pending: TrainingSettings, at: float | None = None) -> Text:
+    """The status bar's text: run id, elapsed time (at ``at``, None: now) and outcome first, then the
+    settings in use as the core's facts say (with pending changes as ``old→new``), or the
+    program."""
     applied = dashboard.settings
     text = Text()
     text.append(f" run {dashboard.run_id or '-'} ", style="bold")
-    text.append(f"│ {duration(dashboard.elapsed())} ")
+    text.append(f"│ {duration(dashboard.elapsed(at))} ")
     if dashboard.finished is not None:
         text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
     facts = dashboard.facts

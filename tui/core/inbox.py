@@ -67,6 +67,10 @@ class Inbox(Generic[Item]):
                 self._dropped += lines
                 self._filled.notify()
 
+    def __len__(self) -> int:
+        """Items queued now."""
+        return len(self._items)
+
     def drain(self) -> tuple[list[Item], int]:
         """Everything queued since the last drain, in order (of its progress updates, the last
         one alone), and how many output lines were dropped meanwhile."""

@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from tui.common.paced_loop import paced_loop
 from tui.core.commands import StopAll
-from tui.core.events import RunOutcome
+from tui.core.events import ProgressUpdate, RunOutcome
 from tui.core.inbox import Inbox
 from tui.core.session import Session
 from tui.core.wire import (
@@ -32,10 +32,15 @@ from tui.core.wire import (
     Closed,
     Execute,
     Failed,
+    Flush,
+    Flushed,
     Outgoing,
+    ProgressPacker,
     Reply,
     Start,
+    Watch,
     portable,
+    prompt,
     read_frame,
     send_pickled,
     sendable,
@@ -49,6 +54,13 @@ GATHER_SECONDS = 0.01
 #: frames a second, each waking the app once, not one per line (issue 35). The app's
 #: frame (``tui.app.app.REFRESH_SECONDS``): the app folds at most one frame per frame of its own.
 FRAME_SECONDS = 0.1
+#: What the app has not on screen (:class:`~tui.core.wire.Watch`) waits for its clock's tick
+#: (a :class:`~tui.core.wire.Flush` a second), and at most this long.
+HOLD_SECONDS = 2.0
+#: ... and only while fewer than this many items wait: a busy run's second of lines (256
+#: tasks stepping: 2,500 items) folded at once held the app's key presses; a few hundred
+#: items a frame, as without holding, did not.
+HOLD_ITEMS = 256
 #: Signals that close the core as the app's Close does (it is in a session of its own, so
 #: none comes from a terminal; these are somebody asking).
 CLOSING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
@@ -65,23 +77,53 @@ APP_GONE_SIGNAL = signal.SIGUSR2
 class Sender:
     """Sends the outbox to the app from a thread of its own, so that a slow app (or a full
     socket) never holds up the core's loop: the outbox then drops output lines, and counts
-    them, as the in-process bridge does."""
+    them, as the in-process bridge does. What the app does not show at once waits for the
+    app's :class:`~tui.core.wire.Flush` (:func:`~tui.core.wire.prompt`)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.outbox: Inbox[Outgoing] = Inbox()
         self._sock = sock
+        self._progress = ProgressPacker()
+        self._watch = Watch()
+        #: Set when the outbox holds something the app shows at once (or was asked for).
+        self._prompt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tfdist-core-sender", daemon=True)
         self._thread.start()
+
+    def put(self, item: Outgoing) -> None:
+        """Queue ``item`` for the app (from any thread)."""
+        self.outbox.put(item)
+        # (Already due, as a busy run's items mostly are: nothing to decide.)
+        if not self._prompt.is_set() and (prompt(item, self._watch) or len(self.outbox) >= HOLD_ITEMS):
+            self._prompt.set()
+
+    @property
+    def due(self) -> bool:
+        """Whether something queued goes at the next frame (else it waits for a flush)."""
+        return self._prompt.is_set()
+
+    def watch(self, watch: Watch) -> None:
+        """The app shows this now: what it held back may concern it, so it goes too."""
+        self._watch = watch
+        self._prompt.set()
+
+    def flush(self) -> None:
+        """Send everything now, then :class:`~tui.core.wire.Flushed`."""
+        self.put(Flushed())
 
     def _run(self) -> None:
         sent = 0.0
         while True:
             self.outbox.wait()
             # The first news after a quiet spell goes after a moment's gathering; a trickle
-            # waits for the frame.
+            # waits for the frame; what the app does not show waits for its flush.
             time.sleep(max(GATHER_SECONDS, sent + FRAME_SECONDS - time.monotonic()))
+            self._prompt.wait(max(0.0, sent + HOLD_SECONDS - time.monotonic()))
+            self._prompt.clear()  # (before the drain: what comes after it rings again)
             sent = time.monotonic()
             items, dropped = self.outbox.drain()
+            items = [self._progress.pack(item) if isinstance(item, ProgressUpdate) else item
+                     for item in items]
             try:
                 send_pickled(self._sock, sendable(Batch(items, dropped)))
             except OSError:
@@ -91,7 +133,7 @@ class Sender:
 
     def finish(self, last: Closed | Failed, timeout: float = 5.0) -> None:
         """Send ``last`` after everything before it, and wait for it to be sent."""
-        self.outbox.put(last)
+        self.put(last)
         self._thread.join(timeout)
 
 
@@ -151,7 +193,7 @@ def read_commands(frames: BinaryIO, loop: asyncio.AbstractEventLoop, session: Se
         def replied(future: asyncio.Future[None]) -> None:
             error = (asyncio.CancelledError("the core closed before it finished")
                      if future.cancelled() else future.exception())
-            sender.outbox.put(Reply(message.number, portable(error)))
+            sender.put(Reply(message.number, portable(error)))
 
         asyncio.ensure_future(session.execute(message.command)).add_done_callback(replied)
 
@@ -162,6 +204,10 @@ def read_commands(frames: BinaryIO, loop: asyncio.AbstractEventLoop, session: Se
             message = None
         if isinstance(message, Execute):
             loop.call_soon_threadsafe(execute, message)
+        elif isinstance(message, Watch):
+            sender.watch(message)
+        elif isinstance(message, Flush):
+            sender.flush()
         elif isinstance(message, Close):
             loop.call_soon_threadsafe(closing.close)
             return
@@ -182,11 +228,11 @@ async def serve(start: Start, sock: socket.socket, frames: BinaryIO) -> int:
     # The app sends its first command once it is up: until then, this machine's warm pools
     # import TensorFlow.
     session.supervisor.prestart()
-    session.supervisor.subscribe(sender.outbox.put)
+    session.supervisor.subscribe(sender.put)
     if session.traffic is not None:
-        session.traffic.subscribe(sender.outbox.put)
+        session.traffic.subscribe(sender.put)
     if session.usage is not None:
-        session.usage.subscribe(sender.outbox.put)
+        session.usage.subscribe(sender.put)
     closing = Closing()
 
     def on_signal(signum: signal.Signals) -> None:

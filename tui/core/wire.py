@@ -4,17 +4,22 @@ nothing else holds, so pickle carries the typed commands and events as they are.
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import socket
 import struct
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from trainer import protocol
 from tui.core.commands import Command
-from tui.core.events import Level, Notice
+from tui.core.events import Level, Notice, ProgressUpdate, TaskOutput, TrainerEvent
 from tui.core.inbox import Happening
 from tui.core.options import RunOptions
+from tui.core.progress import ProgressSnapshot, WorkerProgress
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.traffic import TrafficUpdate
+from tui.core.usage import UsageSample
 
 HEADER = struct.Struct("!Q")
 
@@ -41,6 +46,47 @@ class Close:
 
 
 @dataclass(frozen=True)
+class Watch:
+    """What the app has on screen that moves with each line a task prints: the tasks whose
+    log it shows (None: every task's, the merged log), and whether it shows the progress or
+    the traffic. What concerns none of it (:func:`prompt`) is held back until the app's
+    clock ticks (:class:`Flush`), which draws it all: an idle run's trickle of lines woke
+    both processes ten times a second for nothing on screen (issue 35). Until the app says,
+    everything is on screen."""
+
+    tasks: frozenset[str] | None = None
+    progress: bool = True
+    traffic: bool = True
+
+
+@dataclass(frozen=True)
+class Flush:
+    """Send what is held back now (the app's clock is about to draw); :class:`Flushed` ends it."""
+
+
+@dataclass(frozen=True)
+class Flushed:
+    """Everything held back before the :class:`Flush` came has been sent."""
+
+
+def prompt(item: Outgoing, watch: Watch) -> bool:
+    """Whether the app shows ``item`` as soon as it comes, by ``watch``: output and steps of
+    tasks whose log is not shown, progress and traffic with their panes hidden, and the
+    resource samples (the task table draws those on the clock's tick) can wait for it."""
+    if isinstance(item, TaskOutput):
+        return watch.tasks is None or item.task in watch.tasks
+    if isinstance(item, TrainerEvent):
+        # A step after a worker's first adds no log line (its own line is a TaskOutput).
+        step = isinstance(item.event, protocol.Step) and item.event.local_step != 1
+        return watch.progress or not step
+    if isinstance(item, ProgressUpdate):
+        return watch.progress
+    if isinstance(item, TrafficUpdate):
+        return watch.traffic
+    return not isinstance(item, UsageSample)
+
+
+@dataclass(frozen=True)
 class Reply:
     """The end of command ``number``: ``error`` is what it raised, or None."""
 
@@ -60,9 +106,62 @@ class Closed:
     """Every task stopped, the process is ending."""
 
 
+@dataclass(frozen=True)
+class ProgressDelta:
+    """A :class:`~tui.core.events.ProgressUpdate` as it crosses: the snapshot without its
+    workers, and only the workers whose entry changed since the previous one that crossed
+    (:class:`ProgressPacker`). 256 workers listed ten times a second were most of what the
+    core sent an idle run's app, pickled there and unpickled here (issue 35)."""
+
+    progress: ProgressSnapshot
+    t: float
+    #: The workers' entries new since the previous update (each worker reports by itself).
+    changed: tuple[WorkerProgress, ...]
+    #: The workers' names in the snapshot's order; None: as in the previous update.
+    order: tuple[str, ...] | None
+
+
+class ProgressPacker:
+    """The core's end: each update as the delta from the previous one packed. A worker's
+    entry is a new object when it changed (the tracker makes one per report), so an entry
+    that is the one sent before is not sent again."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, WorkerProgress] = {}
+        self._order: tuple[str, ...] = ()
+
+    def pack(self, update: ProgressUpdate) -> ProgressDelta:
+        workers = update.progress.workers
+        sent = self._sent
+        changed = tuple(w for w in workers if sent.get(w.task) is not w)
+        order = tuple(w.task for w in workers)
+        self._sent = {w.task: w for w in workers}
+        new_order = None if order == self._order else order
+        self._order = order
+        return ProgressDelta(dataclasses.replace(update.progress, workers=()), update.t, changed, new_order)
+
+
+class ProgressUnpacker:
+    """The app's end: each delta back as the whole update (the unchanged workers' entries are
+    the objects the previous update held)."""
+
+    def __init__(self) -> None:
+        self._workers: dict[str, WorkerProgress] = {}
+        self._order: tuple[str, ...] = ()
+
+    def unpack(self, delta: ProgressDelta) -> ProgressUpdate:
+        for worker in delta.changed:
+            self._workers[worker.task] = worker
+        if delta.order is not None:
+            self._order = delta.order
+            self._workers = {name: self._workers[name] for name in delta.order}
+        workers = tuple(map(self._workers.__getitem__, self._order))
+        return ProgressUpdate(progress=dataclasses.replace(delta.progress, workers=workers), t=delta.t)
+
+
 #: What the core's process sends: in one ordered stream, so that a reply follows the events
-#: its command caused.
-Outgoing = Happening | Reply | Failed | Closed
+#: its command caused. (A progress update crosses as a :class:`ProgressDelta`.)
+Outgoing = Happening | Reply | Failed | Closed | Flushed | ProgressDelta
 
 
 @dataclass(frozen=True)
