@@ -1,7 +1,8 @@
 """What a user's program's own source says, read before anything runs: whether it (its entry
-file, or a module of its own that it imports) constructs a TF2 ``ParameterServerStrategy``, whose coordinator is the cluster's
-``chief`` task. Without a ``chief:`` job nothing would ever coordinate it: the ps and
-workers serve and wait forever (at run time the shim can only say so once they are up)."""
+file, or a module of its own that it imports) constructs a TF2 ``ParameterServerStrategy``,
+whose coordinator is the cluster's ``chief`` task. Without a ``chief:`` job nothing would ever
+coordinate it: the ps and workers serve and wait forever (at run time the shim can only say
+so once they are up)."""
 
 from __future__ import annotations
 
