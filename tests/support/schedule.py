@@ -13,25 +13,25 @@ from typing import Any
 
 from xdist.scheduler import LoadFileScheduling
 
-#: Files of few tests that take the longest, longest first (seconds in a quiet full run on 2
-#: cores, from its ``--durations``). A file not listed keeps xdist's order, after these; a name
-#: no longer in the suite is passed over.
+#: Files of few tests that take the longest, longest first (seconds in a full run on 2 cores,
+#: from its ``--durations``). A file not listed keeps xdist's order, after these; a name no
+#: longer in the suite is passed over here and named by tests/test_schedule.py.
 SLOW_FIRST = (
     "tests/launch/test_network_faults.py",  # 3 tests, ~180 s
-    "tests/launch/test_network_faults_ps.py",  # 2 tests, ~180 s
-    "tests/bench/test_warm_smoke.py",  # ~70 s
+    "tests/launch/test_network_faults_ps.py",  # 2 tests, ~130 s
+    "tests/bench/test_warm_smoke.py",  # ~60 s
     "tests/launch/test_warm_runs.py",  # ~50 s
-    "tests/core/supervisor/test_restarts.py",  # ~30 s
-    "tests/bench/test_app_scale.py",  # ~35 s
     "tests/experiments/test_sweep_traffic.py",  # ~35 s
     "tests/launch/test_lab_traffic.py",  # ~35 s
     "tests/program/test_styles.py",  # ~30 s
+    "tests/core/supervisor/test_restarts.py",  # ~30 s
     "tests/launch/test_lab_runs.py",  # ~30 s
     "tests/program/test_after_the_target.py",  # ~25 s
     "tests/launch/test_ssh_runs.py",  # ~25 s
     "tests/program/test_examples.py",  # ~25 s
     "tests/examples/test_tf2_ps_strategy.py",  # ~25 s
     "tests/launch/test_lost_connection.py",  # ~15 s
+    "tests/bench/test_app_scale.py",  # ~15 s
 )
 
 
