@@ -40,6 +40,9 @@ from tui.core.supervisor.records import SupervisorOptions
 
 #: The tasks print a line a second for this long: "running" long enough to press keys.
 TASK_SECONDS = 600.0
+#: How long tab is pressed (one press every 0.2 s) in the idle app, then with the tasks running.
+IDLE_SECONDS = 3.0
+LOADED_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -103,20 +106,22 @@ async def headless_launch(config: ClusterConfig, runs: Path) -> Launch:
     return launch_times(run_dir)
 
 
-async def app_launch(config: ClusterConfig, runs: Path,
-                     core: str = "process") -> tuple[Launch, list[float], list[float]]:
-    """The app: idle key latency, start, every task running, key latency with them, stop."""
+async def app_launch(config: ClusterConfig, runs: Path, core: str = "process",
+                     idle_seconds: float = IDLE_SECONDS,
+                     loaded_seconds: float = LOADED_SECONDS) -> tuple[Launch, list[float], list[float]]:
+    """The app: idle key latency, start, every task running, key latency with them, stop
+    (keys pressed for ``idle_seconds``, then ``loaded_seconds``)."""
     options = RunOptions(config=config, runs_root=runs)
     app = TfdistApp(options, autostart=False, core_factory=core_factory(core, options, _options()))
     async with app.run_test(size=(120, 40)) as pilot:
-        idle = await _press_latencies(app, time.monotonic() + 3)
+        idle = await _press_latencies(app, time.monotonic() + idle_seconds)
         app.query_one(TabbedContent).active = "logs"
         assert app.core is not None
         app.core.send(StartRun())
         while len(app.dashboard.rows) < len(config.tasks) or not all(
                 r.state.value == "running" for r in app.dashboard.rows.values()):
             await pilot.pause(0.02)
-        loaded = await _press_latencies(app, time.monotonic() + 10)
+        loaded = await _press_latencies(app, time.monotonic() + loaded_seconds)
         run_dir = Path(app.dashboard.run_dir)
         app.core.send(StopAll())
         while app.dashboard.finished is None:  # (q would ask while tasks still show as running)
@@ -184,7 +189,10 @@ def ms(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} / {percentile(values, 0.99):.1f} ms"
 
 
-async def measure(tasks: int, past_runs: int, past_mb: float, cores: tuple[str, ...] = CORES) -> str:
+async def measure(tasks: int, past_runs: int, past_mb: float, cores: tuple[str, ...] = CORES,
+                  idle_seconds: float = IDLE_SECONDS, loaded_seconds: float = LOADED_SECONDS) -> str:
+    """The table; keys are pressed for ``idle_seconds`` in the idle app and ``loaded_seconds``
+    with the tasks running (a smoke run's are short)."""
     rows = []
     with TemporaryDirectory() as tmp:
         directory = Path(tmp)
@@ -194,7 +202,8 @@ async def measure(tasks: int, past_runs: int, past_mb: float, cores: tuple[str, 
         headless = [await headless_launch(config, directory / "runs-headless")]
         apps = []
         for core in cores:
-            apps.append((core, *await app_launch(config, directory / f"runs-{core}", core)))
+            apps.append((core, *await app_launch(config, directory / f"runs-{core}", core,
+                                                 idle_seconds, loaded_seconds)))
             headless.append(await headless_launch(config, directory / "runs-headless"))
         bare = min(headless, key=lambda launch: launch.to_running)
         for core, launch, idle, loaded in apps:

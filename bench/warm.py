@@ -173,8 +173,8 @@ async def _one_side(side: str, folder: Path, n_workers: int = 2) -> Sample:
         sample.rss_mib, sample.pss_mib, sample.warm_tasks = _memory(session)
 
         t1 = time.time()
-        _kill(session, "worker1")
-        sample.worker_restart = await steps.until(lambda: steps.stepped_since(t1, ["worker1"])) - t1
+        _kill(session, workers[-1])  # worker1 of the default two: not the chief
+        sample.worker_restart = await steps.until(lambda: steps.stepped_since(t1, workers[-1:])) - t1
 
         t2 = time.time()
         _kill(session, "ps0")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
+
+from tests.support.schedule import SlowFilesFirst
 
 #: Fixtures of real parts any test file may ask for (a private sshd, ...), shared by name.
 pytest_plugins = ["tests.support.sshd", "tests.support.slurm_fixture", "tests.support.netlab_fixture"]
@@ -30,3 +33,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for name in MARKED_FIXTURES:
             if name in getattr(item, "fixturenames", ()):
                 item.add_marker(name)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (pyproject.toml) with the slowest files handed out first
+    (tests/support/schedule.py); any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    return SlowFilesFirst(config, log)

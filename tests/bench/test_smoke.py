@@ -7,24 +7,17 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 import psutil
 import pytest
 
 from bench.__main__ import Report, generate
-from bench.flood import measure
 from bench.processes import TAG_ENV
+from bench.report import Section
 
 pytestmark = pytest.mark.integration
-
-
-async def test_flood_benchmark_smoke() -> None:
-    result = await measure(tasks=2, rate=200, seconds=2)
-    assert result.expected_lines == 800
-    assert result.missing_lines == 0
-    assert result.presses > 0 and result.flood_p99_ms > 0
-    assert "lines missing from the run directory | 0 of 800" in result.table()
 
 
 def test_pipe_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,14 +27,6 @@ def test_pipe_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| --no-ui", "| app"))]
     assert len(rows) == 4
     assert all(row.endswith("| 0 |") for row in rows), rows  # no line missing from the run dir
-
-
-def test_placement_benchmark_smoke() -> None:
-    from bench.placement import table
-
-    text = table(models=("cnn",), ps_counts=(2,))
-    assert "| cnn, round_robin, partitions 1 | 2.00 |" in text
-    assert "| cnn, greedy, partitions = ps | 1.00 |" in text
 
 
 def tagged_processes(tags: list[str]) -> list[str]:
@@ -69,6 +54,30 @@ TINY = ["--reps", "1", "--window", "0.5", "--workers", "1", "--models", "mlp", "
 @pytest.fixture(scope="module")
 def tiny_report() -> Report:
     return generate(TINY)
+
+
+def section_of(report: Report, title: str) -> Section:
+    (section,) = [s for s in report.sections if s.title == title]
+    return section
+
+
+def test_flood_benchmark_smoke(tiny_report: Report) -> None:
+    """bench.flood.measure as the report ran it (2 tasks x 200 lines/s x 2 s, :data:`TINY`)."""
+    section = section_of(tiny_report, "5. Log flood into the Textual app")
+    figures = {f.label: f.samples for f in section.figures}
+    (table,) = section.tables
+    assert figures["lines missing from the run directory"] == (0.0,)
+    assert "| lines missing from the run directory | 0 of 800 |" in table  # every expected line
+    (p99,) = figures["keypress latency under flood, p99"]
+    presses = re.search(r"\((\d+) presses\)", table)
+    assert presses and int(presses.group(1)) > 0 and p99 > 0, table
+
+
+def test_placement_benchmark_smoke(tiny_report: Report) -> None:
+    """bench.placement.table as the report ran it (cnn at 2 ps, :data:`TINY`)."""
+    (text,) = section_of(tiny_report, "4. Placement balance").tables
+    assert "| cnn, round_robin, partitions 1 | 2.00 |" in text
+    assert "| cnn, greedy, partitions = ps | 1.00 |" in text
 
 
 def test_every_cluster_run_succeeded_and_left_nothing_behind(tiny_report: Report) -> None:

@@ -22,8 +22,14 @@ from tests.support.netlab import NetLab
 
 REPO = Path(__file__).resolve().parents[2]
 CUT = 20.0
-#: Enough steps that the run is still training when the cut is over, few enough to end soon.
+#: Enough steps that the run is still training when a worker's host comes back (the other
+#: worker trains on alone through the cut, up to ~350 steps/s on a quiet machine), few enough
+#: to end soon.
 TRAINING: dict[str, object] = {"steps": 12000, "log_every": 50, "checkpoint_every": 1000}
+#: A ps's cut stops every worker's steps (each is an update of the ps's variables), so a run
+#: cut at its first steps is still training when the ps comes back, however long the cut: this
+#: many steps are its end after the link is back, not a margin against the cut's length.
+PS_CUT_STEPS = 3000
 RUN_LIMIT = 360
 
 
@@ -75,8 +81,11 @@ def controllers() -> Iterator[list[Controller]]:
 
 
 def start(controllers: list[Controller], lab: NetLab, tmp_path: Path,
-          network: dict[str, float]) -> Controller:
-    path = standard_layout(lab, tmp_path, ps=1, workers=2, training=TRAINING)
+          network: dict[str, float], steps: int | None = None) -> Controller:
+    """The controller on ``lab`` in the standard layout, training :data:`TRAINING` (``steps``
+    if given)."""
+    training = TRAINING if steps is None else {**TRAINING, "steps": steps}
+    path = standard_layout(lab, tmp_path, ps=1, workers=2, training=training)
     config = yaml.safe_load(path.read_text())
     config["restart"] = {"policy": "on-failure", "max_restarts": 3, "backoff": 1}
     config["network"] = network
@@ -120,6 +129,14 @@ def cut_for(lab: NetLab, host: str, seconds: float) -> float:
     finally:
         lab.restore(host)
     return time.time()
+
+
+def trained_after(controller: Controller, back: float) -> bool:
+    """The run was still short of its target when ``back`` (the link's return) came: every
+    step logged before it is below the target, and it ended (exit 0) having reached it."""
+    before = [step for task in ("worker0", "worker1") for t, step in controller.steps(task) if t <= back]
+    summary = summary_of(controller)
+    return bool(before) and max(before) < summary["target"] <= summary["global_step"]
 
 
 def summary_of(controller: Controller) -> dict[str, Any]:

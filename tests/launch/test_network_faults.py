@@ -64,7 +64,10 @@ def test_a_host_cut_for_good_fails_the_run_and_its_task_stops_itself(
         netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
     lab = netlab(3)
     lease, limit = 6, 30
-    controller = start(controllers, lab, tmp_path, {"lease": lease, "unreachable_timeout": limit})
+    # worker0 trains on alone until the run fails; a target it could reach first (12000 steps at
+    # ~350 steps/s on a quiet machine is 34 s) would end the run another way.
+    controller = start(controllers, lab, tmp_path, {"lease": lease, "unreachable_timeout": limit},
+                       steps=10**7)
     stepping(controller, "worker1")
     assert trainers(lab, "h2")
     lab.cut("h2")

@@ -13,6 +13,7 @@ import pytest
 
 from tests.launch.netfaults import (
     CUT,
+    PS_CUT_STEPS,
     Controller,
     back_in_training,
     controllers,
@@ -20,6 +21,7 @@ from tests.launch.netfaults import (
     start,
     stepping,
     summary_of,
+    trained_after,
     trainers,
 )
 from tests.launch.test_lab_runs import assert_hosts_empty
@@ -33,7 +35,7 @@ __all__ = ["controllers"]  # the fixture, used by name
 def test_a_ps_host_cut_for_20_s_and_the_run_ends_well(
         netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
     lab = netlab(3)
-    controller = start(controllers, lab, tmp_path, {"lease": 30, "unreachable_timeout": 120})
+    controller = start(controllers, lab, tmp_path, {"lease": 30, "unreachable_timeout": 120}, PS_CUT_STEPS)
     stepping(controller, "worker1")
     back = cut_for(lab, "h0", CUT)
     code = controller.finish()
@@ -45,6 +47,7 @@ def test_a_ps_host_cut_for_20_s_and_the_run_ends_well(
     print(f"\nps host cut {CUT:g} s: exit {code}; a worker stepping "
           + (f"{min(after) - back:.1f} s after the link came back" if after else "never again")
           + f"; {back_in_training(controller, 'worker0', back)}; incidents: {incidents}")
+    assert trained_after(controller, back), "the run was not still training when the ps's link came back"
     assert "SIGHUP" not in text
     assert_hosts_empty(lab, within=60)
 
@@ -53,7 +56,7 @@ def test_a_ps_host_cut_past_its_lease_restarts_the_cluster_once_back(
         netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
     lab = netlab(3)
     lease = 6
-    controller = start(controllers, lab, tmp_path, {"lease": lease, "unreachable_timeout": 120})
+    controller = start(controllers, lab, tmp_path, {"lease": lease, "unreachable_timeout": 120}, PS_CUT_STEPS)
     stepping(controller, "worker1")
     lab.cut("h0")
     try:
@@ -69,6 +72,7 @@ def test_a_ps_host_cut_past_its_lease_restarts_the_cluster_once_back(
     assert code == 0, text[-4000:]
     incidents = [(i["kind"], i["task"], i["reason"]) for i in summary_of(controller)["incidents"]]
     assert ("cluster_restart", "ps0") in [(kind, task) for kind, task, _ in incidents], incidents
+    assert trained_after(controller, back), "the run was not still training when the ps's link came back"
     assert "SIGHUP" not in text
     print(f"\nps host cut past its {lease} s lease: exit {code}; "
           f"{back_in_training(controller, 'worker0', back)}; incidents: {incidents}")
