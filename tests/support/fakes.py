@@ -178,6 +178,8 @@ class FakeLauncher:
     _next_pid: int = 1000
     _next_port: int = 40000
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    #: Starts held until the test sets their event: (task name, launch number) -> gate.
+    gates: dict[tuple[str, int], asyncio.Event] = field(default_factory=dict)
 
     def record(self, entry: tuple[str, Any]) -> None:
         """Log what happened (launches, sends, releases) and wake whoever waits for it."""
@@ -200,6 +202,9 @@ class FakeLauncher:
 
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
                     env: Mapping[str, str], cwd: str | None) -> FakeProcess:
+        if (gate := self.gates.get((task.name, len(self.processes.get(task.name, [])) + 1))) is not None:
+            self.record(("held", task.name))
+            await gate.wait()
         self._next_pid += 1
         process = FakeProcess(task, argv, env, self._next_pid, self.record)
         self.processes.setdefault(task.name, []).append(process)

@@ -4,6 +4,7 @@ Scripted fake processes and a fake clock; the real thing is in test_integration_
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
@@ -124,6 +125,37 @@ async def test_a_worker_that_lost_a_ps_which_did_not_fail_is_judged_alone(tmp_pa
     assert summary.reason == "worker1 exited with code 1"
     assert summary.incidents == ()
     assert launcher.starts == NAMES
+
+
+async def test_a_ps_failure_while_a_worker_s_own_restart_is_launching_starts_it_once(tmp_path: Path) -> None:
+    # Over SSH a start takes a while: worker1's own restart is still launching when ps0's
+    # failure restarts the whole cluster (a host back from a cut: both at once).
+    supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=7.0),
+                                                 worker=on_failure(backoff=3.0))
+    gate = launcher.gates[("worker1", 2)] = asyncio.Event()
+    await supervisor.start()
+    first = await running(launcher, recorder, NAMES)
+    first["worker1"].exit(1)
+    await clock.sleeping(3.0)  # its own restart's backoff
+    clock.advance(3.0)
+    await launcher.logged(("held", "worker1"))
+    first["ps0"].exit(-9)
+    await recorder.wait_for(lambda e: isinstance(e, Notice) and "restarting the whole cluster" in e.text)
+    gate.set()  # its own launch ends during the cluster restart: that process is stopped
+    own = await launcher.started("worker1", launch=2)
+    await recorder.state("worker1", S.STOPPED)
+    assert own.terminated == 1
+    await clock.sleeping(7.0)
+    clock.advance(7.0)
+    second = {"ps0": await launcher.started("ps0", 2), "worker0": await launcher.started("worker0", 2),
+              "worker1": await launcher.started("worker1", 3)}
+    for process in second.values():
+        process.ready()
+    await recorder.state("worker1", S.RUNNING, nth=2)
+    await finish_cleanly(second)
+    summary = await supervisor.wait()
+    assert summary.outcome is RunOutcome.SUCCEEDED, summary.reason
+    assert launcher.starts == [*NAMES, "worker1", *NAMES]
 
 
 async def test_a_ps_failure_past_its_restart_budget_fails_the_run(tmp_path: Path) -> None:

@@ -40,6 +40,16 @@ TAIL_LINE_CHARS = 2000
 
 async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     """Start the task's process; return why it could not start, or None."""
+    finished = asyncio.Event()
+    run.launching.add(finished)
+    try:
+        return await _launch(run, task)
+    finally:
+        run.launching.discard(finished)
+        finished.set()
+
+
+async def _launch(run: RunRecord, task: TaskRecord) -> str | None:
     task.new_launch()
     plan = task.plan
     starting = asyncio.ensure_future(run.launcher.start(plan.spec, plan.host, plan.argv, plan.env, plan.cwd))

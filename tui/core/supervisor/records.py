@@ -226,6 +226,9 @@ class RunRecord:
         self.settled_at = self.started_mono
         self.started_wall = started_wall
         self.phase = RunPhase.STARTING
+        #: Launches in flight (a launcher's start can take a warm pool's import): set when
+        #: each ends, its task then starting or failed (tui.core.supervisor.process.launch).
+        self.launching: set[asyncio.Event] = set()
         # Set on entering the phase (RECOVERING's is cleared on leaving it): what waits
         # race against.
         self.entered = {phase: asyncio.Event() for phase in RunPhase}
@@ -326,6 +329,12 @@ class RunRecord:
             return self.tasks[name]
         except KeyError:
             raise ValueError(f"no task named {name!r}") from None
+
+    async def launches_ended(self) -> None:
+        """Return once no launch is in flight: every task is then either started (and can be
+        stopped) or not, and no start already under way can come after a decision."""
+        while self.launching:
+            await asyncio.gather(*(event.wait() for event in list(self.launching)))
 
     def set_state(self, task: TaskRecord, new: TaskState, reason: str = "") -> None:
         """Move ``task`` to ``new`` (checked against :data:`tui.core.task_state.TASK_TRANSITIONS`)

@@ -100,6 +100,9 @@ def _begin_cluster_restart(run: RunRecord, cause: TaskRecord) -> None:
 async def _restart_cluster(run: RunRecord, cause: TaskRecord) -> None:
     policy = run.config.restart_policy(cause.job)
     try:
+        # A task's own restart may be launching it still: let that launch end first, so the
+        # process it makes is stopped with the others, not started a second time beside it.
+        await run.launches_ended()
         survivors = [t for t in run.tasks.values() if t.state.is_active]
         await stop_tasks(run, survivors, f"cluster restart after {cause.name} failed")
         wake = await first_completed({Wake.DONE: run.clock.sleep(policy.backoff),
