@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import schedule
 from tests.support.schedule import SlowFilesFirst
 
 #: Fixtures of real parts any test file may ask for (a private sshd, ...), shared by name.
@@ -38,6 +39,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` (pyproject.toml) with the slowest files handed out first
     (tests/support/schedule.py); any other ``--dist`` is xdist's own."""
-    if config.getvalue("dist") != "loadfile":
+    if config.getvalue("dist") != "loadfile" or not schedule.usable():
         return None
     return SlowFilesFirst(config, log)

@@ -35,6 +35,12 @@ SLOW_FIRST = (
 )
 
 
+def usable() -> bool:
+    """Whether this xdist schedules files the way :class:`SlowFilesFirst` reorders (its
+    private queue and hook): a newer xdist without them keeps its own order, never breaks."""
+    return callable(getattr(LoadFileScheduling, "_assign_work_unit", None))
+
+
 class SlowFilesFirst(LoadFileScheduling):
     """``--dist loadfile`` with the files of :data:`SLOW_FIRST` queued first, in that order."""
 
@@ -42,9 +48,10 @@ class SlowFilesFirst(LoadFileScheduling):
 
     def _assign_work_unit(self, node: Any) -> None:
         # The queue is complete (and in xdist's order) from the first assignment on.
-        if not self._ordered:
+        queue: Any = getattr(self, "workqueue", None)
+        if not self._ordered and hasattr(queue, "move_to_end"):  # (else xdist's own order)
             self._ordered = True
             for scope in reversed(SLOW_FIRST):
-                if scope in self.workqueue:
-                    self.workqueue.move_to_end(scope, last=False)
+                if scope in queue:
+                    queue.move_to_end(scope, last=False)
         super()._assign_work_unit(node)
