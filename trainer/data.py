@@ -5,6 +5,7 @@ Images are float32 in [0, 1], shaped (N, height, width, channels); labels are in
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import pickle
@@ -73,7 +74,16 @@ def load(settings: TrainingSettings) -> Data:
     return _from_files(settings.dataset, settings.data_path)
 
 
+def preload() -> None:
+    """Load the default dataset (digits) now, in a warm pool: the tasks it forks then share
+    the arrays instead of each parsing the file again (40-60 ms of a worker's start)."""
+    _digits()
+
+
+@functools.cache
 def _digits() -> Data:
+    """Once a process: the arrays are read-only, so every caller (and every forked task) can
+    share them."""
     from sklearn.datasets import load_digits  # local: scikit-learn is slow to import
 
     bunch = load_digits()
@@ -84,6 +94,8 @@ def _digits() -> Data:
     order = np.random.default_rng(20161027).permutation(len(labels))
     images, labels = images[order], labels[order]
     cut = int(len(labels) * 0.8)
+    for array in (images, labels):
+        array.flags.writeable = False
     return Data(Split(images[:cut], labels[:cut]), Split(images[cut:], labels[cut:]))
 
 

@@ -19,9 +19,11 @@ from trainer.graph import TrainGraph, build, done_queue
 from trainer.lifecycle import PROCESS_START, emit, log, root_cause
 from trainer.settings import Mode, TrainingSettings
 
-#: How often a non-chief worker checks whether the chief has initialised the model. The
-#: seeds' SessionManager waits 30 s between checks (tensorflow/tensorflow#10679).
-READY_POLL_SECS = 0.05
+#: How often a non-chief worker checks whether the chief has initialised the model: first
+#: after the shortest wait (a warm chief initialises within tens of ms), each wait twice
+#: the last, up to the longest. The seeds' SessionManager waits 30 s between checks
+#: (tensorflow/tensorflow#10679).
+READY_POLL_SECS = (0.005, 0.05)
 EVAL_BATCH = 1024
 
 
@@ -127,8 +129,10 @@ class Worker:
                 # worst a worker runs one step ahead, whose extra gradient joins a round.
                 self.sess.run(g.release_tokens)
         else:
+            wait, longest = READY_POLL_SECS
             while self.sess.run(g.ready_op).size:
-                time.sleep(READY_POLL_SECS)
+                time.sleep(wait)
+                wait = min(2 * wait, longest)
         self.sess.run(g.local_init_op)
         step = int(self.sess.run(g.global_step))
         emit(protocol.Initialized(role="worker", index=self.role.index, global_step=step,

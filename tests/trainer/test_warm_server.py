@@ -152,6 +152,47 @@ def test_a_program_whose_module_the_pool_imported_starts_cold_in_place(pool: Poo
     assert client.COLD_NOTICE in err and "six" in err
 
 
+def test_a_task_collects_garbage_but_never_walks_the_pool_s_heap(pool: Pool, tmp_path: Path) -> None:
+    """The pool imports with the collector off and freezes what it imported: its tasks
+    collect their own garbage (the collector is on, as in a fresh interpreter) while the
+    pool's objects, TensorFlow's included, are in the permanent generation, so a task's
+    full collection neither walks them nor copies their pages."""
+    script = tmp_path / "heap.py"
+    script.write_text("import gc, json\n"
+                      "print(json.dumps({'on': gc.isenabled(), 'frozen': gc.get_freeze_count(),"
+                      " 'unreachable': gc.collect()}))\n")
+    _, code, out, err = run_task(pool, [str(script)], {}, tmp_path)
+    assert code == 0, err
+    report = json.loads(next(line for line in out.splitlines() if '"frozen"' in line))
+    assert report["on"] is True
+    assert report["frozen"] > 100_000  # the import's objects (a bare interpreter has none frozen)
+
+
+def test_the_trainer_pool_preloads_the_default_dataset_read_only(tmp_path: Path) -> None:
+    """The trainer's pool loads digits once, before forking: its tasks share the arrays (read
+    only, so none can change them for the others) instead of each parsing the file again."""
+    code = textwrap.dedent("""
+        import gc, json, sys
+        from trainer.warm import __main__ as pool
+        pool._preload("trainer")
+        from trainer import data
+        cached = data._digits.cache_info().currsize
+        from trainer.settings import Dataset
+        from types import SimpleNamespace
+        loaded = data.load(SimpleNamespace(dataset=Dataset.DIGITS))
+        arrays = (loaded.train.images, loaded.train.labels, loaded.test.images, loaded.test.labels)
+        print(json.dumps({"cached": cached, "same": loaded is data._digits(),
+                          "writeable": any(a.flags.writeable for a in arrays),
+                          "on": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+    """)
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert (report["cached"], report["same"], report["writeable"], report["on"]) == (1, True, False, True)
+    assert report["frozen"] > 100_000
+
+
 def test_the_pool_finds_the_thread_pools_once_and_each_task_only_sets_them(tmp_path: Path) -> None:
     """A task's OMP_NUM_THREADS reaches the BLAS and OpenMP libraries the pool loaded through
     the libraries the pool found before forking: the task does not walk every loaded library

@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 
 from trainer import lifecycle
+from trainer.tfimport import collector_paused
 from trainer.warm import MODES, POOL_ENV, ROOM_BYTES, ROOM_ENV, TRAINER_QUIET_ENV, effective_import_env
 from trainer.warm import server as server_mod
 from trainer.warm.child import prepare_thread_limits
@@ -49,13 +50,18 @@ def _preload(mode: str) -> None:
         # values are those of a quiet trainer task.
         for name, value in TRAINER_QUIET_ENV.items():
             os.environ.setdefault(name, value)
-    for name in PRELOAD[mode]:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            if name in OPTIONAL:
-                continue  # a task that needs it imports it (and fails) as a cold one would
-            raise
+    with collector_paused():
+        for name in PRELOAD[mode]:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                if name in OPTIONAL:
+                    continue  # a task that needs it imports it (and fails) as a cold one would
+                raise
+        if mode == "trainer" and "sklearn.datasets" in sys.modules:
+            from trainer import data
+
+            data.preload()
 
 
 def _check_untouched() -> str:
