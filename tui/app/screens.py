@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -46,14 +46,18 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key, in one place."""
+    """Every key, in one place. At 80x24 the list is taller than the screen: it scrolls by
+    the keys (it has the focus), as the title says."""
 
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="help"):
-            yield Static("tfdist-tui keys", id="help-title")
+        with VerticalScroll(id="help"):
+            yield Static("tfdist-tui keys  (up/down, pgup/pgdn: scroll; esc: close)", id="help-title")
             yield Static(help_text(), id="help-text")
+
+    def on_mount(self) -> None:
+        self.query_one("#help", VerticalScroll).focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

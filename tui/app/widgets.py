@@ -271,16 +271,16 @@ class ThroughputView(Vertical):
         self.query_one("#rate-chart", Sparkline).data = drawable(rates)
         put(self.query_one("#rate-title", Static),
             scaled("aggregate examples/sec" if examples else "global steps/sec", rates,
-                   "{:,.0f}" if examples else "{:,.1f}", "one point a second"))
+                   "{:,.0f}" if examples else "{:,.1f}", "a second"))
         self.query_one("#loss-chart", Sparkline).data = drawable(list(dashboard.loss_history))
         put(self.query_one("#loss-title", Static),
-            scaled("training loss", dashboard.loss_history, "{:.4g}", "one point a step report"))
+            scaled("training loss", dashboard.loss_history, "{:.4g}", "a step report"))
         if workers:
             self._show_workers(dashboard)
 
     def _show_workers(self, dashboard: Dashboard) -> None:
         self.query_one(WorkerCharts).show([
-            (scaled(f"{task} examples/sec", history, "{:,.0f}", ""), drawable(list(history)))
+            (scaled(f"{task} examples/sec", history, "{:,.0f}", "a second"), drawable(list(history)))
             for task, history in dashboard.worker_history.items()])
 
 
@@ -391,11 +391,12 @@ def drawable(values: list[float]) -> list[float]:
     return values if any(values) else []
 
 
-def scaled(title: str, values: Iterable[float], number: str, step: str) -> str:
+def scaled(title: str, values: Iterable[float], number: str, every: str) -> str:
     """A sparkline's title with its scale: a sparkline has no axis, so its lowest and
-    highest values (and what one column is) are said in words."""
+    highest values, how many points it shows and how often one comes (``every``: "a second")
+    are said in words, in few enough that six-figure rates fit 80 columns (the pane's 78)."""
     points = list(values)
     if not points:
         return title
     low, high = number.format(min(points)), number.format(max(points))
-    return f"{title}  (min {low}, max {high}, last {len(points)} points{', ' + step if step else ''})"
+    return f"{title}  (min {low}, max {high}, {len(points)} points, one {every})"

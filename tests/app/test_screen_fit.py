@@ -1,0 +1,85 @@
+"""What a new operator sees at 80x24 and 100x32 (the smallest terminals the app is made
+for): every key of the help can be reached, and the charts' titles are whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.app.scripted import T0, ScriptedCore, running_history
+from tests.support import with_progress
+from trainer import protocol
+from tui.app.app import TfdistApp
+from tui.config.cluster import Job
+from tui.core.events import ControllerEvent, RunStarted, TaskStateChanged, TrainerEvent
+from tui.core.options import RunOptions
+from tui.core.task_state import TaskState
+from tui.plan.tasks import TaskInfo
+
+
+def screen_text(app: TfdistApp) -> list[str]:
+    """The screen as a terminal shows it, a line per row (as ``tmux capture-pane`` reads it)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 32)])
+async def test_every_line_of_the_help_can_be_scrolled_into_sight_by_keys(options: RunOptions, size) -> None:
+    # At 80x24 the help is 11 lines taller than the screen; its last lines (q, Esc, where the
+    # full logs are) were out of sight with no key to reach them (the box had no focus).
+    core = ScriptedCore(running_history(options.config.training))
+    app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        last = "Full logs, events and the summary of every run are in its run directory."
+        quit_line = "q  quit (stops every task"
+        assert "pgup/pgdn: scroll" in "\n".join(screen_text(app))  # the title says how
+        for _ in range(20):  # pgdn until the end shows (at most a screen at a time)
+            if any(last in line for line in screen_text(app)):
+                break
+            await pilot.press("pagedown")
+            await pilot.pause()
+        shown = "\n".join(screen_text(app))
+        assert last in shown and quit_line in shown, shown
+        await pilot.press("escape")  # and it still closes
+        await pilot.pause()
+        assert last not in "\n".join(screen_text(app))
+
+
+def long_run(options: RunOptions) -> list[ControllerEvent]:
+    """Two workers 130 s into a fast run: six-figure rates, four-digit losses, full charts."""
+    tasks = (TaskInfo("ps0", Job.PS, 0, "localhost", 41000),
+             TaskInfo("worker0", Job.WORKER, 0, "localhost", 42000),
+             TaskInfo("worker1", Job.WORKER, 1, "localhost", 42001))
+    events: list[ControllerEvent] = [RunStarted(run_id="long", run_dir=Path("runs/long"), tasks=tasks,
+                                                settings=options.config.training, t=T0)]
+    events += [TaskStateChanged(task=t.name, old=TaskState.PENDING, new=TaskState.RUNNING, pid=100 + n,
+                                t=T0 + 1) for n, t in enumerate(tasks)]
+    for second in range(1, 131):
+        t = T0 + 2 + second
+        events += [TrainerEvent(task=f"worker{i}", t=t, event=protocol.Step(
+            role="worker", index=i, t=t, global_step=2 * 1000 * second + i, local_step=1000 * second,
+            loss=0.04226 + 2.4 / second, examples_per_sec=123_456.0 + 987 * (second % 7) + 10 * i,
+            step_time=0.001, target=2 * 1000 * 200)) for i in range(2)]
+    return with_progress(events)
+
+
+async def test_the_chart_titles_are_whole_at_80_columns(options: RunOptions) -> None:
+    app = TfdistApp(options, core_factory=lambda app: ScriptedCore(long_run(options)), autostart=False,
+                    clock=lambda: T0 + 140)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.refresh_dashboard(force=True)
+        await pilot.press("tab", "tab", "tab")
+        app.refresh_dashboard(force=True)
+        await pilot.pause()
+        shown = screen_text(app)
+        titles = [str(app.query_one(f"#{name}-title").render()) for name in ("rate", "loss")]
+        assert "min 246,922" in titles[0] and "min 0.06072" in titles[1]  # (the figures are in)
+        for title in titles:
+            assert any(title in line for line in shown), (title, shown)
+        # A worker's chart (drawn a line at a time) has its whole title too.
+        worker = next(line for line in shown if "worker0 examples/sec" in line)
+        assert worker.rstrip().endswith(")"), worker
