@@ -116,7 +116,7 @@ class Printer:
             return
         self._last_progress = (snap.global_step, snap.examples_per_sec)
         shown = figures(snap)
-        percent = f" ({shown.fraction:.0%})" if shown.target and shown.fraction is not None else ""
+        percent = f" ({shown.percent}%)" if shown.percent is not None else ""
         target = f"/{shown.target}" if shown.target else ""
         metrics = f"loss {format_number(shown.loss)}"
         if shown.train_accuracy is not None:

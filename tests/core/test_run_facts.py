@@ -17,7 +17,7 @@ import pytest
 from trainer import protocol
 from tui.app.state import Dashboard
 from tui.app.widgets import progress_text, status_text
-from tui.config.cluster import ClusterConfig
+from tui.config.cluster import ClusterConfig, Job
 from tui.config.load import load_config
 from tui.core.events import ControllerEvent, ProgressUpdate, RunStarted, TrainerEvent
 from tui.core.progress import ProgressTracker
@@ -205,3 +205,35 @@ def test_headless_and_the_app_say_the_same(tmp_path: Path, style: Style) -> None
     else:
         for text in ("async", "partitions 1", "greedy"):
             assert text in status
+
+
+@pytest.mark.parametrize(("steps", "shown"), [((1999, 1990), "1999/2000 (99%)"),
+                                              ((2000, 2001), "2001/2000 (100%)")])
+def test_the_percentage_is_100_only_once_the_target_is_reached_on_both_screens(
+        steps: tuple[int, int], shown: str) -> None:
+    # 1,999 of 2,000 was "100%" in the app (rounded) while the run went on; async workers each
+    # apply a last step, so a real run ends at 2,001 of 2,000: the true step, and 100%.
+    settings = load_config(Path(__file__).resolve().parents[2] / "hosts.yaml").training.replace(steps=2000)
+    tasks = tuple(TaskInfo(name=f"worker{i}", job=Job.WORKER, index=i, host="localhost", port=2000 + i)
+                  for i in range(2))
+    events: list[ControllerEvent] = [RunStarted(run_id="r1", run_dir=Path("/tmp/r1"), tasks=tasks,
+                                                settings=settings, t=100.0)]
+    tracker = ProgressTracker(2000)
+    for index, step in enumerate(steps):
+        event = protocol.Step(role="worker", index=index, global_step=step, local_step=step // 2,
+                              loss=0.1, examples_per_sec=1000.0, step_time=0.01, target=2000)
+        tracker.update(f"worker{index}", event, 101.0 + index)
+        events += [TrainerEvent(task=f"worker{index}", event=event, t=101.0 + index),
+                   ProgressUpdate(progress=tracker.snapshot(), t=101.0 + index)]
+    out = io.StringIO()
+    printer = Printer(out, colour=False)
+    dashboard = Dashboard(settings, clock=lambda: 110.0)
+    for event in events:
+        printer.handle(event)
+        dashboard.apply(event)
+    printer.progress_line()
+    step, rest = shown.split("/")
+    target, percent = rest.split(" ")
+    assert f"step {shown}" in out.getvalue(), out.getvalue()
+    app = progress_text(dashboard.figures).plain
+    assert f"global step {int(step):,} / {int(target):,}  {percent.strip('()')}" in app, app

@@ -371,7 +371,7 @@ def progress_text(shown: Figures) -> Text:
     text = Text()
     if shown.target is not None:
         text.append(f"global step {shown.step:,} / {shown.target:,}", style="bold")
-        text.append(f"  {100 * min(shown.step, shown.target) / shown.target:.0f}%")
+        text.append(f"  {shown.percent}%")
         text.append(f"  ETA {duration(shown.eta_seconds)}" if shown.eta_seconds is not None else "  ETA -")
     else:
         text.append(f"global step {shown.step:,}", style="bold")

@@ -82,6 +82,16 @@ class Figures:
     eval_loss: float | None
 
     @property
+    def percent(self) -> int | None:
+        """How much of the target is done, in whole percent rounded down: 100 only once the
+        target is reached (1,999 of 2,000 is 99%, never a rounded 100% while the run goes
+        on), and no more past it (async workers may each apply a last step past the target:
+        2,001 of 2,000 is the true global step, and 100%). None without a target."""
+        if self.target is None:
+            return None
+        return 100 * min(self.step, self.target) // self.target
+
+    @property
     def rate_text(self) -> str:
         """``24,615 ex/s``, ``12.5 steps/s``, or empty while nothing was measured."""
         if self.rate is None:
