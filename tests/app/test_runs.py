@@ -62,5 +62,5 @@ def test_traffic_bars_show_measured_and_expected_rates() -> None:
                                      PsTraffic("ps1", 3072.0, 3072.0, 0, 0)))
     text = traffic_chart(sample, [2048.0, None], width=10).plain
     assert text.splitlines() == ["measured traffic per ps, max/mean 1.71",
-                                 "ps0   ██         1.0 KiB/s (expected 2.0 KiB/s)",
-                                 "ps1   ██████████ 6.0 KiB/s"]
+                                 "ps0  ██         1.0 KiB/s (expected 2.0 KiB/s)",
+                                 "ps1  ██████████ 6.0 KiB/s"]

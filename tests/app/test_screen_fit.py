@@ -15,6 +15,7 @@ from tui.config.cluster import Job
 from tui.core.events import ControllerEvent, RunStarted, TaskStateChanged, TrainerEvent
 from tui.core.options import RunOptions
 from tui.core.task_state import TaskState
+from tui.core.traffic import PsTraffic, TrafficSample, TrafficUpdate
 from tui.plan.tasks import TaskInfo
 
 
@@ -83,3 +84,29 @@ async def test_the_chart_titles_are_whole_at_80_columns(options: RunOptions) -> 
         # A worker's chart (drawn a line at a time) has its whole title too.
         worker = next(line for line in shown if "worker0 examples/sec" in line)
         assert worker.rstrip().endswith(")"), worker
+
+
+async def test_the_traffic_bars_line_up_with_the_placement_bars(options: RunOptions) -> None:
+    # The measured traffic (and, after the run, its summary) sat at the pane's left edge, a
+    # column left of the placement's bars and the shard table above and below it, its bars a
+    # column right of the placement's, and each ps's line wrapped at 80 columns.
+    sample = TrafficSample(t=T0 + 30, global_step=900, ps=tuple(
+        PsTraffic(f"ps{i}", 1e6 * (i + 1), 1e6, 10**8, 10**8) for i in range(2)))
+    events = [*running_history(options.config.training), TrafficUpdate(sample, (2e6, 3e6))]
+    app = TfdistApp(options, core_factory=lambda app: ScriptedCore(events), autostart=False,
+                    clock=lambda: T0 + 40)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("tab", "tab")
+        app.refresh_dashboard(force=True)
+        await pilot.pause()
+        shown = screen_text(app)
+        placed = next(line for line in shown if "current placement" in line)
+        measured = next(line for line in shown if "measured traffic per ps" in line)
+        bars = [line for line in shown if line.lstrip().startswith("ps0 ") and "█" in line]
+        assert len(bars) == 2, shown  # the placement's bar for ps0 and its traffic's
+        assert measured.index("measured") == placed.index("current"), shown
+        assert bars[0].index("ps0") == bars[1].index("ps0"), shown
+        assert bars[0].index("█") == bars[1].index("█"), shown
+        # Each ps's measured rate and its expectation on one line (it wrapped at 80 columns).
+        assert "(expected" in bars[1] and bars[1].rstrip().endswith("MiB/s)"), shown

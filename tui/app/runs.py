@@ -154,9 +154,12 @@ def traffic_view(update: TrafficUpdate) -> Text:
     return traffic_chart(update.sample, list(update.expected_per_sec))
 
 
-def traffic_chart(sample: TrafficSample | None, expected: list[float | None], width: int = 40) -> Text:
+def traffic_chart(sample: TrafficSample | None, expected: list[float | None], width: int = 32) -> Text:
     """Measured bytes/s per ps (both directions) as bars, each beside the placement's
-    expectation; the measured max/mean ratio coloured by how bad it is."""
+    expectation; the measured max/mean ratio coloured by how bad it is. Its bars line up
+    with the placement's above it (:func:`tui.app.widgets.bar_chart`: the same name column
+    and width), and a line fits the pane at 80 columns (``ps0  `` + 32 + `` 123.4 MiB/s
+    (expected 123.4 MiB/s)``: 72 of 76)."""
     text = Text()
     if sample is None or not sample.ps:
         text.append("measured traffic: no samples yet (read from each ps's TCP counters)", "dim")
@@ -170,7 +173,7 @@ def traffic_chart(sample: TrafficSample | None, expected: list[float | None], wi
     peak = max(rates) or 1.0
     for number, ps in enumerate(sample.ps):
         filled = round(width * ps.per_sec / peak)
-        text.append(f"{ps.task:<6}")
+        text.append(f"{ps.task:<5}")
         text.append("█" * filled, style="magenta")
         text.append(" " * (width - filled))
         text.append(f" {format_rate(ps.per_sec)}")

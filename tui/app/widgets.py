@@ -227,8 +227,9 @@ class PlacementView(VerticalScroll):
                               format_bytes(v.bytes), f"ps{v.ps}")
 
 
-def bar_chart(title: str, placement: protocol.Placement, width: int = 40) -> Text:
-    """One bar per ps; the ratio max/mean is coloured by how bad it is."""
+def bar_chart(title: str, placement: protocol.Placement, width: int = 32) -> Text:
+    """One bar per ps; the ratio max/mean is coloured by how bad it is. (As wide as the
+    measured traffic's bars below it, :func:`tui.app.runs.traffic_chart`.)"""
     text = Text()
     ratio = placement.max_mean_ratio
     style = "green" if ratio <= 1.10 else "yellow" if ratio <= 1.5 else "bold red"
