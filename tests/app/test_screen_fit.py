@@ -12,6 +12,7 @@ from tests.support import with_progress
 from trainer import protocol
 from tui.app.app import TfdistApp
 from tui.config.cluster import Job
+from tui.core.commands import StartTask
 from tui.core.events import ControllerEvent, RunStarted, TaskStateChanged, TrainerEvent
 from tui.core.options import RunOptions
 from tui.core.task_state import TaskState
@@ -110,3 +111,26 @@ async def test_the_traffic_bars_line_up_with_the_placement_bars(options: RunOpti
         assert bars[0].index("█") == bars[1].index("█"), shown
         # Each ps's measured rate and its expectation on one line (it wrapped at 80 columns).
         assert "(expected" in bars[1] and bars[1].rstrip().endswith("MiB/s)"), shown
+
+
+async def test_the_runs_pane_footer_still_shows_help_and_quit_at_80_columns(options: RunOptions) -> None:
+    # The Runs pane's own keys (space, c, g) came first and pushed "? Help q Quit" off an
+    # 80-column footer. The task keys make room there; they still work (and are in the help).
+    core = ScriptedCore(running_history(options.config.training))
+    app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.refresh_dashboard(force=True)
+        await pilot.press("tab", "tab", "tab", "tab")
+        for _ in range(50):  # the footer is recomposed after the focus moved
+            await pilot.pause(0.05)
+            footer_keys = {k.key: k for k in app.query("FooterKey").results()}
+            if "space" in footer_keys:
+                break
+        shown = {key: k for key, k in footer_keys.items() if k.region.width}  # type: ignore[attr-defined]
+        for key in ("space", "c", "g", "question_mark", "q"):
+            assert key in shown and shown[key].region.right <= 80, (key, footer_keys)
+        assert "s" not in shown
+        await pilot.press("s")  # still starts the selected task
+        await pilot.pause()
+        assert StartTask("ps0") in core.commands, core.commands

@@ -10,6 +10,7 @@ from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.geometry import Size
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
@@ -18,10 +19,11 @@ from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, ProgressBar, Sparkline, Static, TabbedContent, TabPane
+from textual.widgets._footer import FooterKey
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
-from tui.app.controls import TOGGLES, Toggle
+from tui.app.controls import CONTROLS, TOGGLES, Section, Toggle
 from tui.app.state import Dashboard
 from tui.common.units import format_bytes
 from tui.core.run_facts import Figures, RateUnit
@@ -153,12 +155,28 @@ def status_text(dashboard: Dashboard, pending: TrainingSettings, at: float | Non
     return text
 
 
+#: Footer keys that make room where the focused pane shows its own (the Runs list's space,
+#: c, g): 80 columns do not hold both, and "? Help q Quit" at the end were cut off. They
+#: still act there, and the help lists them.
+_MAKE_ROOM = frozenset(c.action for c in CONTROLS
+                       if c.action is not None and c.section in (Section.TASKS, Section.SETTINGS))
+_PANE_ACTIONS = frozenset(c.action for c in CONTROLS if c.action is not None and c.pane is not None)
+
+
 class QuietFooter(Footer):
     """Textual's footer, rebuilt only when the keys it shows change. The stock one rebuilds
     every key widget on each focus change; under a log flood that stalled pane switches that
-    move the focus (into and out of the Runs list) by 100-300 ms (``python -m bench.flood``)."""
+    move the focus (into and out of the Runs list) by 100-300 ms (``python -m bench.flood``).
+    A pane's own keys take the place of the task keys (:data:`_MAKE_ROOM`)."""
 
     _shown: tuple[tuple[str, str, str, bool, str], ...] | None = None
+
+    def compose(self) -> ComposeResult:
+        keys = list(super().compose())
+        if any(isinstance(key, FooterKey) and key.action in _PANE_ACTIONS for key in keys):
+            keys = [key for key in keys if not (isinstance(key, FooterKey) and key.action in _MAKE_ROOM)]
+            self.styles.grid_size_columns = len(keys)
+        yield from keys
 
     def bindings_changed(self, screen: Screen[object]) -> None:
         shown = tuple((binding.key, binding.description, binding.action, enabled, tooltip)
