@@ -38,8 +38,9 @@ class TaskTable(DataTable[Text | str]):
     # last row.
     BINDINGS = [Binding("end", "app.follow_log", "Follow", show=False)]
 
-    # Up to "out" fits 80 columns with the cell padding; the share comes last, seen from
-    # about 92 columns (or by scrolling right). The reason of a failure is in the log pane.
+    # Up to "out" fits 80 columns with the cell padding; the share comes last, seen whole
+    # from 106 columns (the widths plus a column of padding each side; at 100 it reads
+    # "sha"), or by scrolling right. The reason of a failure is in the log pane.
     # "rst": times started again in this run (the core's count); "gstep": the global step
     # of the worker's latest report (one meaning: never its local step).
     # "cpu%" and "rss": the task's whole process group on its host (tui.core.usage).
