@@ -9,8 +9,10 @@ import pytest
 
 from tests.app.scripted import T0, ScriptedCore, running_history
 from tests.support import with_progress
+from tests.support.runfixtures import write_run
 from trainer import protocol
 from tui.app.app import TfdistApp
+from tui.app.runs import RunsView
 from tui.config.cluster import Job
 from tui.core.commands import StartTask
 from tui.core.events import ControllerEvent, RunStarted, TaskStateChanged, TrainerEvent
@@ -134,3 +136,27 @@ async def test_the_runs_pane_footer_still_shows_help_and_quit_at_80_columns(opti
         await pilot.press("s")  # still starts the selected task
         await pilot.pause()
         assert StartTask("ps0") in core.commands, core.commands
+
+
+async def test_the_runs_list_shows_each_runs_results_at_80_columns(options: RunOptions) -> None:
+    # The results came last, after the settings: "accuracy" was cut at 100 columns and the
+    # loss out of sight at 80 (the list read "... workers  wal").
+    write_run(options.runs_root, "20240101-000001-aaaaaa", "async", (100.0, 300.0), 0.25, 0.9, None,
+              options.config.path)
+    core = ScriptedCore(running_history(options.config.training))
+    app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("tab", "tab", "tab", "tab")
+        view = app.query_one(RunsView)
+        for _ in range(100):  # the list is read on a worker thread
+            await pilot.pause(0.05)
+            if view.listed:
+                break
+        await pilot.pause()
+        shown = screen_text(app)
+        header = next(line for line in shown if " run " in line and "outcome" in line)
+        row = next(line for line in shown if "20240101-000001-aaaaaa" in line)
+        for name in ("outcome", "wall s", "loss", "accuracy"):
+            assert f" {name} " in header, header
+        assert "succeeded" in row and "12.3" in row and "0.2500" in row and "0.9000" in row, row

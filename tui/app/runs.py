@@ -66,8 +66,10 @@ class RunsView(Vertical):
 
     def on_mount(self) -> None:
         table = self.query_one("#runs-table", DataTable)
-        for column in ("", "run", "outcome", "mode", "partitions", "placement", "workers", "wall s",
-                       "loss", "accuracy"):
+        # The results before the settings: at 80 columns the run, its outcome, time, loss and
+        # accuracy are on screen (the settings follow, by scrolling right from 100 columns).
+        for column in ("", "run", "outcome", "wall s", "loss", "accuracy", "mode", "partitions",
+                       "placement", "workers"):
             table.add_column(column, key=column or "mark")
         # Not read now: the pane is hidden at start, and the first frame must not wait for
         # the runs folder. Opening the pane reads it (action_reload_runs).
@@ -90,11 +92,12 @@ class RunsView(Vertical):
         table.clear()
         for run in message.runs:
             # Text cells: a str cell is read as markup, and these are a run directory's words.
-            cells = (run.run_id, run.outcome, run.setting("mode"), run.setting("partitions"),
-                     run.setting("placement"), run.setting("workers"))
+            cells = (run.run_id, run.outcome)
+            settings = (run.setting("mode"), run.setting("partitions"), run.setting("placement"),
+                        run.setting("workers"))
             table.add_row(SELECTED if run.run_id in self.selected else "", *(Text(inert(c)) for c in cells),
-                          f"{run.wall_time:.1f}", _number(run.final_loss),
-                          _number(run.final_accuracy), key=run.run_id)
+                          f"{run.wall_time:.1f}", _number(run.final_loss), _number(run.final_accuracy),
+                          *(Text(inert(c)) for c in settings), key=run.run_id)
         if 0 <= cursor < table.row_count:
             table.move_cursor(row=cursor)
         comparison = self.query_one("#runs-comparison", Static)
