@@ -160,3 +160,10 @@ async def test_the_runs_list_shows_each_runs_results_at_80_columns(options: RunO
         for name in ("outcome", "wall s", "loss", "accuracy"):
             assert f" {name} " in header, header
         assert "succeeded" in row and "12.3" in row and "0.2500" in row and "0.9000" in row, row
+        # space selects it, and says so: the mark's column was 0 wide (its "●" never shown).
+        assert "●" not in row
+        await pilot.press("space")
+        await pilot.pause()
+        assert view.selected == ["20240101-000001-aaaaaa"]
+        row = next(line for line in screen_text(app) if "20240101-000001-aaaaaa" in line)
+        assert "●" in row, row

@@ -70,7 +70,9 @@ class RunsView(Vertical):
         # accuracy are on screen (the settings follow, by scrolling right from 100 columns).
         for column in ("", "run", "outcome", "wall s", "loss", "accuracy", "mode", "partitions",
                        "placement", "workers"):
-            table.add_column(column, key=column or "mark")
+            # (The mark's column is as wide as its "●": an auto width was that of the rows
+            # first listed, none selected, and a selection then showed nothing.)
+            table.add_column(column, key=column or "mark", width=None if column else len(SELECTED))
         # Not read now: the pane is hidden at start, and the first frame must not wait for
         # the runs folder. Opening the pane reads it (action_reload_runs).
 
