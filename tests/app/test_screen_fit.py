@@ -3,6 +3,7 @@ for): every key of the help can be reached, and the charts' titles are whole."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,19 @@ from tui.app.app import TfdistApp
 from tui.app.runs import RunsView
 from tui.config.cluster import Job
 from tui.core.commands import StartTask
-from tui.core.events import ControllerEvent, RunStarted, TaskStateChanged, TrainerEvent
+from tui.core.events import (
+    ControllerEvent,
+    RunFinished,
+    RunOutcome,
+    RunStarted,
+    RunSummary,
+    TaskStateChanged,
+    TrainerEvent,
+)
 from tui.core.options import RunOptions
 from tui.core.task_state import TaskState
 from tui.core.traffic import PsTraffic, TrafficSample, TrafficUpdate
+from tui.headless import Printer
 from tui.plan.tasks import TaskInfo
 
 
@@ -167,3 +177,28 @@ async def test_the_runs_list_shows_each_runs_results_at_80_columns(options: RunO
         assert view.selected == ["20240101-000001-aaaaaa"]
         row = next(line for line in screen_text(app) if "20240101-000001-aaaaaa" in line)
         assert "●" in row, row
+
+
+@pytest.mark.parametrize(("step", "target", "said"), [(512, 0, "step 512 in 40 s"),
+                                                       (3001, 3000, "step 3001/3000 in 40 s")])
+async def test_the_runs_end_says_its_step_as_headless_does(options: RunOptions, step: int, target: int,
+                                                           said: str) -> None:
+    # A run without a target (0: a user's program that never said one) ended with the toast
+    # "step 512/0"; headless says "steps 512". Past its target (async), the true step.
+    summary = RunSummary(run_id="20270115-093000-abc123", run_dir=Path("runs/x"),
+                         outcome=RunOutcome.SUCCEEDED,
+                         reason="", started_at=T0, wall_time=40.0, global_step=step, target=target,
+                         final_loss=0.3, final_accuracy=None, tasks=())
+    events = [*running_history(options.config.training), RunFinished(summary=summary, t=T0 + 41)]
+    app = TfdistApp(options, core_factory=lambda app: ScriptedCore(events), autostart=False,
+                    clock=lambda: T0 + 41)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.refresh_dashboard(force=True)
+        await pilot.pause()
+        toasts = [str(n.message) for n in app._notifications]
+        assert f"run succeeded: {said}" in toasts, toasts
+    out = io.StringIO()
+    Printer(out, colour=False).summary(summary)
+    headless = next(line for line in out.getvalue().splitlines() if line.startswith("  steps"))
+    assert headless.split()[1:] == ([str(step)] if not target else [str(step), "/", str(target)]), headless

@@ -44,7 +44,10 @@ class Announcements(App[int]):
         # (A hint has its own line under the table until the core takes it back: no toast.)
         elif isinstance(event, RunFinished):
             summary = event.summary
-            self.notify(f"run {summary.outcome.value}: step {summary.global_step}/{summary.target}"
+            # A run without a target (a user's program that never said) has none: never
+            # "step 500/0" (headless's summary says "steps 500").
+            target = f"/{summary.target}" if summary.target else ""
+            self.notify(f"run {summary.outcome.value}: step {summary.global_step}{target}"
                         f" in {summary.wall_time:.0f} s",
                         severity="information" if summary.outcome is RunOutcome.SUCCEEDED else "warning")
 
