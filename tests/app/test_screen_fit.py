@@ -202,3 +202,24 @@ async def test_the_runs_end_says_its_step_as_headless_does(options: RunOptions, 
     Printer(out, colour=False).summary(summary)
     headless = next(line for line in out.getvalue().splitlines() if line.startswith("  steps"))
     assert headless.split()[1:] == ([str(step)] if not target else [str(step), "/", str(target)]), headless
+
+
+async def test_the_rate_keeps_its_unit_when_the_workers_are_done(options: RunOptions) -> None:
+    # Once the last worker exited, its examples/sec went with it: the headline read
+    # "267.0 steps/s" for a finished run, and the examples/sec chart became a steps/sec one.
+    events = long_run(options)
+    events += [TaskStateChanged(task=f"worker{i}", old=TaskState.RUNNING, new=TaskState.SUCCEEDED,
+                                t=T0 + 135) for i in range(2)]
+    app = TfdistApp(options, core_factory=lambda app: ScriptedCore(with_progress(events)), autostart=False,
+                    clock=lambda: T0 + 140)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.pause()
+        app.refresh_dashboard(force=True)
+        await pilot.press("tab", "tab", "tab")
+        app.refresh_dashboard(force=True)
+        await pilot.pause()
+        assert not app.dashboard.progress.workers  # (both gone)
+        headline = str(app.query_one("#progress-text").render())
+        assert "- ex/s" in headline and "steps/s" not in headline, headline
+        title = str(app.query_one("#rate-title").render())
+        assert title.startswith("aggregate examples/sec") and "min 0," in title, title

@@ -61,6 +61,9 @@ class ProgressSnapshot:
     train_accuracy: float | None = None
     #: The loss of the latest evaluation (kept apart from the training loss).
     eval_loss: float | None = None
+    #: Some worker of the run reported examples/sec: the run's rate is in examples/s even
+    #: once none trains (its last worker done, or restarting), never then the global step's.
+    counts_examples: bool = False
 
     @classmethod
     def empty(cls, target: int) -> ProgressSnapshot:
@@ -82,6 +85,7 @@ class ProgressTracker:
     def __init__(self, target: int) -> None:
         self._target = target
         self._global_step = 0
+        self._counts_examples = False
         self._workers: dict[str, WorkerProgress] = {}
         #: The workers' names in the order snapshots list them, made again only when a worker
         #: comes or goes (a snapshot per step must not sort every worker).
@@ -116,6 +120,7 @@ class ProgressTracker:
             else:
                 self._rate_total -= before.examples_per_sec
             self._rate_total += event.examples_per_sec
+            self._counts_examples = self._counts_examples or event.examples_per_sec > 0
             self._since_resum += 1
             self._workers[task] = _make_worker(task=task, global_step=event.global_step,
                                                local_step=event.local_step,
@@ -223,6 +228,7 @@ class ProgressTracker:
             steps_per_sec=self.steps_per_sec(),
             train_accuracy=self._train_accuracy,
             eval_loss=self._eval_loss,
+            counts_examples=self._counts_examples,
         )
 
     @property

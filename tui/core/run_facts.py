@@ -104,7 +104,9 @@ def figures(snapshot: ProgressSnapshot) -> Figures:
     """The figures of ``snapshot``: examples/s when any task reported some, else the global
     step's rate; each task's examples/s (a coordinator's is the cluster's, its workers' are
     its parts)."""
-    examples = snapshot.examples_per_sec > 0
+    # (Once a worker said examples/sec, the unit stays: the run's end, its workers gone, read
+    # "267.0 steps/s" and the examples/sec chart became a global steps/sec one.)
+    examples = snapshot.examples_per_sec > 0 or snapshot.counts_examples
     rate = snapshot.examples_per_sec if examples else snapshot.steps_per_sec
     tasks = tuple(TaskRate(w.task, w.examples_per_sec, w.coordinates) for w in snapshot.workers) \
         if examples else ()
