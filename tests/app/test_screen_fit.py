@@ -206,7 +206,8 @@ async def test_the_runs_end_says_its_step_as_headless_does(options: RunOptions, 
 
 async def test_the_rate_keeps_its_unit_when_the_workers_are_done(options: RunOptions) -> None:
     # Once the last worker exited, its examples/sec went with it: the headline read
-    # "267.0 steps/s" for a finished run, and the examples/sec chart became a steps/sec one.
+    # "267.0 steps/s" for a finished run, and the examples/sec chart became a steps/sec one;
+    # a run that stopped short kept its last ETA.
     events = long_run(options)
     events += [TaskStateChanged(task=f"worker{i}", old=TaskState.RUNNING, new=TaskState.SUCCEEDED,
                                 t=T0 + 135) for i in range(2)]
@@ -221,5 +222,6 @@ async def test_the_rate_keeps_its_unit_when_the_workers_are_done(options: RunOpt
         assert not app.dashboard.progress.workers  # (both gone)
         headline = str(app.query_one("#progress-text").render())
         assert "- ex/s" in headline and "steps/s" not in headline, headline
+        assert "ETA -" in headline, headline  # (it read "ETA 0:01:09" with nothing training)
         title = str(app.query_one("#rate-title").render())
         assert title.startswith("aggregate examples/sec") and "min 0," in title, title

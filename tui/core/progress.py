@@ -192,8 +192,9 @@ class ProgressTracker:
         return True
 
     def steps_per_sec(self) -> float | None:
-        """The global step's rate over the recent step reports (None before two)."""
-        if len(self._history) < 2:
+        """The global step's rate over the recent step reports (None before two, and once no
+        worker trains: a stopped run's last rate, and an ETA from it, are no longer true)."""
+        if len(self._history) < 2 or not self._workers:
             return None
         (t0, s0), (t1, s1) = self._history[0], self._history[-1]
         if t1 <= t0 or s1 <= s0:
