@@ -7,8 +7,9 @@ import io
 from pathlib import Path
 
 import pytest
+from textual.widgets import TabbedContent
 
-from tests.app.scripted import T0, ScriptedCore, running_history
+from tests.app.scripted import T0, ScriptedCore, placement, running_history
 from tests.support import with_progress
 from tests.support.runfixtures import write_run
 from trainer import protocol
@@ -225,3 +226,40 @@ async def test_the_rate_keeps_its_unit_when_the_workers_are_done(options: RunOpt
         assert "ETA -" in headline, headline  # (it read "ETA 0:01:09" with nothing training)
         title = str(app.query_one("#rate-title").render())
         assert title.startswith("aggregate examples/sec") and "min 0," in title, title
+
+
+@pytest.mark.parametrize("pane", ["throughput", "placement"])
+async def test_l_goes_into_the_pane_shown_and_its_keys_scroll_it(options: RunOptions, pane: str) -> None:
+    # At 80x24 the second worker's chart (and a model's last shards) are below the pane's
+    # end; no key reached them (the focus is on the task table; l went to the Logs tab).
+    tasks = (TaskInfo("ps0", Job.PS, 0, "localhost", 41000),
+             *(TaskInfo(f"worker{i}", Job.WORKER, i, "localhost", 42000 + i) for i in range(4)))
+    events: list[ControllerEvent] = [RunStarted(run_id="r", run_dir=Path("runs/r"), tasks=tasks,
+                                                settings=options.config.training, t=T0)]
+    events += [TaskStateChanged(task=t.name, old=TaskState.PENDING, new=TaskState.RUNNING, pid=100 + n,
+                                t=T0 + 1) for n, t in enumerate(tasks)]
+    events.append(TrainerEvent(task="worker0", event=placement(num_ps=1), t=T0 + 2))
+    for second in range(1, 20):
+        events += [TrainerEvent(task=f"worker{i}", t=T0 + 2 + second, event=protocol.Step(
+            role="worker", index=i, t=T0 + 2 + second, global_step=8 * second + i, local_step=2 * second,
+            loss=1.0 / second, examples_per_sec=1000.0 + i, step_time=0.01, target=2000)) for i in range(4)]
+    app = TfdistApp(options, core_factory=lambda app: ScriptedCore(with_progress(events)), autostart=False,
+                    clock=lambda: T0 + 30)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.refresh_dashboard(force=True)
+        await pilot.press(*["tab"] * (3 if pane == "throughput" else 2))
+        app.refresh_dashboard(force=True)
+        await pilot.pause()
+        view = app.query_one(f"#{pane}-view")
+        assert view.max_scroll_y > 0  # more than the screen holds
+        await pilot.press("l")
+        await pilot.pause()
+        assert app.focused is view and app.query_one(TabbedContent).active == pane
+        await pilot.press("end")
+        await pilot.pause()
+        assert view.scroll_y == view.max_scroll_y
+        last = "worker3 examples/sec" if pane == "throughput" else "fc2/biases"
+        assert any(last in line for line in screen_text(app)), screen_text(app)
+        await pilot.press("l")  # and back to the table, whose keys act again
+        assert app.focused is app.table

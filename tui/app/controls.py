@@ -129,6 +129,7 @@ CONTROLS: tuple[Control, ...] = (
 #: Said once on the help screen, below its section.
 SECTION_NOTES = {
     Section.SETTINGS: "+, - and p preview the new placement (Placement tab).",
+    Section.VIEWS: "On the Placement and Throughput tabs, l goes into the pane to scroll it.",
 }
 
 

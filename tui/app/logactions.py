@@ -26,6 +26,10 @@ from tui.common.terminal import inert
 FIELDS = ("search", "filter")
 
 
+#: The panes that ``l`` goes into, by the id of their view.
+SCROLLED_VIEWS = {"placement": "#placement-view", "throughput": "#throughput-view"}
+
+
 class LogActions(App[int]):
     """What the operator does with the log panes."""
 
@@ -100,7 +104,14 @@ class LogActions(App[int]):
 
     def action_focus_log(self) -> None:
         """Into the log (its keys scroll it), into the split view's other half, and back to
-        the task table."""
+        the task table. On the Placement and Throughput panes: into that pane's view, and
+        back (a model's shards and the workers' charts run past 80x24, and the task table
+        has the other keys)."""
+        view = SCROLLED_VIEWS.get(self.query_one(TabbedContent).active)
+        if view is not None:
+            widget = self.query_one(view)
+            (self.table if self.focused is widget else widget).focus()
+            return
         self._to_log_tab()
         panes = self.shown_log_panes
         focused = self.focused

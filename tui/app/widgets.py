@@ -11,7 +11,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.geometry import Size
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.screen import Screen
@@ -264,8 +264,9 @@ def bar_chart(title: str, placement: protocol.Placement, width: int = 32) -> Tex
     return text
 
 
-class ThroughputView(Vertical):
-    """Progress to the target with ETA, aggregate and per-worker examples/sec, loss trend."""
+class ThroughputView(VerticalScroll):
+    """Progress to the target with ETA, aggregate and per-worker examples/sec, loss trend.
+    Scrolled by its keys once ``l`` gave it the focus (the workers' charts run past 80x24)."""
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(id="progress-text")
