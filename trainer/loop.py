@@ -262,7 +262,9 @@ class Worker:
 
     # -- the end --------------------------------------------------------------------------
 
-    def finish(self, reason: str) -> None:
+    def finish(self, reason: str) -> int:
+        """Evaluate and save (the chief), let the ps tasks go, say ``done``; the global step
+        the run ended at."""
         step = int(self.sess.run(self.graph.global_step))
         accuracy = None
         if self.is_chief:
@@ -281,6 +283,7 @@ class Worker:
                 pass  # that ps only leaves once it holds our token
         emit(protocol.Done(role="worker", index=self.role.index, reason=reason, global_step=step,
                            local_step=self.local_step, loss=self.last_loss, accuracy=accuracy))
+        return step
 
 
 def run_worker(tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role,
@@ -288,9 +291,12 @@ def run_worker(tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role
     worker = Worker(tf, settings, cluster, role, hold)
     start = worker.initialize()
     reason = worker.train(start)
-    worker.finish(reason)
+    step = worker.finish(reason)
     if reason == protocol.REASON_TARGET_REACHED:
-        log(f"worker{role.index}: reached global step {settings.steps} "
+        # The step reached, not the target: async workers each apply a last step, so a run of
+        # 2000 ends at 2001 ("done at step 2001" beside "reached global step 2000" read as two
+        # truths).
+        log(f"worker{role.index}: reached global step {step} (target {settings.steps}) "
             f"after {worker.local_step} local steps")
     _leave_with_session_open()
 

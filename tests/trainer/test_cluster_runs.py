@@ -69,6 +69,12 @@ def test_default_async_run(tmp_path) -> None:
     final_global = max(d.global_step for d in dones)
     assert sum(d.local_step for d in dones) == final_global
     assert final_global >= 1000
+    # Each worker's last line says the step it reached, as its done event does (it said
+    # the target: "reached global step 1000" beside "done at step 1001").
+    for index, done in enumerate(dones):
+        said = [line for _, line in cluster.task(f"worker{index}").lines if "reached global step" in line]
+        assert said == [f"worker{index}: reached global step {done.global_step} (target 1000) "
+                        f"after {done.local_step} local steps"], said
     # Held-out accuracy of the default run.
     (evaluation,) = chief.of(protocol.Eval)
     assert evaluation.accuracy >= 0.90
