@@ -100,7 +100,7 @@ CONTROLS: tuple[Control, ...] = (
     Control("f", "f", "toggle_follow", "Follow", "follow the log on / off (shown on its border)", _V,
             footer=False),
     Control("l", "l", "focus_log", "Log",
-            "into the log to scroll it (up/down, pgup/pgdn); l again: back", _V),
+            "into the log or pane shown, to scroll it (up/down, pgup/pgdn); l again: back", _V),
     Control("w", "w", "toggle_split", "Split",
             "pin the task's log beside the selected one's (w again: close)", _V, footer=False),
     Control("C", "C", "copy_log", "Copy",
