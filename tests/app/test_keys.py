@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import DataTable, TabbedContent, TabPane
 
 from tests.app.fakecore import fake_app
 from tests.app.scripted import placement
@@ -24,6 +25,7 @@ from tui.app.messages import (
     TaskAction,
     TaskActionRequested,
 )
+from tui.app.runs import RunsView
 from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import ClusterConfig
@@ -174,3 +176,35 @@ async def test_settings_keys_preview_and_relaunch(tmp_path: Path, monkeypatch: p
 
         await pilot.press("q", "y")
         await until(pilot, lambda: not app.is_running, "the app to exit")
+
+
+async def test_a_run_that_ends_while_the_runs_pane_is_open_is_listed_there(tmp_path: Path) -> None:
+    """Without ``g``: the pane reads the runs folder again once the app's run has ended (and
+    its summary is written), and the cursor stays on the run it was on."""
+    options = options_for(tmp_path)
+    app = fake_app(options, options.runs_root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: all_running(app), "the cluster running")
+        first_run = app.dashboard.run_id
+        tabs = app.query_one(TabbedContent)
+        for _ in range(len(tabs.query(TabPane))):
+            if tabs.active == "runs":
+                break
+            await pilot.press("tab")
+        assert tabs.active == "runs"
+        view = app.query_one(RunsView)
+        await until(pilot, lambda: view.listed > 0, "the list read")
+        assert first_run not in view.records  # (it is still running)
+        await pilot.press("X", "y")
+        await until(pilot, lambda: first_run in view.records, "the ended run listed")
+        assert view.records[first_run].outcome == app.dashboard.finished.outcome.value
+
+        await pilot.press("S", "y")  # a second run, ended too: it comes in at the top
+        await until(pilot, lambda: app.dashboard.run_id != first_run and all_running(app), "a new run")
+        second_run = app.dashboard.run_id
+        table = view.query_one(DataTable)
+        assert table.get_row_index(first_run) == table.cursor_row == 0
+        await pilot.press("X", "y")
+        await until(pilot, lambda: second_run in view.records, "the second run listed")
+        assert table.get_row_index(second_run) == 0
+        assert table.get_row_index(first_run) == table.cursor_row == 1  # the cursor kept its run

@@ -150,7 +150,8 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
             with TabPane("Throughput", id="throughput"):
                 yield ThroughputView(id="throughput-view")
             with TabPane("Runs", id="runs"):
-                yield RunsView(self.options.runs_root, self.options.config.path, id="runs-view")
+                yield RunsView(self.options.runs_root, self.options.config.path, id="runs-view",
+                               last_finished=lambda: getattr(self.dashboard.finished, "run_id", None))
         with Vertical(id="fields"):  # (hidden while neither field is open)
             yield Input(placeholder="search the logs (enter: go to a match, then n / N; esc: clear)",
                         id="search")

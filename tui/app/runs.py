@@ -4,6 +4,7 @@ of the Placement pane."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,9 @@ from tui.core.traffic import TrafficSample, TrafficUpdate
 from tui.experiments.compare import COMPARISON_HTML, compare, render_html, render_text
 
 SELECTED = "●"
+#: How many times, a second apart, a run the app saw end is looked for in the runs folder: the
+#: app hears of the end as the core writes the run's summary, which the list reads.
+FOLLOW_TRIES = 10
 
 
 class RunsView(Vertical):
@@ -49,8 +53,12 @@ class RunsView(Vertical):
         text: str
         page: Path
 
-    def __init__(self, runs_root: Path, config_path: Path, **kwargs: object) -> None:
+    def __init__(self, runs_root: Path, config_path: Path,
+                 last_finished: Callable[[], str | None] | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
+        #: The run id of the app's last finished run (None before one): listed once it ends.
+        self.last_finished = last_finished
+        self._looked_for: dict[str, int] = {}
         self.runs_root = runs_root
         self.config_path = config_path
         self.catalog = RunCatalog(runs_root, config_path)
@@ -75,6 +83,21 @@ class RunsView(Vertical):
             table.add_column(column, key=column or "mark", width=None if column else len(SELECTED))
         # Not read now: the pane is hidden at start, and the first frame must not wait for
         # the runs folder. Opening the pane reads it (action_reload_runs).
+        if self.last_finished is not None:
+            self.set_interval(1.0, self._list_the_finished_run)
+
+    def _list_the_finished_run(self) -> None:
+        """Read the list again when the app's run has ended and is not listed yet, each second
+        until it is (at most :data:`FOLLOW_TRIES` times): without it, a run that ended while
+        the pane was open was missing until ``g``. Once a run, not once a second."""
+        assert self.last_finished is not None
+        run_id = self.last_finished()
+        if run_id is None or run_id in self.records:
+            return
+        tries = self._looked_for.get(run_id, 0)
+        if tries < FOLLOW_TRIES:
+            self._looked_for[run_id] = tries + 1
+            self._list_runs()
 
     def action_reload_runs(self) -> None:
         if not self.records:
@@ -90,7 +113,10 @@ class RunsView(Vertical):
         self.records = {run.run_id: run for run in message.runs}
         self.selected = [s for s in self.selected if s in self.records]
         table = self.query_one("#runs-table", DataTable)
+        # The cursor stays on its run, not its row: a run that ended comes in at the top.
         cursor = table.cursor_row
+        at = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value) \
+            if 0 <= cursor < table.row_count else None
         table.clear()
         for run in message.runs:
             # Text cells: a str cell is read as markup, and these are a run directory's words.
@@ -100,7 +126,9 @@ class RunsView(Vertical):
             table.add_row(SELECTED if run.run_id in self.selected else "", *(Text(inert(c)) for c in cells),
                           f"{run.wall_time:.1f}", _number(run.final_loss), _number(run.final_accuracy),
                           *(Text(inert(c)) for c in settings), key=run.run_id)
-        if 0 <= cursor < table.row_count:
+        if at in self.records:
+            table.move_cursor(row=table.get_row_index(at))
+        elif 0 <= cursor < table.row_count:
             table.move_cursor(row=cursor)
         comparison = self.query_one("#runs-comparison", Static)
         if not self.records:
