@@ -28,12 +28,12 @@ TRAINING: dict[str, object] = {"log_every": 50, "checkpoint_every": 1000}
 #: that in a loaded suite: a target past the link's return at the fastest rate took minutes
 #: at the slowest. Each step moves the model's ~19 KiB of variables both ways over this link,
 #: so at 4 Mbit/s the cluster makes at most ~26 steps/s whatever the machine's speed (~22
-#: measured: 250-450 steps by a 10 s or 20 s cut's end). The cap is lifted once the link is
-#: back, and the run ends at its full speed.
+#: measured: 250-450 steps by a 10 s or 20 s cut's end). The cap is lifted once the controller
+#: heard from the host again, and the run ends at its full speed.
 PACE = "4mbit"
 #: The run's target with the ps link paced: well past what it can train until the cut ends
-#: (1100 steps would take the whole 40 s to a 20 s cut's end, start included), and
-#: :func:`trained_after` checks that it did not reach it before.
+#: and the host answers (1100 steps would take the 40 s to a 20 s cut's end, start included,
+#: and 20 s more), and :func:`trained_after` checks that it did not reach it before.
 PACED_STEPS = 2000
 #: A ps's cut stops every worker's steps (each is an update of the ps's variables), so a run
 #: cut at its first steps is still training when the ps comes back, however long the cut: this
