@@ -24,6 +24,15 @@ from trainer.settings import Mode, TrainingSettings
 #: the last, up to the longest. The seeds' SessionManager waits 30 s between checks
 #: (tensorflow/tensorflow#10679).
 READY_POLL_SECS = (0.005, 0.05)
+#: Waits before each retry of a training step that failed on a connection reset. A peer's
+#: gRPC channel to this task's address may still be the TCP connection of the task's previous
+#: launch (a ps whose host was cut off kept it): the first call on it is reset, the ps then
+#: cancels the step (AbortedError), and gRPC reconnects for the next. A restart that came
+#: within a second of the link's return failed its first step on that and was restarted
+#: again. A ps that is gone refuses the retries at once: the step fails as before, 1 s later.
+RESET_RETRY_SECS = (0.1, 0.3, 0.6)
+#: What a connection reset says in TensorFlow's UnavailableError (gRPC's status text).
+RESET_SIGNS = ("Connection reset by peer",)
 EVAL_BATCH = 1024
 
 
@@ -176,7 +185,6 @@ class Worker:
             round_runner = threading.Thread(target=self._run_sync_rounds, name="sync-rounds",
                                             daemon=True)
             round_runner.start()
-        g = self.graph
         window = _Window(started=time.monotonic())
         last_emit = window.started
         step = start_step
@@ -184,7 +192,7 @@ class Worker:
         next_eval = (step // self.settings.eval_every + 1) * self.settings.eval_every \
             if self.settings.eval_every else None
         while step < target:
-            step, loss = self.sess.run([g.train_op, g.loss])
+            step, loss = self.step()
             step = int(step)
             self.local_step += 1
             window.steps += 1
@@ -205,6 +213,28 @@ class Worker:
         if round_runner is not None:
             round_runner.join()
         return protocol.REASON_TARGET_REACHED
+
+    def step(self) -> tuple[Any, Any]:
+        """One training step: (global step, loss). Async, a step failed by a connection reset
+        is retried (:data:`RESET_RETRY_SECS`), as is the cancelled step that may follow it;
+        any other error, or a reset that stays, ends it. (Sync, a failed step may have taken
+        its round's token: a second try could wait for a token forever.)"""
+        fetches = [self.graph.train_op, self.graph.loss]
+        errors = self.tf.errors
+        reset = False
+        for wait in RESET_RETRY_SECS if self.settings.mode is Mode.ASYNC else ():
+            try:
+                return self.sess.run(fetches)
+            except (errors.UnavailableError, errors.AbortedError) as exc:
+                if isinstance(exc, errors.UnavailableError) and any(sign in str(exc) for sign in RESET_SIGNS):
+                    reset = True
+                elif not (reset and isinstance(exc, errors.AbortedError)):
+                    raise
+                # (Not TensorFlow's words: they would hint at a failure that this is not yet.)
+                log(f"worker{self.role.index}: a step failed on a connection reset by a peer; "
+                    "trying again")
+                time.sleep(wait)
+        return self.sess.run(fetches)
 
     def _run_sync_rounds(self) -> None:
         """The chief's aggregation loop (SyncReplicasOptimizer's queue runner, run by hand so

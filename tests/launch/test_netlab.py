@@ -74,6 +74,13 @@ def test_a_capped_link_is_slow_and_pids_are_per_host(netlab: MakeLab) -> None:
     elapsed = time.monotonic() - started
     assert result.returncode == 0 and len(result.stdout) == 5_000_000, result.stderr
     assert elapsed >= 1.6, f"5 MB through a 20 Mbit/s link took {elapsed:.2f} s"  # 2.0 s at the cap
+    # Lifted, on both ends of the cable.
+    lab.uncap("h1")
+    outside = subprocess.run(["tc", "qdisc", "show", "dev", lab.hosts["h1"].veth], capture_output=True,
+                             text=True)
+    inside = lab.run("h1", "tc", "qdisc", "show", "dev", "eth0")
+    assert "tbf" not in outside.stdout + inside.stdout, (outside.stdout, inside.stdout)
+    assert ssh(lab, "h1", "true").returncode == 0
     # A process started in h0 is in h0 (and only there), and goes when it ends.
     sleeper = subprocess.Popen(["ip", "netns", "exec", lab.hosts["h0"].namespace, "sleep", "60"])
     try:

@@ -48,6 +48,9 @@ def test_a_ps_host_cut_for_20_s_and_the_run_ends_well(
           + (f"{min(after) - back:.1f} s after the link came back" if after else "never again")
           + f"; {back_in_training(controller, 'worker0', back)}; incidents: {incidents}")
     assert trained_after(controller, back), "the run was not still training when the ps's link came back"
+    # The workers' links to the ps may time out: each is then restarted, once.
+    restarted = [task for _, task, _ in incidents]
+    assert len(restarted) == len(set(restarted)) and set(restarted) <= {"worker0", "worker1"}, incidents
     assert "SIGHUP" not in text
     assert_hosts_empty(lab, within=60)
 
@@ -71,7 +74,9 @@ def test_a_ps_host_cut_past_its_lease_restarts_the_cluster_once_back(
     text = controller.text()
     assert code == 0, text[-4000:]
     incidents = [(i["kind"], i["task"], i["reason"]) for i in summary_of(controller)["incidents"]]
-    assert ("cluster_restart", "ps0") in [(kind, task) for kind, task, _ in incidents], incidents
+    # Once: a worker's own restart, when the ps's loss explained its failure late, is stopped
+    # by it, not launched again beside it.
+    assert [(kind, task) for kind, task, _ in incidents].count(("cluster_restart", "ps0")) == 1, incidents
     assert trained_after(controller, back), "the run was not still training when the ps's link came back"
     assert "SIGHUP" not in text
     print(f"\nps host cut past its {lease} s lease: exit {code}; "

@@ -10,9 +10,10 @@ Layout of one lab (``ID`` is a short random id, so two labs never share a name):
 
 The namespaces share the file system (the same Python and TensorFlow work inside them) and
 nothing else of the network: each host has its own sockets, ports and counters. The
-bridge-side veth of a host is its cable: :meth:`NetLab.cap` limits it with ``tc tbf``,
-:meth:`NetLab.cut` takes it down (TCP connections then hang silently, as with a pulled cable)
-and :meth:`NetLab.restore` brings it back; :meth:`NetLab.counters` reads its byte counters.
+bridge-side veth of a host is its cable: :meth:`NetLab.cap` limits it with ``tc tbf``
+(:meth:`NetLab.uncap` lifts that), :meth:`NetLab.cut` takes it down (TCP connections then
+hang silently, as with a pulled cable) and :meth:`NetLab.restore` brings it back;
+:meth:`NetLab.counters` reads its byte counters.
 
 The /24 is reserved with a file in :data:`LOCKS` (made with O_EXCL, holding the owner's pid
 and everything the lab made), so labs made at once by different test processes never share
@@ -320,6 +321,14 @@ class NetLab:
         for prefix in ([], ["ip", "netns", "exec", host.namespace]):
             device = host.veth if not prefix else "eth0"
             subprocess.run([*prefix, "tc", "qdisc", "replace", "dev", device, "root", *tbf],
+                           check=True, capture_output=True, stdin=subprocess.DEVNULL)
+
+    def uncap(self, name: str) -> None:
+        """Lift :meth:`cap` from host ``name``'s link (both ends back to the default queue)."""
+        host = self.hosts[name]
+        for prefix in ([], ["ip", "netns", "exec", host.namespace]):
+            device = host.veth if not prefix else "eth0"
+            subprocess.run([*prefix, "tc", "qdisc", "del", "dev", device, "root"],
                            check=True, capture_output=True, stdin=subprocess.DEVNULL)
 
     def cut(self, name: str) -> None:
