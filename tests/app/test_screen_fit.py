@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import TabbedContent
 
 from tests.app.scripted import T0, ScriptedCore, placement, running_history
@@ -63,6 +64,18 @@ async def test_every_line_of_the_help_can_be_scrolled_into_sight_by_keys(options
         assert last not in "\n".join(screen_text(app))
 
 
+async def open_pane(pilot: Pilot, tabs: int) -> None:
+    """Tab ``tabs`` times to a pane, drawn as the refresh timer would before and after (the
+    picture must not depend on when it fires)."""
+    app = pilot.app
+    assert isinstance(app, TfdistApp)
+    await pilot.pause()
+    app.refresh_dashboard(force=True)
+    await pilot.press(*["tab"] * tabs)
+    app.refresh_dashboard(force=True)
+    await pilot.pause()
+
+
 def long_run(options: RunOptions) -> list[ControllerEvent]:
     """Two workers 130 s into a fast run: six-figure rates, four-digit losses, full charts."""
     tasks = (TaskInfo("ps0", Job.PS, 0, "localhost", 41000),
@@ -85,11 +98,7 @@ async def test_the_chart_titles_are_whole_at_80_columns(options: RunOptions) -> 
     app = TfdistApp(options, core_factory=lambda app: ScriptedCore(long_run(options)), autostart=False,
                     clock=lambda: T0 + 140)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        app.refresh_dashboard(force=True)
-        await pilot.press("tab", "tab", "tab")
-        app.refresh_dashboard(force=True)
-        await pilot.pause()
+        await open_pane(pilot, tabs=3)
         shown = screen_text(app)
         titles = [str(app.query_one(f"#{name}-title").render()) for name in ("rate", "loss")]
         assert "min 246,922" in titles[0] and "min 0.06072" in titles[1]  # (the figures are in)
@@ -215,11 +224,7 @@ async def test_the_rate_keeps_its_unit_when_the_workers_are_done(options: RunOpt
     app = TfdistApp(options, core_factory=lambda app: ScriptedCore(with_progress(events)), autostart=False,
                     clock=lambda: T0 + 140)
     async with app.run_test(size=(100, 32)) as pilot:
-        await pilot.pause()
-        app.refresh_dashboard(force=True)
-        await pilot.press("tab", "tab", "tab")
-        app.refresh_dashboard(force=True)
-        await pilot.pause()
+        await open_pane(pilot, tabs=3)
         assert not app.dashboard.progress.workers  # (both gone)
         headline = str(app.query_one("#progress-text").render())
         assert "- ex/s" in headline and "steps/s" not in headline, headline
@@ -246,11 +251,7 @@ async def test_l_goes_into_the_pane_shown_and_its_keys_scroll_it(options: RunOpt
     app = TfdistApp(options, core_factory=lambda app: ScriptedCore(with_progress(events)), autostart=False,
                     clock=lambda: T0 + 30)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        app.refresh_dashboard(force=True)
-        await pilot.press(*["tab"] * (3 if pane == "throughput" else 2))
-        app.refresh_dashboard(force=True)
-        await pilot.pause()
+        await open_pane(pilot, tabs=3 if pane == "throughput" else 2)
         view = app.query_one(f"#{pane}-view")
         assert view.max_scroll_y > 0  # more than the screen holds
         await pilot.press("l")

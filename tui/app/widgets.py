@@ -19,7 +19,6 @@ from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, ProgressBar, Sparkline, Static, TabbedContent, TabPane
-from textual.widgets._footer import FooterKey
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
@@ -172,9 +171,11 @@ class QuietFooter(Footer):
     _shown: tuple[tuple[str, str, str, bool, str], ...] | None = None
 
     def compose(self) -> ComposeResult:
+        # (A key widget by its action, not its class: Textual's FooterKey is not public; a
+        # footer built otherwise is left whole.)
         keys = list(super().compose())
-        if any(isinstance(key, FooterKey) and key.action in _PANE_ACTIONS for key in keys):
-            keys = [key for key in keys if not (isinstance(key, FooterKey) and key.action in _MAKE_ROOM)]
+        if any(getattr(key, "action", None) in _PANE_ACTIONS for key in keys):
+            keys = [key for key in keys if getattr(key, "action", None) not in _MAKE_ROOM]
             self.styles.grid_size_columns = len(keys)
         yield from keys
 

@@ -71,7 +71,6 @@ class Figures:
 
     step: int
     target: int | None
-    fraction: float | None
     eta_seconds: float | None
     rate: float | None
     unit: RateUnit
@@ -111,7 +110,7 @@ def figures(snapshot: ProgressSnapshot) -> Figures:
     tasks = tuple(TaskRate(w.task, w.examples_per_sec, w.coordinates) for w in snapshot.workers) \
         if examples else ()
     target = snapshot.target if snapshot.target > 0 else None
-    return Figures(step=snapshot.global_step, target=target, fraction=snapshot.fraction,
+    return Figures(step=snapshot.global_step, target=target,
                    eta_seconds=snapshot.eta_seconds if target else None, rate=rate or None,
                    unit=RateUnit.EXAMPLES if examples else RateUnit.STEPS, tasks=tasks,
                    loss=snapshot.loss, train_accuracy=snapshot.train_accuracy,
