@@ -23,7 +23,7 @@ async def test_warm_benchmark_smoke() -> None:
     for side in SIDES:
         (sample,) = results.samples[side]
         for value in (sample.first_start, sample.worker_restart, sample.ps_restart, sample.relaunch,
-                      sample.command_start, sample.rss_mib, sample.pss_mib):
+                      sample.command_start, sample.app_start, sample.rss_mib, sample.pss_mib):
             assert math.isfinite(value) and value > 0, (side, sample)
     assert results.samples["warm"][0].warm_tasks == 2  # the ps and the worker
     assert results.samples["cold"][0].warm_tasks == 0
