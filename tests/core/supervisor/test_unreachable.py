@@ -87,6 +87,10 @@ class FakeLink:
             raise HostError(FAR, self.where, HostFailure.UNREACHABLE, "no SSH answer within 10 s")
         if self.silent is not None:
             self.answer()
+            # As with the SSH launcher, whose new keeper answers before the reconnection
+            # returns: the link's watcher hears of it first.
+            for _ in range(10):
+                await asyncio.sleep(0)
 
 
 class LinkedLauncher(FakeLauncher):
@@ -204,6 +208,10 @@ async def test_a_task_lost_past_its_lease_is_restarted_once_its_host_is_back(tmp
     assert [i.kind for i in summary.incidents] == [IncidentKind.TASK_RESTART]
     never_stopped(recorder, ["ps0", "worker0"])
     assert launcher.starts == [*NAMES, "worker1"]
+    # One notice of its return: the new connection's first answer is the reconnection's news
+    # (seen on the lab: "host h2 answers again after 30 s", then "host h2 reconnected after 30 s").
+    back = [e.text for e in recorder.of(Notice) if "answers again" in e.text or "reconnected" in e.text]
+    assert len(back) == 1 and "reconnected" in back[0], back
 
 
 async def test_a_ps_lost_past_its_lease_restarts_the_cluster(tmp_path: Path) -> None:

@@ -101,6 +101,9 @@ def _went_silent(run: RunRecord, link: HostLink, silent: float) -> None:
 
 
 def _answers_again(run: RunRecord, link: HostLink) -> None:
+    attempt = run.reconnecting.get(link.host)
+    if attempt is not None and not attempt.done():
+        return  # the host answers on the new connection: the reconnection says so, once
     since = run.unreachable.pop(link.host, None)
     took = f" after {run.clock.monotonic() - since:.0f} s" if since is not None else ""
     back = []
