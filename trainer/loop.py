@@ -120,11 +120,16 @@ class Worker:
 
     # -- start-up -------------------------------------------------------------------------
 
-    def initialize(self) -> int:
+    def fill_input(self) -> None:
+        """(Re)start the input pipeline. It lives on this worker: filling it does not need
+        the ps."""
         g = self.graph
-        # The input pipeline lives on this worker; filling it does not need the ps.
         self.sess.run(g.iterator_init, feed_dict={g.x_feed: self.data.train.images,
                                                   g.y_feed: self.data.train.labels})
+
+    def initialize(self) -> int:
+        g = self.graph
+        self.fill_input()
         if self.is_chief and self.sess.run(g.ready_op).size:
             self._restore_or_init()
         elif self.is_chief:
@@ -234,6 +239,11 @@ class Worker:
                 log(f"worker{self.role.index}: a step failed on a connection reset by a peer; "
                     "trying again")
                 time.sleep(wait)
+                # A step cancelled while it read its batch leaves the input iterator cancelled
+                # for good: every later read fails (CancelledError, or OutOfRangeError "End of
+                # sequence": seen ending a worker restarted after a ps host's cut). Filled
+                # again, the try reads from the start of its shuffled data.
+                self.fill_input()
         return self.sess.run(fetches)
 
     def _run_sync_rounds(self) -> None:

@@ -237,3 +237,40 @@ def test_the_percentage_is_100_only_once_the_target_is_reached_on_both_screens(
     assert f"step {shown}" in out.getvalue(), out.getvalue()
     app = progress_text(dashboard.figures).plain
     assert f"global step {int(step):,} / {int(target):,}  {percent.strip('()')}" in app, app
+
+
+def test_a_finished_run_shows_the_loss_it_ended_with_on_both_screens() -> None:
+    # Seen on the lab: worker0 (the chief) done at step 3000 with loss 0.0186, worker1's last
+    # step (3001, loss 0.0364) reported after it. Headless's summary (and the app's Runs pane)
+    # said 0.0186; the app's Throughput pane stayed at 0.0364.
+    settings = load_config(Path(__file__).resolve().parents[2] / "hosts.yaml").training.replace(steps=3000)
+    tasks = tuple(TaskInfo(name=f"worker{i}", job=Job.WORKER, index=i, host="localhost", port=2000 + i)
+                  for i in range(2))
+    events: list[ControllerEvent] = [RunStarted(run_id="r1", run_dir=Path("/tmp/r1"), tasks=tasks,
+                                                settings=settings, t=100.0)]
+    tracker = ProgressTracker(3000)
+    stream: list[tuple[str, protocol.Event]] = [
+        ("worker0", protocol.Step(role="worker", index=0, global_step=3000, local_step=1507, loss=0.0186,
+                                  examples_per_sec=5837.0, step_time=0.01, target=3000)),
+        ("worker0", protocol.Done(role="worker", index=0, reason="target_reached", global_step=3000,
+                                  local_step=1507, loss=0.0186)),
+        ("worker1", protocol.Step(role="worker", index=1, global_step=3001, local_step=1494, loss=0.0364,
+                                  examples_per_sec=6515.0, step_time=0.01, target=3000)),
+        ("worker1", protocol.Done(role="worker", index=1, reason="target_reached", global_step=3001,
+                                  local_step=1494, loss=0.0364)),
+    ]
+    for n, (task, event) in enumerate(stream):
+        changed = tracker.update(task, event, 101.0 + n)
+        events.append(TrainerEvent(task=task, event=event, t=101.0 + n))
+        if changed:
+            events.append(ProgressUpdate(progress=tracker.snapshot(), t=101.0 + n))
+    out = io.StringIO()
+    printer = Printer(out, colour=False)
+    dashboard = Dashboard(settings, clock=lambda: 110.0)
+    for event in events:
+        printer.handle(event)
+        dashboard.apply(event)
+    printer.progress_line()
+    assert tracker.final_loss == pytest.approx(0.0186)  # what the summary says (final loss 0.0186)
+    assert "loss 0.0186" in progress_text(dashboard.figures).plain, progress_text(dashboard.figures).plain
+    assert out.getvalue().splitlines()[-1].endswith("loss 0.0186"), out.getvalue()

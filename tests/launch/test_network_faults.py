@@ -4,6 +4,8 @@
 - cut for 10 s and for 20 s (the ps's link paced until the controller hears from the host
   again, so that the run is still training then): it is unreachable, not failed; the run
   ends exit 0, and the tasks on the other hosts are never stopped;
+- cut past its lease: its worker stops itself; once the host is back (one notice) it restarts,
+  forked again from the host's warm pool;
 - cut for good: its task stops itself within its lease, the run fails once the host was
   unreachable for ``network: unreachable_timeout``, saying so, and once the link is back
   nothing of the run is left on that host.
@@ -12,6 +14,7 @@ Each run reports what it measured (link back to stepping again) on stdout (``pyt
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -70,6 +73,34 @@ def test_a_worker_host_cut_off_is_unreachable_and_the_run_ends_well(
     assert [task for _, task, _ in incidents] in ([], ["worker1"]), incidents
     assert trained_after(controller, back), "the run was not still training when worker1's link came back"
     assert "SIGHUP" not in text
+    assert_hosts_empty(lab, within=60)
+
+
+def test_a_worker_host_back_past_its_lease_restarts_its_worker_from_a_new_warm_pool(
+        netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
+    lab = netlab(3)
+    lab.cap("h0", PACE)
+    controller = start(controllers, lab, tmp_path, {"lease": 6, "unreachable_timeout": 60}, PACED_STEPS)
+    stepping(controller, "worker1")
+    lab.cut("h2")
+    try:  # the controller gives up on the connection once the lease surely ran out
+        wait_until(lambda: "have stopped themselves" in controller.text()
+                   or controller.process.poll() is not None, 60, lambda: controller.text()[-3000:])
+    finally:
+        lab.restore("h2")
+    wait_until(lambda: controller.text().count("worker1 | -- running") >= 2
+               or controller.process.poll() is not None, 90, lambda: controller.text()[-3000:])
+    lab.uncap("h0")
+    code = controller.finish()
+    text = controller.text()
+    assert code == 0, text[-4000:]
+    # The host's pool ended with its connection: the restart on the new one is forked from a
+    # new pool (it started cold, with a notice to check that the host's Python runs the pool).
+    starts = re.findall(r"^worker1 +\| -- starting \(pid \d+(, warm start)?\)", text, re.M)
+    assert starts == [", warm start", ", warm start"], text[-4000:]
+    assert "warm start on h2 unavailable" not in text, text[-4000:]
+    back = re.findall(r"host h2 (?:answers again|reconnected) after", text)
+    assert back == ["host h2 reconnected after"], back
     assert_hosts_empty(lab, within=60)
 
 

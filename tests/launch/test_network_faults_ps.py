@@ -1,6 +1,8 @@
 """A ps's host cut off, on a lab of real hosts (tests/launch/netfaults.py), with
-``restart: {policy: on-failure}``: cut for 20 s, the run ends exit 0; cut past its lease, the
-cluster restarts once from its checkpoint when the host is back.
+``restart: {policy: on-failure}``: cut for 20 s, the run ends exit 0; cut for less than its
+lease but longer than TCP's retransmissions back off to, the ps carries on (its lease renewed
+once the link is back); cut past its lease, the cluster restarts once from its checkpoint when
+the host is back.
 
 Each run reports what it measured (link back to stepping again) on stdout (``pytest -s``)."""
 
@@ -51,6 +53,33 @@ def test_a_ps_host_cut_for_20_s_and_the_run_ends_well(
     # The workers' links to the ps may time out: each is then restarted, once.
     restarted = [task for _, task, _ in incidents]
     assert len(restarted) == len(set(restarted)) and set(restarted) <= {"worker0", "worker1"}, incidents
+    assert "SIGHUP" not in text
+    assert_hosts_empty(lab, within=60)
+
+
+def test_a_ps_host_back_within_its_lease_keeps_its_ps_whatever_tcp_backed_off_to(
+        netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
+    lab = netlab(3)
+    # Cut 15 s, lease 20 s. With TCP's own backoff (200 ms doubling, a lost beat resent 6.2,
+    # 12.6 and 25.4 s after it was first sent) the beats after the cut reached the host 25 s
+    # after it began: past the lease, so the ps stopped itself though the link had been back
+    # for 10 s, and the cluster restarted.
+    controller = start(controllers, lab, tmp_path, {"lease": 20, "unreachable_timeout": 60}, PS_CUT_STEPS)
+    stepping(controller, "worker1")
+    back = cut_for(lab, "h0", 15.0)
+    code = controller.finish()
+    text = controller.text()
+    assert code == 0, text[-4000:]
+    incidents = [(i["kind"], i["task"], i["reason"]) for i in summary_of(controller)["incidents"]]
+    assert "ps0" not in [task for _, task, _ in incidents], incidents
+    assert not {"failed", "stopped", "backoff"} & set(controller.states("ps0")), controller.states("ps0")
+    answered = [e["t"] for e in controller.events()
+                if e["type"] == "notice" and "host h0 answers again" in e["text"]]
+    assert answered, text[-4000:]
+    print(f"\nps host cut 15 s (lease 20 s): host answers {answered[0] - back:.1f} s after the link's "
+          f"return; incidents: {incidents}")
+    # TCP resends within RTO_MAX of the link's return; the keeper answers at once.
+    assert answered[0] - back < 5, answered[0] - back
     assert "SIGHUP" not in text
     assert_hosts_empty(lab, within=60)
 

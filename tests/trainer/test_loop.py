@@ -7,9 +7,11 @@ worker restarted at most once)."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from trainer import loop
@@ -31,13 +33,18 @@ class Aborted(Exception):
 
 
 class Session:
-    """Fails the first runs with ``failures``, then answers (global step, loss)."""
+    """Fails the first runs with ``failures``, then answers (global step, loss); counts the
+    input pipeline's fills apart."""
 
     def __init__(self, *failures: Exception) -> None:
         self.failures = list(failures)
         self.runs = 0
+        self.fills = 0
 
-    def run(self, fetches: Any) -> tuple[int, float]:
+    def run(self, fetches: Any, feed_dict: object = None) -> tuple[int, float] | None:
+        if fetches == "iterator_init":
+            self.fills += 1
+            return None
         self.runs += 1
         if self.failures:
             raise self.failures.pop(0)
@@ -48,7 +55,9 @@ def worker(session: Session, mode: Mode = Mode.ASYNC) -> loop.Worker:
     made = loop.Worker.__new__(loop.Worker)  # (no TensorFlow: only what step() reads)
     made.tf = SimpleNamespace(errors=SimpleNamespace(UnavailableError=Unavailable, AbortedError=Aborted))
     made.sess = session
-    made.graph = SimpleNamespace(train_op="train_op", loss="loss")
+    made.graph = SimpleNamespace(train_op="train_op", loss="loss",  # type: ignore[assignment]
+                                 iterator_init="iterator_init", x_feed="x", y_feed="y")
+    made.data = SimpleNamespace(train=SimpleNamespace(images=(), labels=()))  # type: ignore[assignment]
     made.settings = TrainingSettings(mode=mode)
     made.role = Role("worker", 1)
     return made
@@ -66,7 +75,66 @@ def test_a_step_reset_by_a_peer_is_tried_again(capsys: pytest.CaptureFixture[str
 def test_the_step_the_ps_cancels_after_a_reset_is_tried_again_too() -> None:
     session = Session(Unavailable(RESET), Aborted(CANCELLED))
     assert worker(session).step() == (7, 0.5)
-    assert session.runs == 3
+    assert session.runs == 3 and session.fills == 2  # each try on a refilled input
+
+
+class CutWhileReading:
+    """A real session whose first step is cut short while it reads its batch (as the ps's
+    cancellation of a step that a reset failed cuts it), that step then reported as reset."""
+
+    def __init__(self, tf: Any, session: Any) -> None:
+        self.tf = tf
+        self.session = session
+        self.cut = False
+
+    def run(self, fetches: Any, feed_dict: Any = None) -> Any:
+        if not self.cut and feed_dict is None:
+            self.cut = True
+            with pytest.raises(self.tf.errors.DeadlineExceededError):
+                self.session.run(fetches, options=self.tf.RunOptions(timeout_in_ms=50))
+            raise self.tf.errors.UnavailableError(None, None, RESET)
+        return self.session.run(fetches, feed_dict=feed_dict)
+
+
+@pytest.mark.integration
+def test_a_step_cut_short_while_reading_its_batch_is_tried_again_on_a_refilled_input() -> None:
+    from trainer.tfimport import import_tf
+
+    tf = import_tf()
+
+    def slowly(images: Any) -> Any:
+        time.sleep(0.2)  # (a read the cut lands in)
+        return images
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x_feed, y_feed = tf.placeholder(tf.float32, [None, 4]), tf.placeholder(tf.int64, [None])
+        # The worker's pipeline (trainer/graph.py), with a slow read.
+        dataset = (tf.data.Dataset.from_tensor_slices((x_feed, y_feed)).shuffle(100, seed=1).repeat()
+                   .map(lambda x, y: (tf.py_func(slowly, [x], tf.float32), y))
+                   .batch(8, drop_remainder=True).prefetch(4))
+        iterator = tf.data.make_initializable_iterator(dataset)
+        images, _ = iterator.get_next()
+        global_step = tf.train.get_or_create_global_step()
+        loss = tf.reduce_mean(images)
+        with tf.control_dependencies([loss]):
+            train_op = tf.assign_add(global_step, 1)
+        init = tf.global_variables_initializer()
+    made = loop.Worker.__new__(loop.Worker)
+    made.tf = tf
+    made.sess = CutWhileReading(tf, tf.Session(graph=graph))
+    made.graph = SimpleNamespace(train_op=train_op, loss=loss,  # type: ignore[assignment]
+                                 iterator_init=iterator.initializer, x_feed=x_feed, y_feed=y_feed)
+    made.data = SimpleNamespace(train=SimpleNamespace(  # type: ignore[assignment]
+        images=np.ones((64, 4), np.float32), labels=np.zeros(64, np.int64)))
+    made.settings = TrainingSettings(mode=Mode.ASYNC)
+    made.role = Role("worker", 1)
+    made.sess.session.run(init)
+    made.sess.session.run(iterator.initializer, feed_dict={x_feed: made.data.train.images,
+                                                           y_feed: made.data.train.labels})
+    # Before: the try read from the cancelled iterator and the worker ended on its error.
+    step, value = made.step()
+    assert made.sess.cut and step == 1 and value == pytest.approx(1.0)
 
 
 def test_a_reset_that_stays_or_another_error_ends_the_step() -> None:

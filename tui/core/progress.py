@@ -98,6 +98,8 @@ class ProgressTracker:
         self._loss: float | None = None
         self._accuracy: float | None = None
         self._final_loss: float | None = None
+        #: The chief said it is done: the loss shown from then on is the run's final one.
+        self._chief_done = False
         self._final_accuracy: float | None = None
         self._history: deque[tuple[float, int]] = deque(maxlen=ETA_POINTS)
         self.placement: protocol.Placement | None = None
@@ -149,6 +151,7 @@ class ProgressTracker:
             is_chief = event.role == "worker" and event.index == 0
             if event.loss is not None and (is_chief or self._final_loss is None):
                 self._final_loss = event.loss
+            self._chief_done = self._chief_done or is_chief
             if event.accuracy is not None and (is_chief or self._final_accuracy is None):
                 self._final_accuracy = event.accuracy
         elif isinstance(event, protocol.Placement) and self.placement is None:
@@ -223,7 +226,10 @@ class ProgressTracker:
             target=self._target,
             examples_per_sec=self._rate_total,
             workers=workers,
-            loss=self._loss,
+            # Once the chief is done, the loss the run ended with (the summary's): another
+            # worker's last step, reported after the chief's, left the app's Throughput pane
+            # at its loss while headless's summary and the Runs pane said the chief's.
+            loss=self.final_loss if self._chief_done else self._loss,
             accuracy=self._accuracy,
             eta_seconds=self.eta_seconds(),
             steps_per_sec=self.steps_per_sec(),

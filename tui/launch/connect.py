@@ -30,6 +30,14 @@ log = logging.getLogger(__name__)
 #: Keepalives let the controller notice a connection that died silently (a cable pulled).
 KEEPALIVE_INTERVAL = 5.0
 KEEPALIVE_COUNT_MAX = 3
+#: The longest wait between two resends of what the controller sent a host (beats, keepalives,
+#: signals), in ms. TCP doubles the wait after each loss (200 ms, 400 ms, ... up to 120 s): a
+#: beat lost to a 15 s cut is resent 12.6 s and then 25.4 s after it was sent, so a host whose
+#: link came back after 15 s heard nothing until 25 s and its tasks' 20 s lease ran out with
+#: the link back. Capped, the beats reach it within 2 s of the link's return.
+RTO_MAX_MS = 2000
+#: Linux's TCP_RTO_MAX_MS (6.15 and later; not named by every Python's socket module).
+TCP_RTO_MAX_MS = getattr(socket, "TCP_RTO_MAX_MS", 44)
 #: Jump chains longer than this are surely a mistake (config.py rejects loops already).
 MAX_JUMPS = 8
 
@@ -50,6 +58,12 @@ class ConnectOptions:
     def keepalive_count_max(self) -> int:
         """Keepalives unanswered before the connection is given up."""
         return max(KEEPALIVE_COUNT_MAX, math.ceil((self.lease + LEASE_MARGIN) / KEEPALIVE_INTERVAL) + 1)
+
+    @property
+    def silence_limit(self) -> float:
+        """Seconds a connection's unanswered data may wait before TCP gives up on it: past the
+        keepalives' limit, which gives up first (and says so)."""
+        return (self.keepalive_count_max + 1) * KEEPALIVE_INTERVAL
 
 
 def where(spec: HostSpec) -> str:
@@ -137,7 +151,7 @@ async def open_connection(spec: HostSpec, options: ConnectOptions, *, for_host: 
     if spec.identity:
         kwargs["client_keys"] = [_load_identity(spec.identity, fail)]
     try:
-        return await asyncssh.connect(spec.address, **kwargs)
+        conn = await asyncssh.connect(spec.address, **kwargs)
     except asyncssh.HostKeyNotVerifiable as exc:
         refusal = checker.refusal
         if refusal is None:
@@ -168,6 +182,26 @@ async def open_connection(spec: HostSpec, options: ConnectOptions, *, for_host: 
         raise fail(HostFailure.UNREACHABLE, exc.strerror or str(exc)) from None
     except (asyncssh.Error, ValueError) as exc:  # e.g. a malformed ~/.ssh/config
         raise fail(HostFailure.UNREACHABLE, str(exc)) from None
+    bound_resends(conn, options)
+    return conn
+
+
+def bound_resends(conn: asyncssh.SSHClientConnection, options: ConnectOptions) -> bool:
+    """Cap the wait between TCP's resends on ``conn``'s socket (:data:`RTO_MAX_MS`), so that a
+    host whose link comes back hears the controller within seconds. TCP then counts its
+    give-up time from that cap too (15 resends: 27 s), so the connection is given
+    :attr:`ConnectOptions.silence_limit` instead (TCP_USER_TIMEOUT). Whether it was capped:
+    not through a jump host (its first hop's socket carries it, capped there) nor on a
+    kernel older than Linux 6.15 (the connection backs off as before)."""
+    sock = conn.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return False
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_RTO_MAX_MS, RTO_MAX_MS)
+    except OSError:
+        return False
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(options.silence_limit * 1000))
+    return True
 
 
 def _load_identity(path: str, fail: Any) -> asyncssh.SSHKey:

@@ -39,6 +39,8 @@ WARM_MARK = " warm"
 
 @dataclass
 class _RemotePool:
+    #: The host's connection it runs on (its lifetime is that connection's).
+    remote: RemoteHost | None = None
     process: asyncssh.SSHClientProcess | None = None
     socket_path: str = ""
     why: str = ""
@@ -121,11 +123,23 @@ class RemotePools:
                     command: _PoolCommand) -> _RemotePool:
         """The pool of ``key``, started once however many callers ask at the same time."""
         pool = self._pools.get(key)
+        if pool is not None and self._ended_with_its_connection(key, pool, remote):
+            pool = None
         if pool is None:
-            pool = self._pools[key] = _RemotePool()
+            pool = self._pools[key] = _RemotePool(remote)
             self._starting[key] = asyncio.ensure_future(self._start(pool, remote, command, key[2]))
         await asyncio.shield(self._starting[key])
         return pool
+
+    def _ended_with_its_connection(self, key: tuple[str, str, str, str], pool: _RemotePool,
+                                   remote: RemoteHost) -> bool:
+        """A pool that served on the host and ended with its connection, asked for on a new
+        one (the host reconnected after a cut past its lease): start it again there. (Left
+        ended, every task restarted on that host started cold, with a notice to check that
+        its Python runs the pool.) A pool that never started is not tried again."""
+        starting = self._starting.get(key)
+        return (starting is not None and starting.done() and bool(pool.socket_path) and not pool.ready
+                and pool.remote is not remote)
 
     def take_notice(self) -> str:
         notice, self.pending_notice = self.pending_notice, ""

@@ -26,7 +26,8 @@ from tests.support.fakes import (
 )
 from tui.config.cluster import HostSpec, RestartMode, RestartPolicy, TaskSpec
 from tui.config.network import LEASE_MARGIN, NetworkSettings
-from tui.core.events import IncidentKind, Notice, RunOutcome
+from tui.core.events import IncidentKind, Notice, RunOutcome, TaskHint
+from tui.core.hints import SIGKILL_HINT
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.unreachable import FIRST_RETRY
 from tui.core.task_state import TaskState
@@ -86,6 +87,10 @@ class FakeLink:
             raise HostError(FAR, self.where, HostFailure.UNREACHABLE, "no SSH answer within 10 s")
         if self.silent is not None:
             self.answer()
+            # As with the SSH launcher, whose new keeper answers before the reconnection
+            # returns: the link's watcher hears of it first.
+            for _ in range(10):
+                await asyncio.sleep(0)
 
 
 class LinkedLauncher(FakeLauncher):
@@ -203,6 +208,10 @@ async def test_a_task_lost_past_its_lease_is_restarted_once_its_host_is_back(tmp
     assert [i.kind for i in summary.incidents] == [IncidentKind.TASK_RESTART]
     never_stopped(recorder, ["ps0", "worker0"])
     assert launcher.starts == [*NAMES, "worker1"]
+    # One notice of its return: the new connection's first answer is the reconnection's news
+    # (seen on the lab: "host h2 answers again after 30 s", then "host h2 reconnected after 30 s").
+    back = [e.text for e in recorder.of(Notice) if "answers again" in e.text or "reconnected" in e.text]
+    assert len(back) == 1 and "reconnected" in back[0], back
 
 
 async def test_a_ps_lost_past_its_lease_restarts_the_cluster(tmp_path: Path) -> None:
@@ -280,6 +289,36 @@ async def test_an_exit_that_came_while_out_of_reach_says_so_and_is_restarted(tmp
     summary = await supervisor.wait()
     assert summary.outcome is RunOutcome.SUCCEEDED, summary.reason
     never_stopped(recorder, ["ps0", "worker0"])
+
+
+@pytest.mark.parametrize("code", [-9, -15])
+async def test_a_task_whose_lease_ran_out_gets_no_hint_of_its_exit_code(tmp_path: Path, code: int) -> None:
+    supervisor, launcher, clock, recorder = make(tmp_path, far="worker1", policy=RestartMode.NEVER)
+    await supervisor.start()
+    first = await running(launcher, recorder, NAMES)
+    launcher.far_link.go_silent(5.0)
+    await recorder.state("worker1", S.UNREACHABLE)
+    clock.advance(LEASE)
+    first["worker1"].exit(code)  # its watcher's TERM, or the KILL 5 s after a TERM it ignored
+    failed = await recorder.state("worker1", S.FAILED)
+    assert failed.reason.endswith("while its host was unreachable: its 20 s lease had run out, so it "
+                                  "stopped itself"), failed.reason
+    # Seen on the lab: "hint: killed by SIGKILL: out of memory?" beside that reason.
+    assert [h.hint for h in recorder.of(TaskHint) if h.task == "worker1"] == []
+    await asyncio.wait_for(supervisor.stop_all(), 10)
+
+
+async def test_a_sigkill_while_out_of_reach_within_the_lease_keeps_its_hint(tmp_path: Path) -> None:
+    supervisor, launcher, _, recorder = make(tmp_path, far="worker1", policy=RestartMode.NEVER)
+    await supervisor.start()
+    first = await running(launcher, recorder, NAMES)
+    launcher.far_link.go_silent(5.0)
+    await recorder.state("worker1", S.UNREACHABLE)
+    first["worker1"].exit(-9)  # not its lease: something on the host killed it
+    failed = await recorder.state("worker1", S.FAILED)
+    assert failed.reason == "was killed by SIGKILL while its host was unreachable", failed.reason
+    assert [h.hint for h in recorder.of(TaskHint) if h.task == "worker1"] == [SIGKILL_HINT]
+    await asyncio.wait_for(supervisor.stop_all(), 10)
 
 
 async def test_stopping_a_run_while_a_host_is_out_of_reach_does_not_wait_for_it(tmp_path: Path) -> None:

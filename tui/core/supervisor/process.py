@@ -23,7 +23,7 @@ from tui.core.events import Level, TaskHint, TaskOutput, TrainerEvent
 from tui.core.exits import describe_exit
 from tui.core.hints import CREATE_SESSION, hint_for_exit, hints_in
 from tui.core.supervisor.records import RunRecord, TaskRecord
-from tui.core.supervisor.unreachable import out_of_reach_note, task_lost
+from tui.core.supervisor.unreachable import lease_ran_out, out_of_reach_note, task_lost
 from tui.core.task_state import TaskState
 from tui.launch.base import WARM_REASON, HandsOutput, LaunchError, RunningTask
 from tui.launch.lines import OutputBatch, Stream
@@ -347,7 +347,9 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = 
         state, reason = TaskState.FAILED, describe_exit(code) + before + out_of_reach_note(run, task)
         if not task.hint:  # what it said while waiting for its peers, if it then died of it
             offer_hint(run, task, task.withheld_hint or None)
-        if not task.hint:  # it died by itself: the exit code alone may tell why
+        # It died by itself: the exit code alone may tell why. (Not when its lease ran out:
+        # its watcher's KILL is no sign of memory running out.)
+        if not task.hint and not lease_ran_out(run, task):
             offer_hint(run, task, hint_for_exit(code))
     run.set_state(task, state, reason=reason)
     task.last_exit = (state, reason)

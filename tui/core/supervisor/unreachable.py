@@ -101,6 +101,9 @@ def _went_silent(run: RunRecord, link: HostLink, silent: float) -> None:
 
 
 def _answers_again(run: RunRecord, link: HostLink) -> None:
+    attempt = run.reconnecting.get(link.host)
+    if attempt is not None and not attempt.done():
+        return  # the host answers on the new connection: the reconnection says so, once
     since = run.unreachable.pop(link.host, None)
     took = f" after {run.clock.monotonic() - since:.0f} s" if since is not None else ""
     back = []
@@ -126,14 +129,22 @@ async def _give_up_after_lease(run: RunRecord, link: HostLink, since: float) -> 
         link.abandon()
 
 
+def lease_ran_out(run: RunRecord, task: TaskRecord) -> bool:
+    """The task's host has not answered for longer than the task's lease: an exit that comes
+    now is the task stopping itself (its watcher's TERM, then KILL), not a fault of its own."""
+    host = task.plan.host.name
+    since, link = run.unreachable.get(host), run.links.get(host)
+    return (task.state is TaskState.UNREACHABLE and since is not None and link is not None
+            and run.clock.monotonic() - since >= link.lease)
+
+
 def out_of_reach_note(run: RunRecord, task: TaskRecord) -> str:
     """For the reason of an exit that came while the task's host did not answer: that it
     did, and whether the task's lease had run out by then (it stopped itself)."""
     if task.state is not TaskState.UNREACHABLE:
         return ""
-    host = task.plan.host.name
-    since, link = run.unreachable.get(host), run.links.get(host)
-    if since is None or link is None or run.clock.monotonic() - since < link.lease:
+    link = run.links.get(task.plan.host.name)
+    if link is None or not lease_ran_out(run, task):
         return " while its host was unreachable"
     return f" while its host was unreachable: its {link.lease:g} s lease had run out, so it stopped itself"
 
