@@ -7,7 +7,9 @@ import json
 import os
 import signal
 import socket
+import sys
 from pathlib import Path
+from textwrap import dedent
 
 import pytest
 
@@ -50,6 +52,36 @@ async def test_a_plain_script_runs_under_the_shim_and_is_measured_from_its_log(t
     command = json.loads((run_dir / "tasks" / "worker1.json").read_text())["argv"]
     assert command[1:4] == ["-c", BOOTSTRAP, "plain.py"]
     assert "worker1 | Step: 6 (worker1), Cost: 0.167" in run.out
+    assert not processes_of_runs(runs)
+
+
+async def test_variables_assigned_in_the_command_reach_the_program_run_by_the_host_s_python(
+        tmp_path: Path) -> None:
+    # Written as in a shell: the variables are the environment, the program is python, run
+    # with the controller's Python under the shim (not "cannot run GREETING=...").
+    folder = tmp_path / "program"
+    (folder / "lib").mkdir(parents=True)
+    (folder / "lib" / "greeting.py").write_text("WORD = 'from lib'\n")
+    (folder / "echo.py").write_text(dedent("""\
+        import os, sys
+        import greeting
+        print("echo", os.environ["GREETING"], greeting.WORD, sys.executable == os.environ["WANT_PYTHON"],
+              flush=True)
+        """))
+    (folder / "hosts.yaml").write_text(dedent(f"""\
+        program:
+          command: env GREETING=hi-{{job}}{{index}} PYTHONPATH=lib WANT_PYTHON={sys.executable} python echo.py
+        cluster: {{ps: [localhost:auto], worker: [localhost:auto]}}
+        """))
+    runs = tmp_path / "runs"
+    run = await run_program(load(folder / "hosts.yaml"), runs)
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    assert "worker0 | echo hi-worker0 from lib True" in run.out
+    assert "ps0     | echo hi-ps0 from lib True" in run.out
+    assert "running GREETING=hi-{job}{index} PYTHONPATH=lib WANT_PYTHON=" in run.out
+    (run_dir,) = runs.iterdir()
+    command = json.loads((run_dir / "tasks" / "worker0.json").read_text())["argv"]
+    assert command[1:4] == ["-c", BOOTSTRAP, "echo.py"]
     assert not processes_of_runs(runs)
 
 

@@ -64,7 +64,7 @@ class UserProgram(TaskProgram):
 
     @property
     def name(self) -> str:
-        return " ".join(self.spec.command)
+        return self.spec.written
 
     @functools.cached_property
     def constructs_pss(self) -> bool:
@@ -83,7 +83,7 @@ class UserProgram(TaskProgram):
         folder = self._folder(ctx)
         values = placeholder_values(ctx, from_subfolder=folder is not None and not ctx.kind.local_files)
         argv = [arg.format_map(values) for arg in self.spec.command]
-        env: dict[str, str] = {}
+        env = {name: value.format_map(values) for name, value in self.spec.env.items()}
         python_path: tuple[str, ...] = ()
         if is_python(argv[0]):
             index = _shim_at(tuple(argv)) if self.spec.shim else None
