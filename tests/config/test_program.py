@@ -121,6 +121,8 @@ ERRORS = [
     ("program:\n  command: A=1 TF_CONFIG={{}} python train.py\n", 3, 16, "TF_CONFIG is set by tfdist-tui"),
     ("program:\n  command: A={bad} python train.py\n", 3, 14, "unknown placeholder {bad}"),
     ("program:\n  command: A=1 B=2\n", 3, 16, "'B=2' sets a variable but no program follows"),
+    ("program:\n  command: venv/bin/python train.py\n", 3, 12, "program 'venv/bin/python' does not exist"),
+    ("program:\n  command: /usr/bin/python3 missing.py\n", 3, 29, "script 'missing.py' does not exist"),
 ]
 
 

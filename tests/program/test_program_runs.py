@@ -85,6 +85,26 @@ async def test_variables_assigned_in_the_command_reach_the_program_run_by_the_ho
     assert not processes_of_runs(runs)
 
 
+async def test_a_python_given_by_its_path_runs_the_script_under_the_shim(tmp_path: Path) -> None:
+    # /opt/venv/bin/python train.py runs a .py file with Python: under the shim, as the bare
+    # "python" does, with that interpreter (not the host's python: setting).
+    config = load(program_folder(tmp_path, "plain.py", f"""\
+        program:
+          command: {sys.executable} plain.py --job={{job}} --index={{index}} --steps={{steps}}
+          metrics: [{STEP_PATTERN}]
+        cluster: {{ps: [localhost:auto], worker: [localhost:auto]}}
+        training: {{steps: 3}}
+        """))
+    runs = tmp_path / "runs"
+    run = await run_program(config, runs)
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    assert summary_of(run.events).summary.global_step == 3
+    (run_dir,) = runs.iterdir()
+    command = json.loads((run_dir / "tasks" / "worker0.json").read_text())["argv"]
+    assert command[:4] == [sys.executable, "-c", BOOTSTRAP, "plain.py"]
+    assert not processes_of_runs(runs)
+
+
 async def test_a_killed_ps_restarts_the_cluster_which_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     config = load(program_folder(tmp_path, "toy_cluster.py", f"""\
         program:

@@ -35,7 +35,13 @@ _CONTROLLER_ENV = ("TF_CONFIG",)
 
 def is_python(executable: str) -> bool:
     """``python``, ``python3`` or ``python3.11``: run with the host's configured Python."""
-    return bool(_PYTHON.fullmatch(PurePosixPath(executable).name)) and "/" not in executable
+    return runs_python(executable) and "/" not in executable
+
+
+def runs_python(executable: str) -> bool:
+    """A Python interpreter, by name (:func:`is_python`) or by its path
+    (``/opt/venv/bin/python3``, run as given): its script can run under the shim."""
+    return bool(_PYTHON.fullmatch(PurePosixPath(executable).name))
 
 
 def script_index(argv: tuple[str, ...]) -> int | None:
@@ -220,20 +226,24 @@ def _check_placeholders(loader: NodeReader, arg: str, node: ScalarNode, known: f
 def _check_executable(loader: NodeReader, argv: tuple[str, ...], parts: list[tuple[str, ScalarNode]],
                       local_python: bool = False) -> None:
     """A script or program given by a relative path must exist in hosts.yaml's folder (where
-    local tasks run, and what ``upload: .`` copies)."""
-    if is_python(argv[0]) and (module := module_index(argv)) is not None:
-        _check_module(loader, argv[module], parts[module][1], local_python)
+    local tasks run, and what ``upload: .`` copies); so must an interpreter given by a
+    relative path (``.venv/bin/python``)."""
+    if runs_python(argv[0]) and not is_python(argv[0]):
+        _check_path(loader, argv[0], parts[0][1], "program")
+    if runs_python(argv[0]) and (module := module_index(argv)) is not None:
+        # Only the controller's own Python is known here: another interpreter has its own packages.
+        _check_module(loader, argv[module], parts[module][1], local_python and is_python(argv[0]))
         return
-    index = script_index(argv) if is_python(argv[0]) else (0 if "/" in argv[0] else None)
-    if index is None:
-        return
-    path = argv[index]
+    index = script_index(argv) if runs_python(argv[0]) else (0 if "/" in argv[0] else None)
+    if index is not None:
+        _check_path(loader, argv[index], parts[index][1], "script" if index else "program")
+
+
+def _check_path(loader: NodeReader, path: str, node: ScalarNode, what: str) -> None:
     if list(placeholder_names(path)) or PurePosixPath(path).is_absolute():
         return  # known only at launch, or a path on the hosts themselves
     if not (loader.base_dir / path).is_file():
-        what = "script" if index else "program"
-        raise _at(loader, parts[index][1], path,
-                  f"program.command: {what} {path!r} does not exist in {loader.base_dir}")
+        raise _at(loader, node, path, f"program.command: {what} {path!r} does not exist in {loader.base_dir}")
 
 
 def _check_module(loader: NodeReader, module: str, node: ScalarNode, local_python: bool = False) -> None:
@@ -277,7 +287,7 @@ def _check_in_upload(loader: NodeReader, argv: tuple[str, ...], upload: Path, no
     """Remote tasks run in the uploaded copy of ``upload``: a relative script must be found
     there too, or every remote task fails only once it starts (``upload: ../..`` with the
     script beside hosts.yaml). Checked here, before anything runs."""
-    index = script_index(argv) if is_python(argv[0]) else (0 if "/" in argv[0] else None)
+    index = script_index(argv) if runs_python(argv[0]) else (0 if "/" in argv[0] else None)
     if index is None:
         return
     path = argv[index]
