@@ -443,6 +443,9 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
     async def action_quit(self) -> None:
         active = self.dashboard.active_tasks
         if not active:
+            # Nothing to confirm, but a run still under way (its tasks waiting for the warm
+            # pool, or for their turn) is cut short: 130, not the "a task failed" its stop means.
+            self.quit_mid_run = self.dashboard.finished is None
             self._stop_all_and_exit()
             return
 
