@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -204,3 +206,30 @@ def test_the_pager_gets_the_log_with_its_escapes_made_inert(tmp_path: Path) -> N
         wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
     finally:
         tmux.close()
+
+
+def test_a_port_in_use_is_said_in_words_and_quitting_exits_2(tmp_path: Path) -> None:
+    """The preflight's refusal crosses from the core's process to the app's: the holder of
+    the port, as headless says it (it arrived as "l; o; c; a; l; h; ..."); nothing starts,
+    and quitting exits 2 as headless does."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(f"cluster: {{ps: ['localhost:{port}'], worker: [localhost:auto]}}\n"
+                     f"run_dir: {tmp_path / 'runs'}\n")
+    status = tmp_path / "exit-status"
+    command = (f"env PYTHONPATH={shlex.quote(str(REPO))} {shlex.quote(sys.executable)} -m tui.cli "
+               f"{shlex.quote(str(hosts))}; echo $? > {shlex.quote(str(status))}; exec sleep 300")
+    tmux = Tmux(f"sh -c {shlex.quote(command)}", (120, 40), private=True)
+    try:
+        screen = tmux.wait_for(r"cannot do that", 60).string
+        said = " ".join(line.strip("│▌ ") for line in screen.splitlines())
+        assert f"localhost:{port} is in use by pid {os.getpid()}" in said, screen
+        tmux.send("q")
+        wait_until(status.exists, 30, interval=0.2, what=tmux.screen)
+    finally:
+        tmux.close()
+        holder.close()
+    assert status.read_text().strip() == "2"
