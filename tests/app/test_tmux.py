@@ -208,28 +208,36 @@ def test_the_pager_gets_the_log_with_its_escapes_made_inert(tmp_path: Path) -> N
         tmux.close()
 
 
-def test_a_port_in_use_is_said_in_words_and_quitting_exits_2(tmp_path: Path) -> None:
+def test_a_port_in_use_is_said_in_words_until_S_starts_the_run_once_it_is_free(tmp_path: Path) -> None:
     """The preflight's refusal crosses from the core's process to the app's: the holder of
-    the port, as headless says it (it arrived as "l; o; c; a; l; h; ..."); nothing starts,
-    and quitting exits 2 as headless does."""
+    the port, as headless says it (it arrived as "l; o; c; a; l; h; ..."), and the status bar
+    keeps saying why nothing started once the toast is gone. The port freed, S starts the
+    run, and its success is the exit status (not 2 for the refusal before it)."""
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
     holder.listen()
     port = holder.getsockname()[1]
     hosts = tmp_path / "hosts.yaml"
     hosts.write_text(f"cluster: {{ps: ['localhost:{port}'], worker: [localhost:auto]}}\n"
-                     f"run_dir: {tmp_path / 'runs'}\n")
+                     f"training: {{steps: 20}}\nrun_dir: {tmp_path / 'runs'}\n")
     status = tmp_path / "exit-status"
     command = (f"env PYTHONPATH={shlex.quote(str(REPO))} {shlex.quote(sys.executable)} -m tui.cli "
                f"{shlex.quote(str(hosts))}; echo $? > {shlex.quote(str(status))}; exec sleep 300")
-    tmux = Tmux(f"sh -c {shlex.quote(command)}", (120, 40), private=True)
+    tmux = Tmux(f"sh -c {shlex.quote(command)}", private=True)
     try:
         screen = tmux.wait_for(r"cannot do that", 60).string
         said = " ".join(line.strip("│▌ ") for line in screen.splitlines())
         assert f"localhost:{port} is in use by pid {os.getpid()}" in said, screen
+        tmux.wait_for(rf"^ run - │ [\d:]+ │ not started: localhost:{port} is in use", 30)
+        holder.close()
+        tmux.send("S")
+        tmux.wait_for(r"Start a new run\?", 30)
+        tmux.send("y")
+        tmux.wait_for(r"(?m)^ run \S+ │ [\d:]+ │ succeeded", 180)
         tmux.send("q")
         wait_until(status.exists, 30, interval=0.2, what=tmux.screen)
     finally:
         tmux.close()
         holder.close()
-    assert status.read_text().strip() == "2"
+    assert status.read_text().strip() == "0"
+    assert_no_trainers_left(tmp_path / "runs")

@@ -120,6 +120,8 @@ class Dashboard:
     run_dir: str = ""
     started: float | None = None
     finished: RunSummary | None = None
+    #: Why the last try to start a run was refused (a port in use), until a run starts.
+    refused: str = ""
     rows: dict[str, TaskRow] = field(default_factory=dict)
     logs: dict[str, TaskLog] = field(default_factory=dict)
     merged: TaskLog = field(default_factory=lambda: TaskLog(deque(maxlen=MERGED_LOG_LINES)))
@@ -215,6 +217,7 @@ class Dashboard:
         self.facts = event.facts
         self.run_id = event.run_id
         self.run_dir = str(event.run_dir)
+        self.refused = ""
         self.started = event.t
         self.finished = None
         self.placement = None

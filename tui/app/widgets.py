@@ -24,6 +24,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.controls import CONTROLS, TOGGLES, Section, Toggle
 from tui.app.state import Dashboard
+from tui.common.terminal import inert
 from tui.common.units import format_bytes
 from tui.core.run_facts import Figures, RateUnit
 from tui.core.task_state import TaskState
@@ -135,6 +136,8 @@ def status_text(dashboard: Dashboard, pending: TrainingSettings, at: float | Non
     text.append(f"│ {duration(dashboard.elapsed(at))} ")
     if dashboard.finished is not None:
         text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
+    if dashboard.refused:  # the toast goes; an empty table must still say why
+        text.append(f"│ not started: {inert(dashboard.refused)} (S tries again) ", style="bold red")
     facts = dashboard.facts
     # Only the settings the run's program honours (the core's facts): a user's command
     # that uses none of them is shown as itself, never as "async │ partitions 1".
