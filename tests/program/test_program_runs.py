@@ -105,6 +105,33 @@ async def test_a_python_given_by_its_path_runs_the_script_under_the_shim(tmp_pat
     assert not processes_of_runs(runs)
 
 
+async def test_a_program_s_multiprocessing_pools_start_as_by_hand(tmp_path: Path) -> None:
+    # spawn and forkserver children import the script again by its __main__'s __file__:
+    # forked from a warm pool that had started elsewhere, they looked for it there.
+    folder = tmp_path / "program"
+    folder.mkdir()
+    (folder / "pools.py").write_text(dedent("""\
+        import multiprocessing as mp
+
+        def square(x):
+            return x * x
+
+        if __name__ == "__main__":
+            for method in ("spawn", "forkserver"):
+                with mp.get_context(method).Pool(2) as pool:
+                    print(method, pool.map(square, range(4)), flush=True)
+        """))
+    (folder / "hosts.yaml").write_text("program: {command: python pools.py}\n"
+                                       "cluster: {ps: [localhost:auto], worker: [localhost:auto]}\n")
+    runs = tmp_path / "runs"
+    run = await run_program(load(folder / "hosts.yaml"), runs)
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    for method in ("spawn", "forkserver"):
+        assert f"worker0 | {method} [0, 1, 4, 9]" in run.out, run.out[-3000:]
+    assert "Traceback" not in run.out
+    assert not processes_of_runs(runs)
+
+
 async def test_a_killed_ps_restarts_the_cluster_which_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     config = load(program_folder(tmp_path, "toy_cluster.py", f"""\
         program:

@@ -82,7 +82,9 @@ def _run(script: str, module: str | None = None) -> int:
         if module is not None:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(script, run_name="__main__")
+            # Absolute, as python script.py makes __main__'s __file__ (since 3.9): multiprocessing's
+            # spawn children import the script again by it.
+            runpy.run_path(os.path.abspath(script), run_name="__main__")
         code = 0
     except SystemExit as exc:
         code = _exit_status(exc.code)
