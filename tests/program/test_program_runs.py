@@ -132,6 +132,37 @@ async def test_a_program_s_multiprocessing_pools_start_as_by_hand(tmp_path: Path
     assert not processes_of_runs(runs)
 
 
+async def test_a_progress_bar_redrawn_in_place_is_read_as_it_goes(tmp_path: Path) -> None:
+    # tqdm's way: each state after a \r on stderr, a newline only at the end of the loop.
+    # Its steps (and its signs of life) come while it trains, not all at its end.
+    folder = tmp_path / "program"
+    folder.mkdir()
+    (folder / "bar.py").write_text(dedent("""\
+        import sys, time
+        if sys.argv[1] == "worker":
+            for i in range(1, 41):
+                sys.stderr.write(f"\\rtraining: {i}/40 [00:01<00:01, 20.00it/s, loss={1 / i:.4f}]")
+                sys.stderr.flush()
+                time.sleep(0.05)
+            sys.stderr.write("\\n")
+        """))
+    (folder / "hosts.yaml").write_text(dedent("""\
+        program:
+          command: python bar.py {job}
+          metrics: ['(?P<step>\\d+)/40 .*loss=(?P<loss>[0-9.]+)']
+        cluster: {ps: [localhost:auto], worker: [localhost:auto]}
+        """))
+    runs = tmp_path / "runs"
+    run = await run_program(load(folder / "hosts.yaml"), runs)
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    steps = [e.event.global_step for e in run.events
+             if isinstance(e, TrainerEvent) and isinstance(e.event, protocol.Step)]
+    assert len(steps) > 5 and steps[-1] == 40 and steps == sorted(steps), steps
+    assert summary_of(run.events).summary.final_loss == 0.025
+    assert "worker0 | training: 20/40 [00:01<00:01, 20.00it/s, loss=0.0500]" in run.out
+    assert not processes_of_runs(runs)
+
+
 async def test_a_killed_ps_restarts_the_cluster_which_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     config = load(program_folder(tmp_path, "toy_cluster.py", f"""\
         program:
