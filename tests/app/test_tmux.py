@@ -241,3 +241,30 @@ def test_a_port_in_use_is_said_in_words_until_S_starts_the_run_once_it_is_free(t
         holder.close()
     assert status.read_text().strip() == "0"
     assert_no_trainers_left(tmp_path / "runs")
+
+
+def test_without_a_batch_size_the_table_shows_no_examples_per_second(tmp_path: Path) -> None:
+    """A program with no batch_size: its rate is steps/s (the Throughput pane, headless);
+    the table's ex/s is not known, "-", never a 0 that reads as a stall."""
+    (tmp_path / "steps.py").write_text(
+        "import sys, time\n"
+        "if sys.argv[1] == 'worker':\n"
+        "    for i in range(1, 100000):\n"
+        "        print(f'step {i} loss 0.5', flush=True)\n"
+        "        time.sleep(0.05)\n")
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("program:\n  command: python steps.py {job}\n"
+                     "  metrics: ['step (?P<step>\\d+) loss (?P<loss>[0-9.]+)']\n"
+                     "cluster: {ps: [localhost:auto], worker: [localhost:auto]}\n"
+                     f"run_dir: {tmp_path / 'runs'}\n")
+    command = (f"env PYTHONPATH={shlex.quote(str(REPO))} {shlex.quote(sys.executable)} -m tui.cli "
+               f"{shlex.quote(str(hosts))}")
+    tmux = Tmux(command, private=True)
+    try:
+        row = tmux.wait_for(r"worker0\s+\S+\s+\w+\s+\d+w?\s+\d+\s+[1-9]\d+\s+(\S+)", 60)
+        assert row[1] == "-", row.string
+        tmux.send("q")
+        tmux.wait_for(r"Quit\?", 30)
+        tmux.send("y")
+    finally:
+        tmux.close()
