@@ -243,9 +243,10 @@ def test_a_port_in_use_is_said_in_words_until_S_starts_the_run_once_it_is_free(t
     assert_no_trainers_left(tmp_path / "runs")
 
 
-def test_without_a_batch_size_the_table_shows_no_examples_per_second(tmp_path: Path) -> None:
+def test_what_a_program_does_not_report_is_shown_as_not_known(tmp_path: Path) -> None:
     """A program with no batch_size: its rate is steps/s (the Throughput pane, headless);
-    the table's ex/s is not known, "-", never a 0 that reads as a stall."""
+    the table's ex/s is not known, "-", never a 0 that reads as a stall. It reports no loss:
+    the loss chart says so, rather than draw a flat line that reads as a loss at its low."""
     (tmp_path / "steps.py").write_text(
         "import sys, time\n"
         "if sys.argv[1] == 'worker':\n"
@@ -254,7 +255,7 @@ def test_without_a_batch_size_the_table_shows_no_examples_per_second(tmp_path: P
         "        time.sleep(0.05)\n")
     hosts = tmp_path / "hosts.yaml"
     hosts.write_text("program:\n  command: python steps.py {job}\n"
-                     "  metrics: ['step (?P<step>\\d+) loss (?P<loss>[0-9.]+)']\n"
+                     "  metrics: ['step (?P<step>\\d+) loss']\n"
                      "cluster: {ps: [localhost:auto], worker: [localhost:auto]}\n"
                      f"run_dir: {tmp_path / 'runs'}\n")
     command = (f"env PYTHONPATH={shlex.quote(str(REPO))} {shlex.quote(sys.executable)} -m tui.cli "
@@ -263,6 +264,9 @@ def test_without_a_batch_size_the_table_shows_no_examples_per_second(tmp_path: P
     try:
         row = tmux.wait_for(r"worker0\s+\S+\s+\w+\s+\d+w?\s+\d+\s+[1-9]\d+\s+(\S+)", 60)
         assert row[1] == "-", row.string
+        tmux.send("Tab", "Tab", "Tab")
+        screen = tmux.wait_for(r"(?m)^ training loss: none reported yet\n(.*)\n", 30)
+        assert not screen[1].strip(" ▁"), screen.string  # no flat line under it
         tmux.send("q")
         tmux.wait_for(r"Quit\?", 30)
         tmux.send("y")

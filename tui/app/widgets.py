@@ -296,16 +296,21 @@ class ThroughputView(VerticalScroll):
         put(self.query_one("#rate-title", Static),
             scaled("aggregate examples/sec" if examples else "global steps/sec", rates,
                    "{:,.0f}" if examples else "{:,.1f}", "a second"))
-        self.query_one("#loss-chart", Sparkline).data = drawable(list(dashboard.loss_history))
+        losses = list(dashboard.loss_history)
+        chart = self.query_one("#loss-chart", Sparkline)
+        chart.data = drawable(losses)
+        chart.display = bool(losses)  # none: no flat line that reads as a loss at its lowest
         put(self.query_one("#loss-title", Static),
-            scaled("training loss", dashboard.loss_history, "{:.4g}", "a step report"))
+            scaled("training loss", losses, "{:.4g}", "a step report") if losses
+            else "training loss: none reported yet")
         if workers:
-            self._show_workers(dashboard)
+            self._show_workers(dashboard, examples)
 
-    def _show_workers(self, dashboard: Dashboard) -> None:
+    def _show_workers(self, dashboard: Dashboard, examples: bool) -> None:
+        # Without examples (no batch size) a worker has no examples/sec: no chart of zeros.
         self.query_one(WorkerCharts).show([
             (scaled(f"{task} examples/sec", history, "{:,.0f}", "a second"), drawable(list(history)))
-            for task, history in dashboard.worker_history.items()])
+            for task, history in dashboard.worker_history.items()] if examples else [])
 
 
 class WorkerCharts(Widget):
