@@ -31,7 +31,7 @@ async def drive(options: RunOptions, timeout: float) -> int:
     try:
         async with app.run_test(size=SIZE) as pilot:
             deadline = time.monotonic() + timeout
-            while app.dashboard.finished is None and not app.start_failed:
+            while app.dashboard.finished is None and not app.dashboard.refused:
                 if time.monotonic() > deadline:
                     app.exit(int(EXIT_TIMEOUT), int(EXIT_TIMEOUT))
                     break

@@ -59,7 +59,7 @@ async def drive(options: RunOptions, tasks: int) -> int:
                 _say(f"core {app.core.process.pid}")
             rows = app.dashboard.rows
             while len(rows) < tasks or not all(r.state.value == "running" for r in rows.values()):
-                if app.start_failed or app.dashboard.finished is not None:
+                if app.dashboard.refused or app.dashboard.finished is not None:
                     _say("failed")
                     return 1
                 await pilot.pause(0.1)

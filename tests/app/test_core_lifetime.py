@@ -115,3 +115,27 @@ def test_nothing_of_the_controller_outlives_its_app(tmp_path: Path, stage: str, 
         wait_until(lambda: not _alive(family), GONE_WITHIN, lambda: _alive(family))
     finally:
         tmux.close()
+
+
+def test_quitting_before_any_task_runs_exits_as_interrupted(tmp_path: Path) -> None:
+    """q while every task still waits for the warm pool (nothing is running, so nothing to
+    confirm): the run was cut short by the operator, 130 as quitting mid-run, not 1 ("a task
+    failed": none did)."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", steps=1_000_000)
+    package = tmp_path / "slow" / "tensorflow"  # a TensorFlow whose import never ends
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import time\ntime.sleep(3600)\n")
+    path = os.pathsep.join([str(package.parent), str(REPO), _site_packages()])
+    status = tmp_path / "exit-status"
+    command = (f"env PYTHONPATH={shlex.quote(path)} {shlex.quote(sys.executable)} -m tui.cli "
+               f"{shlex.quote(str(hosts))}; echo $? > {shlex.quote(str(status))}; exec sleep 300")
+    tmux = Tmux(f"sh -c {shlex.quote(command)}", private=True)
+    try:
+        tmux.wait_for(r"worker1\s+\S+\s+pending", 60)
+        tmux.send("q")
+        wait_until(status.exists, GONE_WITHIN, interval=0.2, what=tmux.screen)
+        screen = tmux.wait_for(r"(?m)^  run dir ").string
+    finally:
+        tmux.close()
+    assert "run stopped" in screen or "run interrupted" in screen, screen
+    assert status.read_text().strip() == "130", screen

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -202,5 +204,71 @@ def test_the_pager_gets_the_log_with_its_escapes_made_inert(tmp_path: Path) -> N
         tmux.wait_for(r"Quit\?")
         tmux.send("y")
         wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
+    finally:
+        tmux.close()
+
+
+def test_a_port_in_use_is_said_in_words_until_S_starts_the_run_once_it_is_free(tmp_path: Path) -> None:
+    """The preflight's refusal crosses from the core's process to the app's: the holder of
+    the port, as headless says it (it arrived as "l; o; c; a; l; h; ..."), and the status bar
+    keeps saying why nothing started once the toast is gone. The port freed, S starts the
+    run, and its success is the exit status (not 2 for the refusal before it)."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(f"cluster: {{ps: ['localhost:{port}'], worker: [localhost:auto]}}\n"
+                     f"training: {{steps: 20}}\nrun_dir: {tmp_path / 'runs'}\n")
+    status = tmp_path / "exit-status"
+    command = (f"env PYTHONPATH={shlex.quote(str(REPO))} {shlex.quote(sys.executable)} -m tui.cli "
+               f"{shlex.quote(str(hosts))}; echo $? > {shlex.quote(str(status))}; exec sleep 300")
+    tmux = Tmux(f"sh -c {shlex.quote(command)}", private=True)
+    try:
+        screen = tmux.wait_for(r"cannot do that", 60).string
+        said = " ".join(line.strip("│▌ ") for line in screen.splitlines())
+        assert f"localhost:{port} is in use by pid {os.getpid()}" in said, screen
+        tmux.wait_for(rf"^ run - │ [\d:]+ │ not started: localhost:{port} is in use", 30)
+        holder.close()
+        tmux.send("S")
+        tmux.wait_for(r"Start a new run\?", 30)
+        tmux.send("y")
+        tmux.wait_for(r"(?m)^ run \S+ │ [\d:]+ │ succeeded", 180)
+        tmux.send("q")
+        wait_until(status.exists, 30, interval=0.2, what=tmux.screen)
+    finally:
+        tmux.close()
+        holder.close()
+    assert status.read_text().strip() == "0"
+    assert_no_trainers_left(tmp_path / "runs")
+
+
+def test_what_a_program_does_not_report_is_shown_as_not_known(tmp_path: Path) -> None:
+    """A program with no batch_size: its rate is steps/s (the Throughput pane, headless);
+    the table's ex/s is not known, "-", never a 0 that reads as a stall. It reports no loss:
+    the loss chart says so, rather than draw a flat line that reads as a loss at its low."""
+    (tmp_path / "steps.py").write_text(
+        "import sys, time\n"
+        "if sys.argv[1] == 'worker':\n"
+        "    for i in range(1, 100000):\n"
+        "        print(f'step {i} loss 0.5', flush=True)\n"
+        "        time.sleep(0.05)\n")
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("program:\n  command: python steps.py {job}\n"
+                     "  metrics: ['step (?P<step>\\d+) loss']\n"
+                     "cluster: {ps: [localhost:auto], worker: [localhost:auto]}\n"
+                     f"run_dir: {tmp_path / 'runs'}\n")
+    command = (f"env PYTHONPATH={shlex.quote(str(REPO))} {shlex.quote(sys.executable)} -m tui.cli "
+               f"{shlex.quote(str(hosts))}")
+    tmux = Tmux(command, private=True)
+    try:
+        row = tmux.wait_for(r"worker0\s+\S+\s+\w+\s+\d+w?\s+\d+\s+[1-9]\d+\s+(\S+)", 60)
+        assert row[1] == "-", row.string
+        tmux.send("Tab", "Tab", "Tab")
+        screen = tmux.wait_for(r"(?m)^ training loss: none reported yet\n(.*)\n", 30)
+        assert not screen[1].strip(" ▁"), screen.string  # no flat line under it
+        tmux.send("q")
+        tmux.wait_for(r"Quit\?", 30)
+        tmux.send("y")
     finally:
         tmux.close()

@@ -61,6 +61,23 @@ def test_a_yaml_list_command_and_no_chief(tmp_path: Path) -> None:
     assert config.program.shim is True
 
 
+@pytest.mark.parametrize("command", [
+    "TF_USE_LEGACY_KERAS=1 CKPT={checkpoint_dir} python train.py --steps={steps}",
+    "env TF_USE_LEGACY_KERAS=1 CKPT={checkpoint_dir} python train.py --steps={steps}",
+    "[TF_USE_LEGACY_KERAS=1, 'CKPT={checkpoint_dir}', python, train.py, '--steps={steps}']",
+])
+def test_variables_assigned_before_the_program_are_its_environment(tmp_path: Path, command: str) -> None:
+    # As a shell takes them: the program is python (the host's, under the shim), not the
+    # first assignment (nor, after env, whichever python PATH finds first).
+    config = load_config(write(tmp_path, CLUSTER + f"program:\n  command: {command}\n"))
+    assert config.program is not None
+    assert config.program.command == ("python", "train.py", "--steps={steps}")
+    assert config.program.env == {"TF_USE_LEGACY_KERAS": "1", "CKPT": "{checkpoint_dir}"}
+    assert config.program.placeholders == {"checkpoint_dir", "steps"}
+    assert config.program.written == ("TF_USE_LEGACY_KERAS=1 CKPT={checkpoint_dir} python train.py "
+                                      "--steps={steps}")
+
+
 def test_hosts_kind_is_explicit_or_inferred(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, CLUSTER + dedent("""\
         hosts:
@@ -99,6 +116,13 @@ ERRORS = [
     ("program:\n  command: python train.py\ntraining: {steps: 0}\n", 4, 19, "training.steps"),
     ("program:\n  command: python train.py\ntraining: {lr: [1, 2]}\n", 4, 16, "expected a single value"),
     ("program: python train.py\n", 2, 10, "expected a mapping"),
+    ("program:\n  command: TF_USE_LEGACY_KERAS=1 python trian.py\n", 3, 41,
+     "script 'trian.py' does not exist"),
+    ("program:\n  command: A=1 TF_CONFIG={{}} python train.py\n", 3, 16, "TF_CONFIG is set by tfdist-tui"),
+    ("program:\n  command: A={bad} python train.py\n", 3, 14, "unknown placeholder {bad}"),
+    ("program:\n  command: A=1 B=2\n", 3, 16, "'B=2' sets a variable but no program follows"),
+    ("program:\n  command: venv/bin/python train.py\n", 3, 12, "program 'venv/bin/python' does not exist"),
+    ("program:\n  command: /usr/bin/python3 missing.py\n", 3, 29, "script 'missing.py' does not exist"),
 ]
 
 

@@ -27,6 +27,7 @@ from tui.core.wire import (
     send_frame,
     sendable,
 )
+from tui.plan.preflight import PreflightError
 
 
 def test_frames_cross_a_socket_and_its_end_reads_as_none() -> None:
@@ -56,6 +57,13 @@ def test_an_item_that_cannot_be_pickled_becomes_a_notice_the_rest_go() -> None:
     assert batch.items[1].level is Level.ERROR and "could not send a Notice" in batch.items[1].text
 
 
+class Listed(Exception):
+    """Made from a list, its ``args`` the joined text: pickle rebuilds it from that text."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+
+
 def test_an_error_crosses_as_itself_or_as_its_text() -> None:
     assert portable(None) is None
     error = RuntimeError("the run is over")
@@ -66,6 +74,13 @@ def test_an_error_crosses_as_itself_or_as_its_text() -> None:
 
     crossed = portable(Local("no such task"))
     assert isinstance(crossed, RuntimeError) and str(crossed) == "no such task"
+
+    # What the app reads is the error once unpickled, in its words.
+    crossed = pickle.loads(pickle.dumps(portable(Listed(["localhost:2222 is in use", "no run directory"]))))
+    assert str(crossed) == "localhost:2222 is in use; no run directory"
+    refused = PreflightError(["localhost:2222 is in use by pid 1 (init)"])
+    assert portable(refused) is refused
+    assert str(pickle.loads(pickle.dumps(refused))) == "localhost:2222 is in use by pid 1 (init)"
 
 
 def _step(task: str, step: int, *, local: int | None = None) -> TrainerEvent:

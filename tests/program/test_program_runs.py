@@ -7,7 +7,9 @@ import json
 import os
 import signal
 import socket
+import sys
 from pathlib import Path
+from textwrap import dedent
 
 import pytest
 
@@ -50,6 +52,114 @@ async def test_a_plain_script_runs_under_the_shim_and_is_measured_from_its_log(t
     command = json.loads((run_dir / "tasks" / "worker1.json").read_text())["argv"]
     assert command[1:4] == ["-c", BOOTSTRAP, "plain.py"]
     assert "worker1 | Step: 6 (worker1), Cost: 0.167" in run.out
+    assert not processes_of_runs(runs)
+
+
+async def test_variables_assigned_in_the_command_reach_the_program_run_by_the_host_s_python(
+        tmp_path: Path) -> None:
+    # Written as in a shell: the variables are the environment, the program is python, run
+    # with the controller's Python under the shim (not "cannot run GREETING=...").
+    folder = tmp_path / "program"
+    (folder / "lib").mkdir(parents=True)
+    (folder / "lib" / "greeting.py").write_text("WORD = 'from lib'\n")
+    (folder / "echo.py").write_text(dedent("""\
+        import os, sys
+        import greeting
+        print("echo", os.environ["GREETING"], greeting.WORD, sys.executable == os.environ["WANT_PYTHON"],
+              flush=True)
+        """))
+    (folder / "hosts.yaml").write_text(dedent(f"""\
+        program:
+          command: env GREETING=hi-{{job}}{{index}} PYTHONPATH=lib WANT_PYTHON={sys.executable} python echo.py
+        cluster: {{ps: [localhost:auto], worker: [localhost:auto]}}
+        """))
+    runs = tmp_path / "runs"
+    run = await run_program(load(folder / "hosts.yaml"), runs)
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    assert "worker0 | echo hi-worker0 from lib True" in run.out
+    assert "ps0     | echo hi-ps0 from lib True" in run.out
+    assert "running GREETING=hi-{job}{index} PYTHONPATH=lib WANT_PYTHON=" in run.out
+    (run_dir,) = runs.iterdir()
+    command = json.loads((run_dir / "tasks" / "worker0.json").read_text())["argv"]
+    assert command[1:4] == ["-c", BOOTSTRAP, "echo.py"]
+    assert not processes_of_runs(runs)
+
+
+async def test_a_python_given_by_its_path_runs_the_script_under_the_shim(tmp_path: Path) -> None:
+    # /opt/venv/bin/python train.py runs a .py file with Python: under the shim, as the bare
+    # "python" does, with that interpreter (not the host's python: setting).
+    config = load(program_folder(tmp_path, "plain.py", f"""\
+        program:
+          command: {sys.executable} plain.py --job={{job}} --index={{index}} --steps={{steps}}
+          metrics: [{STEP_PATTERN}]
+        cluster: {{ps: [localhost:auto], worker: [localhost:auto]}}
+        training: {{steps: 3}}
+        """))
+    runs = tmp_path / "runs"
+    run = await run_program(config, runs)
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    assert summary_of(run.events).summary.global_step == 3
+    (run_dir,) = runs.iterdir()
+    command = json.loads((run_dir / "tasks" / "worker0.json").read_text())["argv"]
+    assert command[:4] == [sys.executable, "-c", BOOTSTRAP, "plain.py"]
+    assert not processes_of_runs(runs)
+
+
+async def test_a_program_s_multiprocessing_pools_start_as_by_hand(tmp_path: Path) -> None:
+    # spawn and forkserver children import the script again by its __main__'s __file__:
+    # forked from a warm pool that had started elsewhere, they looked for it there.
+    folder = tmp_path / "program"
+    folder.mkdir()
+    (folder / "pools.py").write_text(dedent("""\
+        import multiprocessing as mp
+
+        def square(x):
+            return x * x
+
+        if __name__ == "__main__":
+            for method in ("spawn", "forkserver"):
+                with mp.get_context(method).Pool(2) as pool:
+                    print(method, pool.map(square, range(4)), flush=True)
+        """))
+    (folder / "hosts.yaml").write_text("program: {command: python pools.py}\n"
+                                       "cluster: {ps: [localhost:auto], worker: [localhost:auto]}\n")
+    runs = tmp_path / "runs"
+    run = await run_program(load(folder / "hosts.yaml"), runs)
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    for method in ("spawn", "forkserver"):
+        assert f"worker0 | {method} [0, 1, 4, 9]" in run.out, run.out[-3000:]
+    assert "Traceback" not in run.out
+    assert not processes_of_runs(runs)
+
+
+async def test_a_progress_bar_redrawn_in_place_is_read_as_it_goes(tmp_path: Path) -> None:
+    # tqdm's way: each state after a \r on stderr, a newline only at the end of the loop.
+    # Its steps (and its signs of life) come while it trains, not all at its end.
+    folder = tmp_path / "program"
+    folder.mkdir()
+    (folder / "bar.py").write_text(dedent("""\
+        import sys, time
+        if sys.argv[1] == "worker":
+            for i in range(1, 41):
+                sys.stderr.write(f"\\rtraining: {i}/40 [00:01<00:01, 20.00it/s, loss={1 / i:.4f}]")
+                sys.stderr.flush()
+                time.sleep(0.05)
+            sys.stderr.write("\\n")
+        """))
+    (folder / "hosts.yaml").write_text(dedent("""\
+        program:
+          command: python bar.py {job}
+          metrics: ['(?P<step>\\d+)/40 .*loss=(?P<loss>[0-9.]+)']
+        cluster: {ps: [localhost:auto], worker: [localhost:auto]}
+        """))
+    runs = tmp_path / "runs"
+    run = await run_program(load(folder / "hosts.yaml"), runs)
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    steps = [e.event.global_step for e in run.events
+             if isinstance(e, TrainerEvent) and isinstance(e.event, protocol.Step)]
+    assert len(steps) > 5 and steps[-1] == 40 and steps == sorted(steps), steps
+    assert summary_of(run.events).summary.final_loss == 0.025
+    assert "worker0 | training: 20/40 [00:01<00:01, 20.00it/s, loss=0.0500]" in run.out
     assert not processes_of_runs(runs)
 
 

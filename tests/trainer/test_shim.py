@@ -285,3 +285,18 @@ def test_a_users_packages_named_trainer_and_tui_win(tmp_path: Path) -> None:
     assert missing.returncode == 2 and not missing.stdout
     assert missing.stderr.strip() == \
         f"tfdist shim: error: no module named trainer.tsk (looked in {tmp_path} and on the path)"
+
+
+def test_a_program_that_raises_shows_the_traceback_python_would(tmp_path: Path) -> None:
+    """Its own frames, as ``python program.py`` prints them: not the shim's and runpy's
+    first (five lines of ours, half of the last ten lines a failed task's summary quotes)."""
+    (tmp_path / "helper.py").write_text("def load():\n    raise ValueError('no such column: lable')\n")
+    source = "import helper\nhelper.load()\n"
+    shimmed = run_shim(tmp_path, source)
+    by_hand = subprocess.run([sys.executable, str(tmp_path / "program.py"), "a", "--b"], cwd=tmp_path,
+                             capture_output=True, text=True)
+    assert by_hand.stderr.startswith("Traceback"), by_hand.stderr
+    assert shimmed.returncode == by_hand.returncode == 1
+    assert shimmed.stderr == by_hand.stderr
+    (error,) = events(shimmed.stdout)
+    assert isinstance(error, protocol.Error) and error.message == "no such column: lable"

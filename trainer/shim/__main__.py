@@ -82,15 +82,17 @@ def _run(script: str, module: str | None = None) -> int:
         if module is not None:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(script, run_name="__main__")
+            # Absolute, as python script.py makes __main__'s __file__ (since 3.9): multiprocessing's
+            # spawn children import the script again by it.
+            runpy.run_path(os.path.abspath(script), run_name="__main__")
         code = 0
     except SystemExit as exc:
         code = _exit_status(exc.code)
-    except KeyboardInterrupt:
-        traceback.print_exc()
+    except KeyboardInterrupt as exc:
+        _print_traceback(exc)
         code = 130
     except BaseException as exc:
-        traceback.print_exc()
+        _print_traceback(exc)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         lifecycle.emit(protocol.Error(role=STATE.role, index=STATE.index,
                                       type=type(exc).__name__, message=message))
@@ -103,6 +105,16 @@ def _run(script: str, module: str | None = None) -> int:
                                      global_step=STATE.global_step))
     _run_atexit()
     return code
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """``exc``'s traceback from the program's first frame on, as ``python script.py`` prints
+    it: the frames of this module and runpy's that ran the program come first otherwise."""
+    tb = exc.__traceback__
+    ours = (os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>")
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename in ours:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
 
 
 def _exit_status(code: object) -> int:

@@ -33,6 +33,7 @@ def become_task(request: wire.Request, fds: list[int], module: str, server_pid: 
         _reset_signals()
         if request.cwd:
             os.chdir(request.cwd)
+            _moved_to(request.cwd)
         _set_environment(request.env)
         shadowed = _shadowed(module, request.argv)
         if shadowed:
@@ -117,6 +118,15 @@ def _reset_signals() -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def _moved_to(cwd: str) -> None:
+    """The task's folder is where multiprocessing finds a relative ``__main__`` for its
+    spawn and forkserver children (``process.ORIGINAL_DIR``, fixed when it was imported: in
+    the pool, in the pool's folder)."""
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None:
+        process.ORIGINAL_DIR = os.path.abspath(cwd)  # type: ignore[attr-defined]
 
 
 def _set_environment(env: dict[str, str]) -> None:

@@ -117,7 +117,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
         self._core_factory = core_factory or self._default_core
         self.core: Core | None = None
         self.traffic: TrafficUpdate | None = None  # the newest sample from the core
-        self.start_failed = False
         self.interrupted = False  # a SIGHUP or SIGTERM ended it (exit 130)
         self._last_table_refresh = 0.0
         self._charted_revision = -1  # the progress revision the throughput pane shows
@@ -407,7 +406,8 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
     @on(CoreActionFailed)
     def _core_action_failed(self, message: CoreActionFailed) -> None:
         if isinstance(message.command, (StartRun, Relaunch)) and not self.dashboard.run_id:
-            self.start_failed = True
+            self.dashboard.refused = message.reason  # kept in the status bar until a run starts
+            self.refresh_dashboard(force=True)
         self.notify(said(f"{message.what}: {message.reason}"), title="cannot do that",
                     severity="error", timeout=2 * TOAST_SECONDS)
 
@@ -442,7 +442,8 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
 
     async def action_quit(self) -> None:
         active = self.dashboard.active_tasks
-        if not active:
+        if not active:  # a run under way (its tasks waiting for the pool or their turn) is cut short
+            self.quit_mid_run = self.dashboard.finished is None
             self._stop_all_and_exit()
             return
 
@@ -488,7 +489,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
         (as Ctrl-C is headless); a run that never started is a usage error."""
         if self.interrupted:
             return ExitCode.INTERRUPTED
-        if self.start_failed:
+        if self.dashboard.refused:  # no run started: the last try was refused
             return ExitCode.USAGE
         if self.quit_mid_run:
             return ExitCode.INTERRUPTED

@@ -33,7 +33,7 @@ from tui.core.events import (
 from tui.core.exits import ExitInfo
 from tui.core.inbox import CoreLost
 from tui.core.progress import ProgressSnapshot, WorkerProgress
-from tui.core.run_facts import Figures, RunFacts, figures
+from tui.core.run_facts import Figures, RunFacts, counts_examples, figures
 from tui.core.task_state import TaskState
 from tui.core.usage import UsageSample
 from tui.launch.base import WARM_REASON
@@ -120,6 +120,8 @@ class Dashboard:
     run_dir: str = ""
     started: float | None = None
     finished: RunSummary | None = None
+    #: Why the last try to start a run was refused (a port in use), until a run starts.
+    refused: str = ""
     rows: dict[str, TaskRow] = field(default_factory=dict)
     logs: dict[str, TaskLog] = field(default_factory=dict)
     merged: TaskLog = field(default_factory=lambda: TaskLog(deque(maxlen=MERGED_LOG_LINES)))
@@ -215,6 +217,7 @@ class Dashboard:
         self.facts = event.facts
         self.run_id = event.run_id
         self.run_dir = str(event.run_dir)
+        self.refused = ""
         self.started = event.t
         self.finished = None
         self.placement = None
@@ -308,12 +311,13 @@ class Dashboard:
         """Each task's rate as the core computed it: a worker under TF2's coordinator has no
         step of its own, only its part of the coordinator's."""
         rated = self._rated
+        examples = counts_examples(progress)  # else steps/s: "-", never a 0 that reads as a stall
         for worker in progress.workers:
             if rated.get(worker.task) is worker:
                 continue  # (its row shows this entry already)
             row = self.rows.get(worker.task)
             if row is not None:
-                row.examples_per_sec = worker.examples_per_sec
+                row.examples_per_sec = worker.examples_per_sec if examples else None
                 row.global_step = worker.global_step
                 row.coordinates = worker.coordinates
                 rated[worker.task] = worker

@@ -24,6 +24,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.controls import CONTROLS, TOGGLES, Section, Toggle
 from tui.app.state import Dashboard
+from tui.common.terminal import inert
 from tui.common.units import format_bytes
 from tui.core.run_facts import Figures, RateUnit
 from tui.core.task_state import TaskState
@@ -135,6 +136,8 @@ def status_text(dashboard: Dashboard, pending: TrainingSettings, at: float | Non
     text.append(f"│ {duration(dashboard.elapsed(at))} ")
     if dashboard.finished is not None:
         text.append(f"│ {dashboard.finished.outcome.value} ", style="bold")
+    if dashboard.refused:  # the toast goes; an empty table must still say why
+        text.append(f"│ not started: {inert(dashboard.refused)} (S tries again) ", style="bold red")
     facts = dashboard.facts
     # Only the settings the run's program honours (the core's facts): a user's command
     # that uses none of them is shown as itself, never as "async │ partitions 1".
@@ -293,16 +296,21 @@ class ThroughputView(VerticalScroll):
         put(self.query_one("#rate-title", Static),
             scaled("aggregate examples/sec" if examples else "global steps/sec", rates,
                    "{:,.0f}" if examples else "{:,.1f}", "a second"))
-        self.query_one("#loss-chart", Sparkline).data = drawable(list(dashboard.loss_history))
+        losses = list(dashboard.loss_history)
+        chart = self.query_one("#loss-chart", Sparkline)
+        chart.data = drawable(losses)
+        chart.display = bool(losses)  # none: no flat line that reads as a loss at its lowest
         put(self.query_one("#loss-title", Static),
-            scaled("training loss", dashboard.loss_history, "{:.4g}", "a step report"))
+            scaled("training loss", losses, "{:.4g}", "a step report") if losses
+            else "training loss: none reported yet")
         if workers:
-            self._show_workers(dashboard)
+            self._show_workers(dashboard, examples)
 
-    def _show_workers(self, dashboard: Dashboard) -> None:
+    def _show_workers(self, dashboard: Dashboard, examples: bool) -> None:
+        # Without examples (no batch size) a worker has no examples/sec: no chart of zeros.
         self.query_one(WorkerCharts).show([
             (scaled(f"{task} examples/sec", history, "{:,.0f}", "a second"), drawable(list(history)))
-            for task, history in dashboard.worker_history.items()])
+            for task, history in dashboard.worker_history.items()] if examples else [])
 
 
 class WorkerCharts(Widget):

@@ -27,11 +27,21 @@ DRIVEN_SETTINGS = ("mode", "partitions", "steps", "checkpoint_dir", "summary_dir
 _PYTHON = re.compile(r"python(3(\.\d+)?)?")
 #: Python options that take the next argument as their value.
 _PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "-Q"})
+#: ``NAME=value`` before the program: a shell would put it in the program's environment.
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
+#: Variables the controller sets for each task itself (an assignment would break the cluster).
+_CONTROLLER_ENV = ("TF_CONFIG",)
 
 
 def is_python(executable: str) -> bool:
     """``python``, ``python3`` or ``python3.11``: run with the host's configured Python."""
-    return bool(_PYTHON.fullmatch(PurePosixPath(executable).name)) and "/" not in executable
+    return runs_python(executable) and "/" not in executable
+
+
+def runs_python(executable: str) -> bool:
+    """A Python interpreter, by name (:func:`is_python`) or by its path
+    (``/opt/venv/bin/python3``, run as given): its script can run under the shim."""
+    return bool(_PYTHON.fullmatch(PurePosixPath(executable).name))
 
 
 def script_index(argv: tuple[str, ...]) -> int | None:
@@ -77,9 +87,9 @@ def load(loader: NodeReader, item: Item, training: Item | None, *,
         raise loader.error(item.key, "program: missing key 'command' (what every task runs), e.g. "
                                      "command: python train.py --job_name={job} --task_index={index}")
     known = frozenset(p.value for p in Placeholder) | values.keys() | set(DRIVEN_SETTINGS)
-    command = _command(loader, items["command"], known, local_python)
-    _check_values(loader, training, values, command)
-    fields: dict[str, Any] = {"command": command, "base_dir": loader.base_dir, "values": values}
+    env, command = _command(loader, items["command"], known, local_python)
+    _check_values(loader, training, values, (*command, *env.values()))
+    fields: dict[str, Any] = {"command": command, "base_dir": loader.base_dir, "values": values, "env": env}
     if "upload" in items:
         fields["upload"] = _folder(loader, items["upload"].value, "program.upload")
         _check_in_upload(loader, command, fields["upload"], items["upload"].value)
@@ -114,7 +124,9 @@ def _training(loader: NodeReader, item: Item | None) -> tuple[TrainingSettings, 
     return settings, values
 
 
-def _command(loader: NodeReader, item: Item, known: frozenset[str], local_python: bool) -> tuple[str, ...]:
+def _command(loader: NodeReader, item: Item, known: frozenset[str],
+             local_python: bool) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The variables the command assigns before its program, and the program's arguments."""
     node = item.value
     where = "program.command"
     expected = "a command line (text) or a list of arguments"
@@ -138,9 +150,34 @@ def _command(loader: NodeReader, item: Item, known: frozenset[str], local_python
                            f"{where}: empty command; expected e.g. python train.py --task_index={{index}}")
     for arg, at in parts:
         _check_placeholders(loader, arg, at, known)
+    env, parts = _assignments(loader, parts, where)
     argv = tuple(arg for arg, _ in parts)
     _check_executable(loader, argv, parts, local_python)
-    return argv
+    return env, argv
+
+
+def _assignments(loader: NodeReader, parts: list[tuple[str, ScalarNode]],
+                 where: str) -> tuple[dict[str, str], list[tuple[str, ScalarNode]]]:
+    """``NAME=value`` words before the program (also after ``env``), taken as a shell takes
+    them: the task's environment, and the program is what follows. The command is never run
+    by a shell, so left in place the first of them would be run as the program (``cannot
+    run TF_USE_LEGACY_KERAS=1``), and after ``env`` the ``python`` would be whichever one
+    PATH finds first rather than the host's."""
+    words = list(parts)
+    if len(words) > 1 and PurePosixPath(words[0][0]).name == "env" and _ASSIGNMENT.fullmatch(words[1][0]):
+        words.pop(0)
+    env: dict[str, str] = {}
+    while words and (match := _ASSIGNMENT.fullmatch(words[0][0])):
+        arg, node = words.pop(0)
+        if match[1] in _CONTROLLER_ENV:
+            raise _at(loader, node, arg, f"{where}: {match[1]} is set by tfdist-tui for each task; "
+                                         f"leave it out")
+        env[match[1]] = match[2]
+    if not words:
+        arg, node = parts[-1]
+        raise _at(loader, node, arg, f"{where}: {arg!r} sets a variable but no program follows; "
+                                     f"expected e.g. {arg} python train.py")
+    return env, words
 
 
 def _check_values(loader: NodeReader, training: Item | None, values: dict[str, str],
@@ -189,20 +226,24 @@ def _check_placeholders(loader: NodeReader, arg: str, node: ScalarNode, known: f
 def _check_executable(loader: NodeReader, argv: tuple[str, ...], parts: list[tuple[str, ScalarNode]],
                       local_python: bool = False) -> None:
     """A script or program given by a relative path must exist in hosts.yaml's folder (where
-    local tasks run, and what ``upload: .`` copies)."""
-    if is_python(argv[0]) and (module := module_index(argv)) is not None:
-        _check_module(loader, argv[module], parts[module][1], local_python)
+    local tasks run, and what ``upload: .`` copies); so must an interpreter given by a
+    relative path (``.venv/bin/python``)."""
+    if runs_python(argv[0]) and not is_python(argv[0]):
+        _check_path(loader, argv[0], parts[0][1], "program")
+    if runs_python(argv[0]) and (module := module_index(argv)) is not None:
+        # Only the controller's own Python is known here: another interpreter has its own packages.
+        _check_module(loader, argv[module], parts[module][1], local_python and is_python(argv[0]))
         return
-    index = script_index(argv) if is_python(argv[0]) else (0 if "/" in argv[0] else None)
-    if index is None:
-        return
-    path = argv[index]
+    index = script_index(argv) if runs_python(argv[0]) else (0 if "/" in argv[0] else None)
+    if index is not None:
+        _check_path(loader, argv[index], parts[index][1], "script" if index else "program")
+
+
+def _check_path(loader: NodeReader, path: str, node: ScalarNode, what: str) -> None:
     if list(placeholder_names(path)) or PurePosixPath(path).is_absolute():
         return  # known only at launch, or a path on the hosts themselves
     if not (loader.base_dir / path).is_file():
-        what = "script" if index else "program"
-        raise _at(loader, parts[index][1], path,
-                  f"program.command: {what} {path!r} does not exist in {loader.base_dir}")
+        raise _at(loader, node, path, f"program.command: {what} {path!r} does not exist in {loader.base_dir}")
 
 
 def _check_module(loader: NodeReader, module: str, node: ScalarNode, local_python: bool = False) -> None:
@@ -246,7 +287,7 @@ def _check_in_upload(loader: NodeReader, argv: tuple[str, ...], upload: Path, no
     """Remote tasks run in the uploaded copy of ``upload``: a relative script must be found
     there too, or every remote task fails only once it starts (``upload: ../..`` with the
     script beside hosts.yaml). Checked here, before anything runs."""
-    index = script_index(argv) if is_python(argv[0]) else (0 if "/" in argv[0] else None)
+    index = script_index(argv) if runs_python(argv[0]) else (0 if "/" in argv[0] else None)
     if index is None:
         return
     path = argv[index]

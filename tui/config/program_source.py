@@ -15,7 +15,7 @@ from pathlib import Path
 from yaml.nodes import ScalarNode
 
 from tui.config.cluster import Job, TaskSpec
-from tui.config.program import is_python, module_index, script_index
+from tui.config.program import module_index, runs_python, script_index
 from tui.config.program_spec import ProgramSpec, placeholder_names
 from tui.config.yamlload import NodeReader
 
@@ -45,7 +45,7 @@ def entry_file(spec: ProgramSpec) -> Path | None:
     first, when it lies in hosts.yaml's folder; None for anything else (a binary, a path
     known only at launch, a module installed elsewhere)."""
     argv = spec.command
-    if not argv or not is_python(argv[0]):
+    if not argv or not runs_python(argv[0]):
         return None
     if (index := script_index(argv)) is not None:
         path = spec.base_dir / argv[index]

@@ -70,11 +70,21 @@ class ProgramSpec:
     shim: bool = True
     #: ``training:`` values other than the settings the controller drives, as written.
     values: Mapping[str, str] = field(default_factory=dict)
+    #: Variables the command assigns before its program (``TF_USE_LEGACY_KERAS=1 python
+    #: train.py``, as a shell takes them), values with placeholders unrendered: each task's
+    #: environment gets them.
+    env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def placeholders(self) -> frozenset[str]:
-        """The names the command uses in braces."""
-        return frozenset(name for arg in self.command for name in placeholder_names(arg))
+        """The names the command (its variables' values included) uses in braces."""
+        return frozenset(name for arg in (*self.command, *self.env.values())
+                         for name in placeholder_names(arg))
+
+    @property
+    def written(self) -> str:
+        """The command as written, its variable assignments first."""
+        return " ".join((*(f"{name}={value}" for name, value in self.env.items()), *self.command))
 
     def uses_any(self, names: frozenset[str]) -> bool:
         """Whether the command names any of ``names`` (TF_CONFIG carries no training values,

@@ -99,13 +99,19 @@ class Figures:
             else f"{self.rate:,.1f} {self.unit.value}"
 
 
+def counts_examples(snapshot: ProgressSnapshot) -> bool:
+    """Whether the run's rates are examples/s (a task said some), else global steps/s: then
+    no task has an examples/s of its own to show."""
+    # (Once a worker said examples/sec, the unit stays: the run's end, its workers gone, read
+    # "267.0 steps/s" and the examples/sec chart became a global steps/sec one.)
+    return snapshot.examples_per_sec > 0 or snapshot.counts_examples
+
+
 def figures(snapshot: ProgressSnapshot) -> Figures:
     """The figures of ``snapshot``: examples/s when any task reported some, else the global
     step's rate; each task's examples/s (a coordinator's is the cluster's, its workers' are
     its parts)."""
-    # (Once a worker said examples/sec, the unit stays: the run's end, its workers gone, read
-    # "267.0 steps/s" and the examples/sec chart became a global steps/sec one.)
-    examples = snapshot.examples_per_sec > 0 or snapshot.counts_examples
+    examples = counts_examples(snapshot)
     rate = snapshot.examples_per_sec if examples else snapshot.steps_per_sec
     tasks = tuple(TaskRate(w.task, w.examples_per_sec, w.coordinates) for w in snapshot.workers) \
         if examples else ()

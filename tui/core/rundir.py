@@ -320,7 +320,9 @@ def resolved_config(config: ClusterConfig, settings: TrainingSettings,
     if config.program is not None:
         program = config.program
         training.update(program.values)
-        resolved["program"] = {"command": list(program.command), "shim": program.shim,
+        # Its variable assignments first, as written: loaded again, they are read back as such.
+        assigned = [f"{name}={value}" for name, value in program.env.items()]
+        resolved["program"] = {"command": [*assigned, *program.command], "shim": program.shim,
                                **({"upload": str(program.upload)} if program.upload else {}),
                                **({"batch_size": program.batch_size} if program.batch_size else {}),
                                **({"metrics": [m.regex.pattern for m in program.metrics]}

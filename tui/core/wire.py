@@ -213,12 +213,14 @@ def sendable(batch: Batch) -> bytes:
 
 
 def portable(error: BaseException | None) -> BaseException | None:
-    """``error`` as it can cross to the app: itself if it pickles, else a RuntimeError with
-    its text."""
+    """``error`` as it can cross to the app: itself if it comes back from pickle saying the
+    same, else a RuntimeError with its text. (Pickle rebuilds an exception from its
+    ``args``: one whose ``__init__`` takes other arguments fails to, or says something else.)"""
     if error is None:
         return None
     try:
-        pickle.loads(pickle.dumps(error))
-        return error
+        if str(pickle.loads(pickle.dumps(error))) == str(error):
+            return error
     except Exception:
-        return RuntimeError(str(error) or type(error).__name__)
+        pass
+    return RuntimeError(str(error) or type(error).__name__)

@@ -105,6 +105,7 @@ class LineSplitter:
         # chunk of a long line would make a 4 MB line cost quadratic time.
         self._scanned = 0
         self._continuing = False  # the last line out was a partial piece
+        self._redrawing = False  # the last line out ended at a \r: what follows continues it
 
     def feed(self, data: bytes) -> list[OutputBatch]:
         """Add bytes; return the lines they completed (no batch is empty)."""
@@ -119,16 +120,39 @@ class LineSplitter:
         # newline, so this decodes exactly as line by line would).
         last = self._buffer.rfind(b"\n", self._scanned)
         if last == -1:
+            # (From the last byte scanned before: a \r held there may end a line now.)
+            start = max(0, self._scanned - 1)
             self._scanned = len(self._buffer)
-            return []
+            return self._redrawn(start)
         text = self._buffer[:last].decode("utf-8", errors="replace")
         del self._buffer[:last + 1]
         self._scanned = 0
         lines = text.split("\n")
-        if "\r" in text:
-            lines = [line.removesuffix("\r") for line in lines]
+        if "\r" in text or self._redrawing:
+            lines = _redraws([line.removesuffix("\r") for line in lines], self._redrawing)
+        self._redrawing = False
         batch = _make_batch(stream=self._stream, lines=tuple(lines), continued=self._continuing,
-                            partial=False)
+                            partial=False) if lines else None
+        self._continuing = False
+        return [*([batch] if batch else []), *self._redrawn(0)]
+
+    def _redrawn(self, start: int) -> list[OutputBatch]:
+        """Progress redrawn in place (tqdm, a Keras bar: ``\r`` and the next state, a
+        newline only once done) ends a line at each ``\r``, as it comes: left in one line
+        until the loop's end, a task training for an hour would show no progress, and say
+        nothing the stall watchdog hears, for that hour. The buffer holds no newline; a
+        ``\r`` as its last byte may begin a ``\r\n`` and waits for the next one."""
+        cut = self._buffer.rfind(b"\r", start, len(self._buffer) - 1)
+        if cut == -1:
+            return []
+        text = self._buffer[:cut].decode("utf-8", errors="replace")  # (\r is never in a UTF-8 sequence)
+        del self._buffer[:cut + 1]
+        self._scanned = len(self._buffer)
+        lines = tuple(part for part in text.split("\r") if part)
+        if not lines:
+            return []
+        self._redrawing = True
+        batch = _make_batch(stream=self._stream, lines=lines, continued=self._continuing, partial=False)
         self._continuing = False
         return [batch]
 
@@ -157,6 +181,10 @@ class LineSplitter:
         raw = bytes(self._buffer)
         self._buffer.clear()
         self._scanned = 0
+        if (b"\r" in raw or self._redrawing) and not self._continuing:  # a redrawn line's last states
+            lines = _redraws([raw.decode("utf-8", errors="replace").removesuffix("\r")], self._redrawing)
+            self._redrawing = False
+            return [OutputBatch(self._stream, tuple(lines))] if lines else []
         return self._batches([self._line(raw, partial=False)])
 
     def _line(self, raw: bytes, partial: bool) -> OutputLine:
@@ -184,6 +212,17 @@ class LineSplitter:
         if group:
             batches.append(OutputBatch(self._stream, tuple(group), continued=continued))
         return batches
+
+
+def _redraws(lines: list[str], continues: bool = False) -> list[str]:
+    """Each line's ``\r``-separated states as lines of their own (empty ones left out; a
+    line of nothing but ``\r`` stays one empty line, as an empty line does, unless it is
+    the rest of a line whose states went out already: ``continues``)."""
+    out: list[str] = []
+    for number, line in enumerate(lines):
+        parts = [part for part in line.split("\r") if part] if "\r" in line or not line else [line]
+        out += parts or ([] if continues and number == 0 else [""])
+    return out
 
 
 def _utf8_boundary(buffer: bytearray, limit: int) -> int:

@@ -18,6 +18,12 @@ class PreflightError(Exception):
         self.problems = tuple(str(p) for p in problems)
         super().__init__("; ".join(self.problems))
 
+    def __reduce__(self) -> tuple[type[PreflightError], tuple[tuple[str, ...]]]:
+        # Pickled from the app's core process to the app: rebuilt from the problems, not
+        # from ``args`` (the joined text, which would be taken for a sequence of problems,
+        # one a character: "l; o; c; a; l; h; ...").
+        return type(self), (self.problems,)
+
 
 async def resolve_ports(config: ClusterConfig, launcher: Launcher
                         ) -> tuple[dict[str, int], dict[str, PortReservation]]:

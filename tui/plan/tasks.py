@@ -189,7 +189,9 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
         if spec.port is None and program.holds:
             env[protocol.PORT_HELD_ENV] = "1"  # we hold the auto port until `go`; see trainer.portclaim
         if kind.sets_pythonpath:
-            inherited = host.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+            # The command's own (PYTHONPATH=src python train.py) wins, as host env does.
+            inherited = command.env.get("PYTHONPATH") or \
+                host.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
             root = trainer_root()
             ours = (str(root), *(str(root.joinpath(*p.split("/"))) for p in command.python_path))
             env["PYTHONPATH"] = os.pathsep.join(p for p in (*ours, inherited) if p)

@@ -18,7 +18,7 @@ from trainer import protocol
 from trainer.settings import Mode, TrainingSettings
 from trainer.shim import BOOTSTRAP
 from tui.config.cluster import Job, TaskSpec
-from tui.config.program import is_python, module_index, script_index
+from tui.config.program import is_python, module_index, runs_python, script_index
 from tui.config.program_source import pss_spot
 from tui.config.program_spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramSpec
 from tui.launch.package import upload_package
@@ -64,7 +64,7 @@ class UserProgram(TaskProgram):
 
     @property
     def name(self) -> str:
-        return " ".join(self.spec.command)
+        return self.spec.written
 
     @functools.cached_property
     def constructs_pss(self) -> bool:
@@ -83,11 +83,12 @@ class UserProgram(TaskProgram):
         folder = self._folder(ctx)
         values = placeholder_values(ctx, from_subfolder=folder is not None and not ctx.kind.local_files)
         argv = [arg.format_map(values) for arg in self.spec.command]
-        env: dict[str, str] = {}
+        env = {name: value.format_map(values) for name, value in self.spec.env.items()}
         python_path: tuple[str, ...] = ()
-        if is_python(argv[0]):
+        if runs_python(argv[0]):
             index = _shim_at(tuple(argv)) if self.spec.shim else None
-            argv[0] = ctx.python
+            if is_python(argv[0]):  # the host's; a path is run as given
+                argv[0] = ctx.python
             if index is not None:
                 argv[index:index] = SHIM_ARGV
                 env[SHIM_ENV] = "1"
@@ -156,7 +157,7 @@ class UserProgram(TaskProgram):
 def _shim_at(argv: tuple[str, ...]) -> int | None:
     """Where the shim goes in a Python command: before the ``.py`` script, or in place of
     the ``-m`` (the shim takes ``-m module`` itself); None when there is neither."""
-    if not argv or not is_python(argv[0]):
+    if not argv or not runs_python(argv[0]):
         return None
     index = script_index(argv)
     if index is not None:

@@ -201,3 +201,23 @@ async def test_workers_waiting_for_a_restarting_task_are_not_stalled(tmp_path: P
     await seconds_pass(clock, 1, each=chief)
     assert not recorder.of(TaskStalled)
     await supervisor.stop_all()
+
+
+async def test_a_failure_hint_is_taken_back_when_the_task_trains_on_past_it(tmp_path: Path) -> None:
+    # TF2's coordinator logs UNAVAILABLE when a worker goes, and trains on with the others
+    # (and with it again once restarted): the hint stood for the rest of the run. Taken back
+    # once it has stepped for a while with no new such line; a line again gives it again.
+    supervisor, recorder, clock, processes, _ = await up(tmp_path, SupervisorOptions(stall_timeout=0))
+    worker0 = processes["worker0"]
+    worker0.say("tensorflow.python.framework.errors_impl.UnavailableError: failed to connect")
+    await recorder.wait_for(lambda e: isinstance(e, TaskHint))
+    await seconds_pass(clock, 5, each=worker0)
+    worker0.say("UnavailableError: worker1 is gone again")  # the cause is still there
+    await seconds_pass(clock, 8, each=worker0)
+    assert not recorder.of(TaskHintCleared)
+    await seconds_pass(clock, 4, each=worker0)
+    (cleared,) = recorder.of(TaskHintCleared)
+    assert (cleared.task, cleared.reason) == ("worker0", "training on, no such failure for 10 s")
+    worker0.say("UnavailableError: and again")
+    await recorder.wait_for(lambda e: isinstance(e, TaskHint) and len(recorder.of(TaskHint)) == 2)
+    await supervisor.stop_all()

@@ -19,7 +19,7 @@ from tui.common.quick import maker
 from tui.config.cluster import Job
 from tui.core.clock import Wake, first_completed
 from tui.core.describe import describe_event
-from tui.core.events import Level, TaskHint, TaskOutput, TrainerEvent
+from tui.core.events import Level, TaskHint, TaskHintCleared, TaskOutput, TrainerEvent
 from tui.core.exits import describe_exit
 from tui.core.hints import CREATE_SESSION, hint_for_exit, hints_in
 from tui.core.supervisor.records import RunRecord, TaskRecord
@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 #: that inherited the pipe could hold it open forever; we stop reading then.
 DRAIN_TIMEOUT = 2.0
 TAIL_LINE_CHARS = 2000
+#: A hint read from a task's output is taken back once the task has trained on this many
+#: seconds with no new line showing that failure.
+HINT_OUTLIVED = 10.0
 
 
 async def launch(run: RunRecord, task: TaskRecord) -> str | None:
@@ -216,7 +219,8 @@ def on_output(run: RunRecord, task: TaskRecord, batch: OutputBatch) -> None:
     shown_as_event = {index: events[0] for index, events in found.items()
                       if len(events) == 1 and protocol.parse_event(lines[index]) is not None} if found else {}
     _keep_tail(task, lines, shown_as_event)
-    hints = {} if task.hint else hints_in(lines, joined)
+    # (Read on after a hint from output: a repeat keeps it standing, see _stepped.)
+    hints = {} if task.hint and task.hint_seen is None else hints_in(lines, joined)
     start = 0
     # Cut where a line means something, so that what it means follows the lines before it.
     for index in sorted({*found, *hints}):
@@ -269,13 +273,15 @@ def _keep_tail(task: TaskRecord, lines: Sequence[str], events: Mapping[int, prot
 
 def _on_hint(run: RunRecord, task: TaskRecord, hint: str) -> None:
     if task.hint:
+        if hint == task.hint and task.hint_seen is not None:
+            task.hint_seen = run.clock.monotonic()  # the failure goes on
         return
     # Waiting for a session while a peer is still starting is what a session does on a busy
     # machine, not a failure: the hint waits until every task has been up for a while
     # (TensorFlow repeats the line every 10 s; one in flight as the last peer came up says
     # nothing).
     if hint != CREATE_SESSION or _all_up_for(run, CREATE_SESSION_GRACE):
-        offer_hint(run, task, hint)
+        offer_hint(run, task, hint, from_output=True)
     elif not task.withheld_hint:
         task.withheld_hint = hint  # given after all if the task then fails
 
@@ -322,6 +328,12 @@ def _on_step(run: RunRecord, task: TaskRecord, event: protocol.Step, now: float)
 def _stepped(run: RunRecord, task: TaskRecord, event: protocol.Step) -> None:
     """A task that trains reported a step."""
     task.stepped = True
+    if task.hint and task.hint_seen is not None and run.clock.monotonic() - task.hint_seen >= HINT_OUTLIVED:
+        # It trains on past the failure its hint named (TF2's coordinator after a worker went):
+        # the hint is no longer true. A line showing the failure again gives it again.
+        task.hint, task.hint_seen = "", None
+        run.publish(TaskHintCleared(task=task.name, reason=f"training on, no such failure for "
+                                                           f"{HINT_OUTLIVED:.0f} s", t=run.clock.time()))
     run.hangs.step(task.name, event.global_step, event.target, run.clock.monotonic())
     if run.hangs.reached:  # (before the target nobody can hang: no wake-up per step)
         run.hang_check.set()
@@ -373,8 +385,9 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = 
     run.check_workers_done()
 
 
-def offer_hint(run: RunRecord, task: TaskRecord, hint: str | None) -> None:
+def offer_hint(run: RunRecord, task: TaskRecord, hint: str | None, *, from_output: bool = False) -> None:
     """Keep the first hint of a launch and tell the front ends, once per launch."""
     if hint and not task.hint:
         task.hint = hint
+        task.hint_seen = run.clock.monotonic() if from_output else None
         run.publish(TaskHint(task=task.name, hint=hint, t=run.clock.time()))

@@ -146,6 +146,9 @@ class TaskRecord:
         self.verdict: Verdict | None = None
         self.exit_code: int | None = None
         self.hint = ""  # the first known-failure hint of this launch (tui.core.hints)
+        #: When its output last showed the failure of ``hint`` (the run's clock); None: a
+        #: hint of the watchdog's or of its exit, not of a line.
+        self.hint_seen: float | None = None
         self.reader = self._new_reader()  # what this launch's output means (tui.program)
         self.stall_reported = False  # the stall watchdog reports a launch once
         self.stepped = False  # it reported a step this launch (before that it may set up quietly)
