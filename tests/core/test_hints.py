@@ -57,6 +57,8 @@ RECOGNISED = [
      'not found (looked in /x)"}', hints.DATASET_MISSING),
     ("tfdist shim: worker1 serves (server.join()), and the cluster has no chief to coordinate it",
      hints.NO_COORDINATOR),
+    ("ModuleNotFoundError: No module named 'tensorflow_datasets'", hints.MODULE_MISSING),
+    ("ModuleNotFoundError: No module named 'wandb.sdk'; 'wandb' is not a package", hints.MODULE_MISSING),
 ]
 
 NOT_RECOGNISED = [
@@ -69,6 +71,7 @@ NOT_RECOGNISED = [
     "checkpoint not found, starting fresh",     # "not found" without a dataset
     '{"event":"step","v":1,"role":"worker","index":0,"global_step":5}',
     "unavailable features: none",               # lower case is not gRPC's status
+    "TF-TRT Warning: No module named 'tensorrt'; TensorRT is off",  # told, not raised: it runs on
 ]
 
 

@@ -18,6 +18,7 @@ from trainer import protocol
 from trainer.shim import BOOTSTRAP
 from tui import cli
 from tui.common.exit_codes import ExitCode
+from tui.core import hints
 from tui.core.events import ControllerEvent, RunFinished, TrainerEvent
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
@@ -203,6 +204,24 @@ async def test_a_killed_ps_restarts_the_cluster_which_resumes_from_its_checkpoin
     ps0 = next(t for t in summary.tasks if t.name == "ps0")
     assert ps0.state is TaskState.SUCCEEDED and "after every worker finished" in ps0.reason
     assert not processes_of_runs(runs)
+
+
+async def test_a_program_whose_import_fails_on_the_host_s_python_gets_the_module_missing_hint(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "program"
+    folder.mkdir()
+    (folder / "needs.py").write_text("import tfdist_no_such_package_here\n")
+    (folder / "hosts.yaml").write_text(dedent("""\
+        program:
+          command: python needs.py
+        cluster: {ps: [localhost:auto], worker: [localhost:auto]}
+        restart: {policy: never}
+        """))
+    run = await run_program(load(folder / "hosts.yaml"), tmp_path / "runs")
+    assert run.code is ExitCode.TASK_FAILED, run.out[-3000:]
+    assert "ModuleNotFoundError: No module named 'tfdist_no_such_package_here'" in run.out
+    assert f"hint: {hints.MODULE_MISSING}" in run.out, run.out[-3000:]
+    assert not processes_of_runs(tmp_path / "runs")
 
 
 @pytest.mark.parametrize(("command", "where", "message"), [

@@ -46,6 +46,8 @@ OUT_OF_MEMORY = "out of memory: use a smaller model, batch size or partition cou
 DATASET_MISSING = ("dataset missing: set data_path to an .npz with x_train, y_train, x_test, y_test on "
                    "every host, or use dataset: digits")
 SIGKILL_HINT = "killed by SIGKILL: out of memory?"
+MODULE_MISSING = ("a module is missing: the task's Python has no package of that name; install it into the "
+                  "host's python: interpreter (its own pip), or set python: to the environment that has it")
 NO_COORDINATOR = ("nothing coordinates this worker: a TF2 ParameterServerStrategy program needs a chief: "
                   "job in hosts.yaml's cluster (the coordinator that runs model.fit or the training loop)")
 
@@ -68,6 +70,10 @@ HINTS: tuple[KnownFailure, ...] = (
     # The shim's words (trainer.shim.hooks.NO_COORDINATOR) for a worker that only serves.
     KnownFailure("no coordinator", re.compile(r"the cluster has no chief to coordinate it"), NO_COORDINATOR,
                  ("no chief to coordinate",)),
+    # Python's own words, the last line of the traceback of an import that found nothing: a
+    # program run with a venv's packages on one host and not on another, a typo'd module.
+    KnownFailure("module missing", re.compile(r"\bModuleNotFoundError: No module named\b"), MODULE_MISSING,
+                 ("modulenotfounderror",)),
     KnownFailure("create session waiting", re.compile(r"CreateSession still waiting"), CREATE_SESSION,
                  ("createsession",)),
     KnownFailure("unavailable", re.compile(r"\bUnavailableError\b|\bUNAVAILABLE\b"), UNAVAILABLE,
