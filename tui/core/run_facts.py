@@ -56,10 +56,11 @@ def setting_text(settings: TrainingSettings, setting: Setting) -> str:
 
 @dataclass(frozen=True)
 class TaskRate:
-    """One task's rate. ``coordinates``: TF2's coordinator, whose rate is the cluster's."""
+    """One task's rate (None: not known now, no step reported lately). ``coordinates``: TF2's
+    coordinator, whose rate is the cluster's."""
 
     task: str
-    rate: float
+    rate: float | None
     coordinates: bool = False
 
 
