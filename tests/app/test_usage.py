@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.support.fakes import make_config
-from tui.config.cluster import Job
+from tui.config.cluster import HostSpec, Job
 from tui.core.events import RunFinished, RunStarted, TaskStateChanged
 from tui.core.task_state import TaskState
-from tui.core.usage import PAGE_BYTES, UsageMonitor, group_totals
+from tui.core.usage import FRESH_INTERVALS, PAGE_BYTES, UsageMonitor, UsageSample, group_totals
 from tui.launch.local import run_local_command
 from tui.plan.tasks import TaskInfo
 
@@ -61,3 +63,65 @@ async def test_a_real_busy_process_group_shows_cpu_and_memory(tmp_path: Path) ->
     finally:
         os.killpg(busy.pid, signal.SIGKILL)
         busy.wait()
+
+
+async def test_a_host_that_stops_answering_loses_its_figures_and_they_come_back(tmp_path: Path) -> None:
+    """Seen on the lab: a host cut off (its tasks unreachable) kept its tasks' last cpu% and
+    rss, and the header's cpu/mem, on screen. Its figures go once its last answer is old, or
+    at once when the controller finds it unreachable, without holding up another host's."""
+    sleepers = [subprocess.Popen(["sleep", "600"], start_new_session=True) for _ in range(2)]
+    cut, restored = asyncio.Event(), asyncio.Event()
+    now = [1000.0]
+    try:
+        async def run_command(host: HostSpec, argv: Sequence[str]) -> str:
+            if host.name == "far" and cut.is_set():
+                await restored.wait()  # an SSH read over a cut link: no answer, no error
+            return await run_local_command(argv)
+
+        interval = 1.0  # (the clock is fake: it is how long a sample waits for a read)
+        monitor = UsageMonitor(make_config(tmp_path), run_command, interval=interval, clock=lambda: now[0])
+        samples: list[UsageSample] = []
+        monitor.subscribe(samples.append)
+        infos = (TaskInfo("worker0", Job.WORKER, 0, "localhost", 1),
+                 TaskInfo("worker1", Job.WORKER, 1, "far", 2))
+        monitor.handle(RunStarted(run_id="r", run_dir=tmp_path, tasks=infos,
+                                  settings=make_config(tmp_path).training))
+        for info, sleeper in zip(infos, sleepers, strict=True):
+            monitor.handle(TaskStateChanged(task=info.name, old=TaskState.STARTING, new=TaskState.RUNNING,
+                                            pid=sleeper.pid))
+
+        async def sample(seconds: float) -> UsageSample:
+            now[0] += seconds
+            return await asyncio.wait_for(monitor.sample_once(), 10)  # never held up by a host
+
+        first = await sample(0)
+        assert set(first.tasks) == {"worker0", "worker1"} and set(first.hosts) == {"localhost", "far"}
+        cut.set()
+        # Its last answer is a sampling interval old: still shown.
+        assert set((await sample(interval)).tasks) == {"worker0", "worker1"}
+        # Past FRESH_INTERVALS: not known now (its task's cpu%/rss and its host's totals go).
+        old = await sample(FRESH_INTERVALS * interval)
+        assert set(old.tasks) == {"worker0"} and set(old.hosts) == {"localhost"}
+        # It answers again: its figures are back.
+        restored.set()
+        cut.clear()
+        await asyncio.sleep(0)
+        back = await sample(interval)
+        assert set(back.tasks) == {"worker0", "worker1"} and set(back.hosts) == {"localhost", "far"}
+        # The controller finds it unreachable: its figures go at once, in a sample of their own.
+        count = len(samples)
+        monitor.handle(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.UNREACHABLE,
+                                        pid=sleepers[1].pid))
+        assert len(samples) == count + 1 and set(samples[-1].tasks) == {"worker0"}
+        assert set(samples[-1].hosts) == {"localhost"}
+        assert set((await sample(interval)).tasks) == {"worker0"}  # (and it is not read meanwhile)
+        monitor.handle(TaskStateChanged(task="worker1", old=TaskState.UNREACHABLE, new=TaskState.RUNNING,
+                                        pid=sleepers[1].pid))
+        again = await sample(interval)
+        assert again.tasks["worker1"].rss_bytes > 0 and again.tasks["worker1"].cpu_percent is None
+        monitor.handle(RunFinished(summary=None))  # type: ignore[arg-type]
+        await monitor.close()
+    finally:
+        for sleeper in sleepers:
+            os.killpg(sleeper.pid, signal.SIGKILL)
+            sleeper.wait()
