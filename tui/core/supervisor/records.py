@@ -363,8 +363,9 @@ class RunRecord:
 
     # -- outlets --------------------------------------------------------------------------
 
-    def notify(self, level: Level, text: str, task: str | None = None) -> None:
-        self.publish(Notice(level=level, text=text, task=task, t=self.clock.time()))
+    def notify(self, level: Level, text: str, task: str | None = None, about: str = "") -> None:
+        """Publish a :class:`~tui.core.events.Notice` (``about``: see there)."""
+        self.publish(Notice(level=level, text=text, task=task, about=about, t=self.clock.time()))
 
     def publish_progress(self) -> None:
         """Tell the front ends the run's progress changed: at once when no snapshot went out
