@@ -7,14 +7,30 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pytest
+import yaml
+
+from tests.launch.test_lab_runs import assert_hosts_empty, standard_layout
 from tests.support.fakes import make_config
+from tests.support.netlab_fixture import MakeLab
 from tui.config.cluster import HostSpec, Job
+from tui.config.load import load_config
 from tui.core.events import RunFinished, RunStarted, TaskStateChanged
+from tui.core.options import RunOptions
+from tui.core.session import Session
 from tui.core.task_state import TaskState
-from tui.core.usage import FRESH_INTERVALS, PAGE_BYTES, UsageMonitor, UsageSample, group_totals
+from tui.core.usage import (
+    FRESH_INTERVALS,
+    PAGE_BYTES,
+    SAMPLE_SECONDS,
+    UsageMonitor,
+    UsageSample,
+    group_totals,
+)
 from tui.launch.local import run_local_command
 from tui.plan.tasks import TaskInfo
 
@@ -125,3 +141,50 @@ async def test_a_host_that_stops_answering_loses_its_figures_and_they_come_back(
         for sleeper in sleepers:
             os.killpg(sleeper.pid, signal.SIGKILL)
             sleeper.wait()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+async def test_on_the_lab_a_cut_hosts_tasks_lose_their_figures_and_get_them_back(
+        netlab: MakeLab, tmp_path: Path) -> None:
+    """Real hosts (tests/support/netlab.py), read over SSH: h2 (worker1's host) cut off, its
+    task's cpu%/rss and its host's totals go within a few samples (as they stayed on screen
+    on the lab before), the other hosts' figures go on, and they are back once it answers."""
+    lab = netlab(3)
+    path = standard_layout(lab, tmp_path, ps=1, workers=2, training={"steps": 10_000_000, "log_every": 50})
+    config = yaml.safe_load(path.read_text())
+    config["network"] = {"lease": 30, "unreachable_timeout": 120}
+    path.write_text(yaml.safe_dump(config))
+    session = Session.from_options(RunOptions(config=load_config(path), runs_root=tmp_path / "runs"))
+    assert session.usage is not None
+    wanted: list[tuple[Callable[[UsageSample], bool], asyncio.Event]] = []
+
+    def listen(sample: UsageSample) -> None:
+        for condition, seen in wanted:
+            if condition(sample):
+                seen.set()
+
+    async def until(condition: Callable[[UsageSample], bool], timeout: float) -> float:
+        seen = asyncio.Event()
+        wanted.append((condition, seen))
+        started = time.monotonic()
+        await asyncio.wait_for(seen.wait(), timeout)
+        return time.monotonic() - started
+
+    session.usage.subscribe(listen)
+    try:
+        await session.start()
+        await until(lambda s: {"ps0", "worker0", "worker1"} <= set(s.tasks) and "h2" in s.hosts, 200)
+        lab.cut("h2")
+        try:
+            gone = await until(lambda s: "worker1" not in s.tasks and "h2" not in s.hosts
+                               and {"ps0", "worker0"} <= set(s.tasks), 60)
+        finally:
+            lab.restore("h2")
+        back = await until(lambda s: "worker1" in s.tasks and "h2" in s.hosts, 90)
+        print(f"\nh2 cut: its figures gone after {gone:.1f} s; back {back:.1f} s after its link")
+        assert gone <= (FRESH_INTERVALS + 2) * SAMPLE_SECONDS, gone
+    finally:
+        await session.supervisor.stop_all()
+        await session.close()
+    await asyncio.to_thread(assert_hosts_empty, lab, 60)
