@@ -67,8 +67,9 @@ class TaskRate:
 @dataclass(frozen=True)
 class Figures:
     """The figures of a run at one moment, as every front end shows them. ``target`` None:
-    no target (no ``/ N`` and no percentage); ``rate`` None: nothing measured yet (never a
-    0 that reads as a stall); ``accuracy``: held-out (evaluations) only."""
+    no target (no ``/ N`` and no percentage); ``rate`` None: nothing measured yet, or no
+    worker's rate known now (none reported a step lately: never the last rate, nor a 0 that
+    reads as a stall); ``accuracy``: held-out (evaluations) only."""
 
     step: int
     target: int | None
