@@ -318,10 +318,10 @@ def _rate(snap: ProgressSnapshot) -> str:
 
 
 def task_rates(snap: ProgressSnapshot) -> str:
-    """Each task's examples/s; TF2's coordinator is named as such (its rate is the
-    cluster's), the workers' parts of it after it."""
-    return ", ".join(f"{t.task} (coordinator) {t.rate:.1f}" if t.coordinates else f"{t.task} {t.rate:.1f}"
-                     for t in figures(snap).tasks)
+    """Each task's examples/s ('-': not known now, no step reported lately); TF2's coordinator
+    is named as such (its rate is the cluster's), the workers' parts of it after it."""
+    return ", ".join(f"{t.task}{' (coordinator)' if t.coordinates else ''} "
+                     + ("-" if t.rate is None else f"{t.rate:.1f}") for t in figures(snap).tasks)
 
 
 def _display_lines(head: str, lines: Sequence[str], task: str) -> str:

@@ -20,7 +20,7 @@ from tui.app.widgets import progress_text, status_text
 from tui.config.cluster import ClusterConfig, Job
 from tui.config.load import load_config
 from tui.core.events import ControllerEvent, ProgressUpdate, RunStarted, TrainerEvent
-from tui.core.progress import ProgressTracker
+from tui.core.progress import RATE_STALE_MIN, ProgressTracker
 from tui.core.run_facts import RunFacts
 from tui.headless import Printer
 from tui.plan.tasks import TaskInfo, program_for
@@ -274,3 +274,42 @@ def test_a_finished_run_shows_the_loss_it_ended_with_on_both_screens() -> None:
     assert tracker.final_loss == pytest.approx(0.0186)  # what the summary says (final loss 0.0186)
     assert "loss 0.0186" in progress_text(dashboard.figures).plain, progress_text(dashboard.figures).plain
     assert out.getvalue().splitlines()[-1].endswith("loss 0.0186"), out.getvalue()
+
+
+def test_a_worker_that_stopped_stepping_shows_no_rate_on_both_screens() -> None:
+    # Seen on the lab: 20 s into a ps cut, the workers' last rate (162 ex/s) still shown.
+    # worker1 stops stepping at 103; worker0 steps on. The core's snapshot once worker1's
+    # rate is no longer known (the supervisor publishes one then, with no step to prompt it).
+    settings = load_config(Path(__file__).resolve().parents[2] / "hosts.yaml").training.replace(steps=3000)
+    tasks = tuple(TaskInfo(name=f"worker{i}", job=Job.WORKER, index=i, host="localhost", port=2000 + i)
+                  for i in range(2))
+    events: list[ControllerEvent] = [RunStarted(run_id="r1", run_dir=Path("/tmp/r1"), tasks=tasks,
+                                                settings=settings, t=100.0)]
+    tracker = ProgressTracker(3000)
+    n = 0
+    for second in range(4):
+        for index, rate in ((0, 100.0), (1, 62.0)):
+            if index == 1 and second == 3:
+                continue
+            n += 1
+            event = protocol.Step(role="worker", index=index, global_step=n, local_step=n, loss=0.5,
+                                  examples_per_sec=rate, step_time=0.01, target=3000)
+            tracker.update(f"worker{index}", event, 100.0 + second)
+            events += [TrainerEvent(task=f"worker{index}", event=event, t=100.0 + second),
+                       ProgressUpdate(progress=tracker.snapshot(100.0 + second), t=100.0 + second)]
+    later = 102.0 + RATE_STALE_MIN + 0.5
+    assert tracker.next_stale_at(103.0) == 102.0 + RATE_STALE_MIN
+    events.append(ProgressUpdate(progress=tracker.snapshot(later), t=later))
+    out = io.StringIO()
+    printer = Printer(out, colour=False)
+    dashboard = Dashboard(settings, clock=lambda: later)
+    for event in events:
+        printer.handle(event)
+        dashboard.apply(event)
+    printer.progress_line()
+    line = out.getvalue().splitlines()[-1]
+    assert "100.0 ex/s [worker0 100.0, worker1 -]" in line, line
+    app = progress_text(dashboard.figures).plain
+    assert number_before("ex/s", app) == 100.0, app
+    assert dashboard.rows["worker1"].examples_per_sec is None
+    assert dashboard.rows["worker0"].examples_per_sec == 100.0

@@ -372,6 +372,8 @@ class Dashboard:
             if not new and sampled.get(worker.task) is worker:
                 continue  # (its history's last point is this entry's rate already)
             history = self.worker_history.setdefault(worker.task, deque(maxlen=HISTORY_POINTS))
+            if worker.examples_per_sec is None:
+                continue  # not known now (no step lately): no point, never the last rate again
             _put(history, worker.examples_per_sec, new or not history)
             sampled[worker.task] = worker
 
@@ -403,7 +405,7 @@ class Dashboard:
         return self.progress.examples_per_sec
 
     @property
-    def worker_rates(self) -> dict[str, float]:
+    def worker_rates(self) -> dict[str, float | None]:
         return {w.task: w.examples_per_sec for w in self.progress.workers}
 
     def eta_seconds(self) -> float | None:

@@ -128,11 +128,14 @@ class ProgressUpdate:
 
 @dataclass(frozen=True, kw_only=True)
 class Notice:
-    """Something the controller wants a person to know."""
+    """Something the controller wants a person to know. ``about``: what it is about while it
+    holds (``host h2``): a later notice about the same says it is over or replaces it, so a
+    front end that shows a notice for a while takes the earlier one down then."""
 
     level: Level
     text: str
     task: str | None = None
+    about: str = ""
     t: float = field(default_factory=time.time)
 
 

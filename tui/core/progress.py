@@ -8,6 +8,7 @@ snapshots as :class:`~tui.core.events.ProgressUpdate` events; front ends only re
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -19,6 +20,14 @@ from tui.common.quick import maker
 ETA_POINTS = 30
 #: Reports between two sums of the workers' rates from scratch (see ProgressTracker).
 RESUM_EVERY = 1024
+#: A worker's rate is its last report's only while its next one is due: once it has not
+#: reported a step for this many times its usual gap between reports (and at least
+#: :data:`RATE_STALE_MIN` seconds), its rate is unknown. (A ps cut off: the workers stop
+#: stepping, and their last rate, 162 ex/s, was shown 20 s into the cut.)
+RATE_STALE_GAPS = 4.0
+RATE_STALE_MIN = 5.0
+#: Weight of the newest gap in a worker's usual gap between step reports (a moving average).
+GAP_WEIGHT = 0.3
 
 
 @dataclass(frozen=True)
@@ -26,12 +35,13 @@ class WorkerProgress:
     """The latest ``step`` report of one worker. Under TF2's coordinator the coordinator's
     entry (``coordinates``) holds the whole cluster's rate, and each worker's entry the part
     of it the coordinator saw that worker run (``via`` names the coordinator); only the
-    coordinator's counts in the total."""
+    coordinator's counts in the total. ``examples_per_sec`` None: not known now (no step
+    reported for a while: see :data:`RATE_STALE_GAPS`)."""
 
     task: str
     global_step: int
     local_step: int
-    examples_per_sec: float
+    examples_per_sec: float | None
     loss: float | None
     coordinates: bool = False
     via: str = ""
@@ -44,7 +54,8 @@ _make_worker = maker(WorkerProgress)
 @dataclass(frozen=True)
 class ProgressSnapshot:
     """Progress of the whole run at one moment. ``examples_per_sec`` sums the workers still
-    running; ``loss`` is the most recently reported one."""
+    running whose rate is known (each reported a step lately); ``loss`` is the most recently
+    reported one."""
 
     global_step: int
     target: int
@@ -108,6 +119,9 @@ class ProgressTracker:
         #: Per coordinator: its workers' functions finished so far, and each one's part of
         #: the latest interval (what its rate is split by).
         self._by_worker: dict[str, tuple[tuple[int, ...], tuple[float, ...]]] = {}
+        #: Per worker that reports steps: when its latest came, and its usual gap between them.
+        self._stepped_at: dict[str, float] = {}
+        self._gaps: dict[str, float] = {}
 
     def update(self, task: str, event: protocol.Event, t: float) -> bool:
         """Take one event emitted by ``task`` and received at ``t``; return whether the
@@ -120,7 +134,8 @@ class ProgressTracker:
             if before is None:
                 self._order = None
             else:
-                self._rate_total -= before.examples_per_sec
+                self._rate_total -= before.examples_per_sec or 0.0
+            self._note_step(task, t)
             self._rate_total += event.examples_per_sec
             self._counts_examples = self._counts_examples or event.examples_per_sec > 0
             self._since_resum += 1
@@ -161,6 +176,26 @@ class ProgressTracker:
             return False
         return True
 
+    def _note_step(self, task: str, t: float) -> None:
+        """Keep when ``task`` stepped, and its usual gap between steps."""
+        last = self._stepped_at.get(task)
+        if last is not None and t > last:
+            gap = self._gaps.get(task)
+            self._gaps[task] = t - last if gap is None else gap + GAP_WEIGHT * (t - last - gap)
+        self._stepped_at[task] = t
+
+    def _stale_at(self, task: str) -> float:
+        """When ``task``'s rate stops being known unless it reports another step."""
+        wait = max(RATE_STALE_MIN, RATE_STALE_GAPS * self._gaps.get(task, 0.0))
+        return self._stepped_at.get(task, -math.inf) + wait
+
+    def next_stale_at(self, now: float) -> float | None:
+        """The next moment after ``now`` at which a worker's rate goes unknown (a new snapshot
+        is due then), or None when none will."""
+        times = [at for task in self._workers if task in self._stepped_at
+                 if (at := self._stale_at(task)) > now]
+        return min(times, default=None)
+
     def _split(self, coordinator: str, event: protocol.Step) -> None:
         """The coordinator's rate split among the workers by the functions each finished
         since its previous report (the previous split while none moved)."""
@@ -186,6 +221,8 @@ class ProgressTracker:
 
     def worker_exited(self, task: str) -> bool:
         """A worker stopped contributing throughput; return whether the progress changed."""
+        self._stepped_at.pop(task, None)  # (a restarted worker's first gap is not a gap)
+        self._gaps.pop(task, None)
         if self._workers.pop(task, None) is None:
             return False
         if self._by_worker.pop(task, None) is not None:  # a coordinator: its split goes too
@@ -194,24 +231,30 @@ class ProgressTracker:
         self._order = None
         return True
 
-    def steps_per_sec(self) -> float | None:
+    def steps_per_sec(self, now: float | None = None) -> float | None:
         """The global step's rate over the recent step reports (None before two, and once no
-        worker trains: a stopped run's last rate, and an ETA from it, are no longer true)."""
+        worker trains, or, at ``now``, none has reported a step lately: a stopped run's last
+        rate, and an ETA from it, are no longer true)."""
         if len(self._history) < 2 or not self._workers:
+            return None
+        if now is not None and all(self._stale_at(task) <= now for task in self._stepped_at
+                                   if task in self._workers):
             return None
         (t0, s0), (t1, s1) = self._history[0], self._history[-1]
         if t1 <= t0 or s1 <= s0:
             return None
         return (s1 - s0) / (t1 - t0)
 
-    def eta_seconds(self) -> float | None:
+    def eta_seconds(self, now: float | None = None) -> float | None:
         """Seconds to the target at the recent global-step rate."""
-        rate = self.steps_per_sec()
+        rate = self.steps_per_sec(now)
         if rate is None or self._target <= self._global_step:
             return None
         return (self._target - self._global_step) / rate
 
-    def snapshot(self) -> ProgressSnapshot:
+    def snapshot(self, now: float | None = None) -> ProgressSnapshot:
+        """The progress so far; at ``now`` (the clock of :meth:`update`'s times), a worker
+        that has not reported a step lately has no rate (None), and none is summed for it."""
         if self._order is None:
             # (len, name) sorts worker2 before worker10.
             self._order = tuple(sorted(self._workers, key=lambda name: (len(name), name)))
@@ -219,20 +262,25 @@ class ProgressTracker:
         workers = tuple(map(self._workers.__getitem__, self._order))
         if self._since_resum >= RESUM_EVERY:
             # A coordinator's split among its workers (``via``) is in its own rate already.
-            self._rate_total = math.fsum(w.examples_per_sec for w in workers if not w.via)
+            self._rate_total = math.fsum(w.examples_per_sec or 0.0 for w in workers if not w.via)
             self._since_resum = 0
+        rate_total = self._rate_total
+        if now is not None and any(self._stale_at(w.via or w.task) <= now for w in workers):
+            workers = tuple(w if self._stale_at(w.via or w.task) > now
+                            else dataclasses.replace(w, examples_per_sec=None) for w in workers)
+            rate_total = math.fsum(w.examples_per_sec or 0.0 for w in workers if not w.via)
         return ProgressSnapshot(
             global_step=self._global_step,
             target=self._target,
-            examples_per_sec=self._rate_total,
+            examples_per_sec=rate_total,
             workers=workers,
             # Once the chief is done, the loss the run ended with (the summary's): another
             # worker's last step, reported after the chief's, left the app's Throughput pane
             # at its loss while headless's summary and the Runs pane said the chief's.
             loss=self.final_loss if self._chief_done else self._loss,
             accuracy=self._accuracy,
-            eta_seconds=self.eta_seconds(),
-            steps_per_sec=self.steps_per_sec(),
+            eta_seconds=self.eta_seconds(now),
+            steps_per_sec=self.steps_per_sec(now),
             train_accuracy=self._train_accuracy,
             eval_loss=self._eval_loss,
             counts_examples=self._counts_examples,

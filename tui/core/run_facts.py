@@ -56,18 +56,20 @@ def setting_text(settings: TrainingSettings, setting: Setting) -> str:
 
 @dataclass(frozen=True)
 class TaskRate:
-    """One task's rate. ``coordinates``: TF2's coordinator, whose rate is the cluster's."""
+    """One task's rate (None: not known now, no step reported lately). ``coordinates``: TF2's
+    coordinator, whose rate is the cluster's."""
 
     task: str
-    rate: float
+    rate: float | None
     coordinates: bool = False
 
 
 @dataclass(frozen=True)
 class Figures:
     """The figures of a run at one moment, as every front end shows them. ``target`` None:
-    no target (no ``/ N`` and no percentage); ``rate`` None: nothing measured yet (never a
-    0 that reads as a stall); ``accuracy``: held-out (evaluations) only."""
+    no target (no ``/ N`` and no percentage); ``rate`` None: nothing measured yet, or no
+    worker's rate known now (none reported a step lately: never the last rate, nor a 0 that
+    reads as a stall); ``accuracy``: held-out (evaluations) only."""
 
     step: int
     target: int | None

@@ -24,9 +24,13 @@ from tui.core.events import (
     TrainerEvent,
 )
 from tui.core.supervisor.busy import CLOCK_TICKS, STAT_ARGV
+from tui.core.task_state import TaskState
 from tui.launch.base import LaunchError
 
 SAMPLE_SECONDS = 2.0
+#: A host's figures are shown while its last answer is at most this many sampling intervals
+#: old: a host cut off kept its tasks' last cpu% and rss (and the header's totals) on screen.
+FRESH_INTERVALS = 3
 #: A launcher's ``run_command`` (tui.launch.base.CommandRunner): a short command's stdout.
 RunCommand = Callable[[HostSpec, Sequence[str]], Awaitable[str]]
 #: ``rss`` of /proc/PID/stat is in pages (a remote host's are taken to be this machine's).
@@ -44,7 +48,8 @@ class Usage:
 
 @dataclass(frozen=True)
 class UsageSample:
-    """Every task's usage at one moment, and each host's total over its tasks."""
+    """Every task's usage at one moment, and each host's total over its tasks: only those whose
+    host answered lately (a task or host absent: not known now)."""
 
     t: float
     tasks: dict[str, Usage] = field(default_factory=dict)
@@ -72,9 +77,22 @@ def group_totals(stat_lines: str, groups: set[int]) -> dict[int, tuple[int, int]
     return totals
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """One host's answer to a read: when it came, and its tasks' usage then."""
+
+    t: float
+    tasks: dict[str, Usage]
+
+
 class UsageMonitor:
     """Samples every running task's process group on its host while a run is on. Subscribe
-    :meth:`handle` to the supervisor (on the core's loop); :meth:`close` stops it."""
+    :meth:`handle` to the supervisor (on the core's loop); :meth:`close` stops it.
+
+    Each host is read on its own: one that does not answer holds up no other's figures, and
+    its own go from the samples once its last answer is :data:`FRESH_INTERVALS` intervals
+    old, or at once when the controller finds it unreachable; they come back with its next
+    answer."""
 
     def __init__(self, config: ClusterConfig, run_command: RunCommand,
                  interval: float = SAMPLE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
@@ -85,6 +103,9 @@ class UsageMonitor:
         self._hosts: dict[str, str] = {}  # task -> host name
         self._groups: dict[str, int] = {}  # task -> process group (its pid: a session leader)
         self._ticks: dict[str, tuple[float, int]] = {}  # task -> (time, ticks) of the last read
+        self._unreachable: set[str] = set()  # tasks whose host the controller cannot reach
+        self._reads: dict[str, asyncio.Task[None]] = {}  # host -> its read in flight
+        self._answers: dict[str, _Answer] = {}  # host -> its latest answer
         self._sampler = Background()
         self.latest: UsageSample | None = None
         self._listeners: list[Callable[[UsageSample], None]] = []
@@ -101,57 +122,106 @@ class UsageMonitor:
             self._hosts = {info.name: info.host for info in event.tasks}
             self._groups.clear()
             self._ticks.clear()
+            self._unreachable.clear()
+            self._cancel_reads()
+            self._answers.clear()
             self.latest = None
             if not self._sampler.running:
                 self._sampler.start(self._sample_forever)
         elif isinstance(event, TaskStateChanged):
-            if event.new.is_active and event.pid is not None:
+            if event.new is TaskState.UNREACHABLE:
+                # Its host does not answer the controller: its figures are not known now.
+                self._unreachable.add(event.task)
+                self._ticks.pop(event.task, None)  # (a CPU rate over the gap is no rate)
+                for answer in self._answers.values():  # (nor, once it is back, what it was)
+                    answer.tasks.pop(event.task, None)
+                if self.latest is not None:
+                    self._publish(self._compose(self._clock()))
+            elif event.new.is_active and event.pid is not None:
+                self._unreachable.discard(event.task)
                 if self._groups.get(event.task) != event.pid:
                     self._ticks.pop(event.task, None)
                 self._groups[event.task] = event.pid
             elif not event.new.is_active:
                 self._groups.pop(event.task, None)
+                self._unreachable.discard(event.task)
         elif isinstance(event, RunFinished):
             self._sampler.cancel()
+            self._cancel_reads()
 
     async def close(self) -> None:
         """Stop sampling (idempotent)."""
         await self._sampler.close()
+        self._cancel_reads()
+
+    def _cancel_reads(self) -> None:
+        for read in self._reads.values():
+            read.cancel()
+        self._reads.clear()
 
     async def _sample_forever(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
+            started = loop.time()
             await self.sample_once()
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(max(0.0, started + self._interval - loop.time()))
 
     async def sample_once(self) -> UsageSample:
-        """Read every host that has a running task once, and publish the sample."""
+        """Read every host that has a running task (waiting for none longer than an
+        interval; one still reading goes on), and publish the sample."""
         by_host: dict[str, dict[str, int]] = {}
         for task, group in self._groups.items():
-            by_host.setdefault(self._hosts.get(task, "localhost"), {})[task] = group
+            if task not in self._unreachable:
+                by_host.setdefault(self._hosts.get(task, "localhost"), {})[task] = group
+        for host_name, groups in by_host.items():
+            read = self._reads.get(host_name)
+            if read is None or read.done():
+                self._reads[host_name] = asyncio.create_task(self._read(host_name, groups))
+        if by_host:
+            await asyncio.wait([self._reads[name] for name in by_host], timeout=self._interval)
+        sample = self._compose(self._clock())
+        self._publish(sample)
+        return sample
+
+    async def _read(self, host_name: str, groups: dict[str, int]) -> None:
+        """Read one host's tasks once; keep its answer (none when it cannot be read)."""
+        host = self._config.hosts.get(host_name) or HostSpec(name=host_name, address=host_name)
+        try:
+            lines = await self._run_command(host, STAT_ARGV)
+        except (OSError, LaunchError):
+            return  # a host not answering: its figures go once its last answer is old
         now = self._clock()
+        totals = group_totals(lines, set(groups.values()))
+        tasks: dict[str, Usage] = {}
+        for task, group in groups.items():
+            if group not in totals:
+                continue
+            ticks, pages = totals[group]
+            before = self._ticks.get(task)
+            self._ticks[task] = (now, ticks)
+            cpu = (100.0 * (ticks - before[1]) / CLOCK_TICKS / (now - before[0])
+                   if before is not None and now > before[0] else None)
+            tasks[task] = Usage(cpu, pages * PAGE_BYTES)
+        self._answers[host_name] = _Answer(now, tasks)
+
+    def _compose(self, now: float) -> UsageSample:
+        """The figures known at ``now``: each host's latest answer while it is fresh, without
+        the tasks gone or unreachable since."""
         tasks: dict[str, Usage] = {}
         hosts: dict[str, Usage] = {}
-        for host_name, groups in by_host.items():
-            host = self._config.hosts.get(host_name) or HostSpec(name=host_name, address=host_name)
-            try:
-                lines = await self._run_command(host, STAT_ARGV)
-            except (OSError, LaunchError):
-                continue  # a host not answering: its tasks show no figures this time
-            totals = group_totals(lines, set(groups.values()))
-            cpu_sum, rss_sum = 0.0, 0
-            for task, group in groups.items():
-                if group not in totals:
-                    continue
-                ticks, pages = totals[group]
-                before = self._ticks.get(task)
-                self._ticks[task] = (now, ticks)
-                cpu = (100.0 * (ticks - before[1]) / CLOCK_TICKS / (now - before[0])
-                       if before is not None and now > before[0] else None)
-                tasks[task] = Usage(cpu, pages * PAGE_BYTES)
-                cpu_sum += cpu or 0.0
-                rss_sum += pages * PAGE_BYTES
-            hosts[host_name] = Usage(cpu_sum, rss_sum)
-        self.latest = sample = UsageSample(now, tasks, hosts)
+        for host_name, answer in self._answers.items():
+            if now - answer.t > FRESH_INTERVALS * self._interval:
+                continue
+            known = {task: usage for task, usage in answer.tasks.items()
+                     if task in self._groups and task not in self._unreachable}
+            if not known:
+                continue
+            tasks.update(known)
+            hosts[host_name] = Usage(sum(u.cpu_percent or 0.0 for u in known.values()),
+                                     sum(u.rss_bytes for u in known.values()))
+        return UsageSample(now, tasks, hosts)
+
+    def _publish(self, sample: UsageSample) -> None:
+        self.latest = sample
         for listener in self._listeners:
             listener(sample)
-        return sample

@@ -153,7 +153,7 @@ class Supervisor:
         return tuple(t.view() for t in self._run.tasks.values()) if self._run else ()
 
     def progress(self) -> ProgressSnapshot | None:
-        return self._run.progress.snapshot() if self._run else None
+        return self._run.progress.snapshot(self._run.clock.time()) if self._run else None
 
     def notify(self, level: Level, text: str, task: str | None = None) -> None:
         """Tell the subscribers something (a :class:`~tui.core.events.Notice`), also between runs;

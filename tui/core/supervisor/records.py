@@ -257,6 +257,10 @@ class RunRecord:
         #: due if changes came since (:meth:`publish_progress`).
         self._progress_at = -PROGRESS_EVERY
         self._progress_due: asyncio.TimerHandle | None = None
+        #: The snapshot due when a worker's rate goes unknown (no step reported lately: see
+        #: tui.core.progress.RATE_STALE_GAPS), with no new step to publish one.
+        self._stale_due: asyncio.TimerHandle | None = None
+        self._finished_published = False
 
     # -- phases ---------------------------------------------------------------------------
 
@@ -359,8 +363,9 @@ class RunRecord:
 
     # -- outlets --------------------------------------------------------------------------
 
-    def notify(self, level: Level, text: str, task: str | None = None) -> None:
-        self.publish(Notice(level=level, text=text, task=task, t=self.clock.time()))
+    def notify(self, level: Level, text: str, task: str | None = None, about: str = "") -> None:
+        """Publish a :class:`~tui.core.events.Notice` (``about``: see there)."""
+        self.publish(Notice(level=level, text=text, task=task, about=about, t=self.clock.time()))
 
     def publish_progress(self) -> None:
         """Tell the front ends the run's progress changed: at once when no snapshot went out
@@ -386,12 +391,24 @@ class RunRecord:
         if self._progress_due is not None:
             self._progress_due.cancel()
             self._progress_due = None
-        self._progress_at = asyncio.get_running_loop().time()
-        self.publish(ProgressUpdate(progress=self.progress.snapshot(), t=self.clock.time()))
+        loop = asyncio.get_running_loop()
+        self._progress_at = loop.time()
+        now = self.clock.time()
+        self.publish(ProgressUpdate(progress=self.progress.snapshot(now), t=now))
+        if self._stale_due is not None:
+            self._stale_due.cancel()
+            self._stale_due = None
+        stale_at = self.progress.next_stale_at(now)
+        if stale_at is not None and not self._finished_published:
+            self._stale_due = loop.call_later(stale_at - now, self.publish_progress)
 
     def publish(self, event: ControllerEvent) -> None:
-        if self._progress_due is not None and isinstance(event, RunFinished):
-            self._publish_progress_now()  # the run's last progress comes before its end
+        if isinstance(event, RunFinished):
+            if self._progress_due is not None:
+                self._publish_progress_now()  # the run's last progress comes before its end
+            self._finished_published = True
+            if self._stale_due is not None:
+                self._stale_due.cancel()
         if not isinstance(event, ProgressUpdate):  # derived from events kept there
             self.directory.record(event)  # never raises: see RunDirectory.on_failure
         for sink in list(self._sinks):

@@ -86,6 +86,12 @@ def mark_unreachable(run: RunRecord, task: TaskRecord, reason: str) -> bool:
     return True
 
 
+def reach(host: str) -> str:
+    """What the notices of a host's reach are about (:attr:`tui.core.events.Notice.about`): a
+    later one (it answers again, is reconnected) replaces an earlier (it does not answer)."""
+    return f"host {host}"
+
+
 def _went_silent(run: RunRecord, link: HostLink, silent: float) -> None:
     since = run.clock.monotonic() - silent
     run.unreachable.setdefault(link.host, since)
@@ -96,7 +102,7 @@ def _went_silent(run: RunRecord, link: HostLink, silent: float) -> None:
             f"{link.lease:g} s at most without the controller (the lease); " if marked else "")
     run.notify(Level.WARNING, f"host {link.host} ({link.where}) unreachable: no answer for {silent:.0f} s; "
                f"{what}the run fails if it stays unreachable for {timeout:g} s "
-               f"(network: unreachable_timeout)")
+               f"(network: unreachable_timeout)", about=reach(link.host))
     run.spawn(_give_up_after_lease(run, link, run.unreachable[link.host]))
 
 
@@ -114,7 +120,7 @@ def _answers_again(run: RunRecord, link: HostLink) -> None:
     if since is None and not back:
         return  # a reconnection said so already
     carry = f"; {_names(back)} {'carries' if len(back) == 1 else 'carry'} on" if back else ""
-    run.notify(Level.INFO, f"host {link.host} answers again{took}{carry}")
+    run.notify(Level.INFO, f"host {link.host} answers again{took}{carry}", about=reach(link.host))
 
 
 async def _give_up_after_lease(run: RunRecord, link: HostLink, since: float) -> None:
@@ -125,7 +131,8 @@ async def _give_up_after_lease(run: RunRecord, link: HostLink, since: float) -> 
     wake = await first_completed({Wake.STOPPED: run.entered_ending(), Wake.TIMEOUT: run.clock.sleep(wait)})
     if wake is Wake.TIMEOUT and run.unreachable.get(link.host) == since and link.silent_for() is not None:
         run.notify(Level.WARNING, f"host {link.host} unreachable for {gone_after:g} s: its tasks have "
-                   f"stopped themselves (their {link.lease:g} s lease ran out); reconnecting")
+                   f"stopped themselves (their {link.lease:g} s lease ran out); reconnecting",
+                   about=reach(link.host))
         link.abandon()
 
 
@@ -183,7 +190,8 @@ async def _host_back(run: RunRecord, link: HostLink, since: float, error: str) -
     if attempt is None or attempt.done():
         timeout = run.config.network.unreachable_timeout
         run.notify(Level.WARNING, f"{error}; reconnecting (the run fails if host {link.host} stays "
-                                  f"unreachable for {timeout:g} s: network: unreachable_timeout)")
+                                  f"unreachable for {timeout:g} s: network: unreachable_timeout)",
+                   about=reach(link.host))
         attempt = asyncio.ensure_future(_reconnect(run, link, since))
         run.reconnecting[link.host] = attempt
     return await asyncio.shield(attempt)
@@ -196,7 +204,7 @@ async def _reconnect(run: RunRecord, link: HostLink, since: float) -> bool:
     while not run.stop_requested:
         remaining = deadline - run.clock.monotonic()
         if remaining <= 0:
-            run.notify(Level.ERROR, f"host {link.host} still unreachable: {why}")
+            run.notify(Level.ERROR, f"host {link.host} still unreachable: {why}", about=reach(link.host))
             return False
         try:  # an attempt (a connect timeout, the host's checks) never runs past the limit
             wake = await first_completed({Wake.DONE: link.reconnect(), Wake.STOPPED: run.entered_ending(),
@@ -208,7 +216,7 @@ async def _reconnect(run: RunRecord, link: HostLink, since: float) -> bool:
                 run.reconnected_at[link.host] = run.clock.monotonic()
                 run.unreachable.pop(link.host, None)
                 run.notify(Level.INFO, f"host {link.host} reconnected after "
-                                       f"{run.clock.monotonic() - since:.0f} s")
+                                       f"{run.clock.monotonic() - since:.0f} s", about=reach(link.host))
                 return True
             if wake is Wake.STOPPED:
                 return False
