@@ -89,8 +89,11 @@ class Announcements(App[int]):
                         severity="warning", timeout=TOAST_SECONDS)
 
     def _take_down(self, notification: Notification) -> None:
-        if notification in self._notifications:
-            self._unnotify(notification)
+        # Textual's own way to take one toast down is private (textual>=0.80 is not capped):
+        # a release without it leaves the toast to time out, as before, rather than failing.
+        take_down = getattr(self, "_unnotify", None)
+        if take_down is not None and notification in getattr(self, "_notifications", ()):
+            take_down(notification)
 
 
 _SEVERITIES: dict[Level, SeverityLevel] = {Level.INFO: "information", Level.WARNING: "warning",
