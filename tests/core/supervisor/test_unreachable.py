@@ -240,6 +240,37 @@ async def test_a_ps_lost_past_its_lease_restarts_the_cluster(tmp_path: Path) -> 
     assert [i.kind for i in summary.incidents] == [IncidentKind.CLUSTER_RESTART]
 
 
+async def test_a_worker_that_fails_while_its_ps_host_does_not_answer_restarts_once_it_answers(
+        tmp_path: Path) -> None:
+    # Started during the cut, it would only fail again (seen on the lab: a ps host cut for
+    # 20 s, a worker restarted twice).
+    supervisor, launcher, clock, recorder = make(tmp_path, far="ps0")
+    await supervisor.start()
+    first = await running(launcher, recorder, NAMES)
+    link = launcher.far_link
+    link.go_silent(5.0)
+    await recorder.state("ps0", S.UNREACHABLE)
+    first["worker1"].exit(1)
+    await recorder.state("worker1", S.BACKOFF)
+    await clock.sleeping(5.0)  # the restart policy's backoff
+    clock.advance(5.0)
+    await recorder.wait_for(lambda e: isinstance(e, Notice) and e.task == "worker1"
+                            and "the restart waits for host far (ps0), which does not answer" in e.text)
+    clock.advance(10.0)  # the backoff long past: still not while its ps's host is silent
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert launcher.starts == NAMES and recorder.states("worker1")[-1] is S.BACKOFF
+    link.answer()
+    second = await launcher.started("worker1", launch=2)
+    second.ready()
+    await recorder.state("worker1", S.RUNNING, nth=2)
+    await finish_cleanly({**first, "worker1": second})
+    summary = await supervisor.wait()
+    assert summary.outcome is RunOutcome.SUCCEEDED, summary.reason
+    assert [(i.kind, i.task) for i in summary.incidents] == [(IncidentKind.TASK_RESTART, "worker1")]
+    never_stopped(recorder, ["ps0", "worker0"])
+
+
 @pytest.mark.parametrize("hangs", [False, True])
 async def test_a_host_unreachable_past_the_limit_fails_the_run_saying_so(tmp_path: Path, hangs: bool) -> None:
     supervisor, launcher, clock, recorder = make(tmp_path, far="worker1")

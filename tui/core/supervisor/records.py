@@ -253,6 +253,7 @@ class RunRecord:
         self.unreachable: dict[str, float] = {}
         self.reconnecting: dict[str, asyncio.Task[bool]] = {}
         self.reconnected_at: dict[str, float] = {}
+        self._host_back = asyncio.Event()  # set (and replaced) when a host answers again
         #: When the last progress snapshot was published (the loop's clock), and the one
         #: due if changes came since (:meth:`publish_progress`).
         self._progress_at = -PROGRESS_EVERY
@@ -275,6 +276,18 @@ class RunRecord:
     async def entered_ending(self) -> None:
         """Return once a stop was requested (the run entered ENDING)."""
         await self.entered[RunPhase.ENDING].wait()
+
+    def host_answers(self, host: str) -> float | None:
+        """``host`` answers again: it is no longer unreachable; since when it was (None: it
+        was not). Wakes whatever waits for a host (:meth:`a_host_answers`)."""
+        since = self.unreachable.pop(host, None)
+        event, self._host_back = self._host_back, asyncio.Event()
+        event.set()
+        return since
+
+    async def a_host_answers(self) -> None:
+        """Return once a host that did not answer answers again."""
+        await self._host_back.wait()
 
     @property
     def stop_requested(self) -> bool:

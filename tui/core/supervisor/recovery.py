@@ -122,6 +122,8 @@ async def _restart_after_backoff(run: RunRecord, task: TaskRecord, backoff: floa
     try:
         wake = await first_completed({Wake.DONE: run.clock.sleep(backoff),
                                       Wake.STOPPED: run.entered_ending()})
+        if wake is Wake.DONE and task.job is not Job.PS:
+            wake = await _ps_hosts_answer(run, task)
         # A cluster restart in the meantime has started it again already.
         if wake is Wake.DONE and not run.stop_requested and not run.recovering \
                 and task.state is TaskState.BACKOFF:
@@ -134,3 +136,26 @@ async def _restart_after_backoff(run: RunRecord, task: TaskRecord, backoff: floa
         if not run.recovering:
             task.abandon_restart(run)
         run.check_workers_done()
+
+
+async def _ps_hosts_answer(run: RunRecord, task: TaskRecord) -> Wake:
+    """Wait while the host of a ps does not answer: a task started then would only fail
+    again (its session needs every ps; seen on the lab, a worker restarted during a ps host's
+    20 s cut failed a second time). The run fails at ``network: unreachable_timeout`` if the
+    host never answers (tui.core.supervisor.unreachable)."""
+    said = False
+    while not run.stop_requested:
+        silent: dict[str, list[str]] = {}
+        for ps in run.of_job(Job.PS):
+            if ps.plan.host.name in run.unreachable:
+                silent.setdefault(ps.plan.host.name, []).append(ps.name)
+        if not silent:
+            break
+        if not said:
+            said = True
+            which = ", ".join(f"host {host} ({', '.join(names)})" for host, names in sorted(silent.items()))
+            run.notify(Level.INFO, f"the restart waits for {which}, which does not answer", task.name)
+        wake = await first_completed({Wake.DONE: run.a_host_answers(), Wake.STOPPED: run.entered_ending()})
+        if wake is not Wake.DONE:
+            return wake
+    return Wake.DONE

@@ -110,7 +110,7 @@ def _answers_again(run: RunRecord, link: HostLink) -> None:
     attempt = run.reconnecting.get(link.host)
     if attempt is not None and not attempt.done():
         return  # the host answers on the new connection: the reconnection says so, once
-    since = run.unreachable.pop(link.host, None)
+    since = run.host_answers(link.host)
     took = f" after {run.clock.monotonic() - since:.0f} s" if since is not None else ""
     back = []
     for task in _on_host(run, link.host):
@@ -214,7 +214,7 @@ async def _reconnect(run: RunRecord, link: HostLink, since: float) -> bool:
         else:
             if wake is Wake.DONE:
                 run.reconnected_at[link.host] = run.clock.monotonic()
-                run.unreachable.pop(link.host, None)
+                run.host_answers(link.host)
                 run.notify(Level.INFO, f"host {link.host} reconnected after "
                                        f"{run.clock.monotonic() - since:.0f} s", about=reach(link.host))
                 return True
