@@ -42,10 +42,12 @@ RESET_SIGNS = ("Connection reset by peer",)
 #: later (TensorFlow caps gRPC's backoff at 1 s; gRPC adds up to 20 % jitter). A restarted
 #: worker's first step failed on that and cost a restart (seen on the lab after a 20 s ps cut;
 #: 1.0 s measured from the failure to the first step that passed). These outlast 1.2 s; a ps
-#: that cannot reach this worker for good still fails the step, 1.4 s later.
+#: that cannot reach this worker for good still fails the step, 1.4 s later. Any step, not only
+#: the first after a start: a ps's channel to this address can back off later too (a link that
+#: flapped while the ps reconnected), and with this bound a retry costs no more there.
 REFUSED_RETRY_SECS = (0.1, 0.3, 0.5, 0.5)
-#: What a ps's UnavailableError says when its channel to an address has no connection: gRPC
-#: 1.6x's "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.3:2222: Failed
+#: What a ps's UnavailableError says when its channel to an address has no connection, gRPC's
+#: "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.3:2222: Failed
 #: to connect to remote host: Connection refused" (TensorFlow 2.21). Either part is enough:
 #: the address named in the text, not these words, says whose the failure is.
 REFUSED_SIGNS = ("failed to connect to all addresses", "Connection refused")
