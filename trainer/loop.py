@@ -5,6 +5,8 @@ step, and tells every ps it is done."""
 from __future__ import annotations
 
 import os
+import re
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -33,6 +35,24 @@ READY_POLL_SECS = (0.005, 0.05)
 RESET_RETRY_SECS = (0.1, 0.3, 0.6)
 #: What a connection reset says in TensorFlow's UnavailableError (gRPC's status text).
 RESET_SIGNS = ("Connection reset by peer",)
+#: Waits before each retry of a training step that a ps failed because it could not connect to
+#: this worker's own address. A ps that called the address while no task listened there (the
+#: worker's previous launch gone, this one not yet serving) keeps its gRPC channel to it in
+#: reconnect backoff, and fails every call on it at once, until its next attempt: up to 1.2 s
+#: later (TensorFlow caps gRPC's backoff at 1 s; gRPC adds up to 20 % jitter). A restarted
+#: worker's first step failed on that and cost a restart (seen on the lab after a 20 s ps cut;
+#: 1.0 s measured from the failure to the first step that passed). These outlast 1.2 s; a ps
+#: that cannot reach this worker for good still fails the step, 1.4 s later. Any step, not only
+#: the first after a start: a ps's channel to this address can back off later too (a link that
+#: flapped while the ps reconnected), and with this bound a retry costs no more there.
+REFUSED_RETRY_SECS = (0.1, 0.3, 0.5, 0.5)
+#: What a ps's UnavailableError says when its channel to an address has no connection, gRPC's
+#: "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.3:2222: Failed
+#: to connect to remote host: Connection refused" (TensorFlow 2.21). Either part is enough:
+#: the address named in the text, not these words, says whose the failure is.
+REFUSED_SIGNS = ("failed to connect to all addresses", "Connection refused")
+#: An address in gRPC's error text: "ipv4:10.0.0.3:2222", "ipv6:%5B::1%5D:2222".
+_GRPC_ADDRESS = re.compile(r"ipv4:(\d+\.\d+\.\d+\.\d+):(\d+)|ipv6:(?:%5B|\[)([0-9A-Fa-f:.]+)(?:%5D|\]):(\d+)")
 EVAL_BATCH = 1024
 
 
@@ -83,6 +103,14 @@ class _Window:
 
     started: float
     steps: int = 0
+
+
+@dataclass(frozen=True)
+class _Passing:
+    """A step's failure that may pass: the waits before each retry, and what the log says."""
+
+    waits: tuple[float, ...]
+    says: str
 
 
 class Worker:
@@ -221,30 +249,58 @@ class Worker:
 
     def step(self) -> tuple[Any, Any]:
         """One training step: (global step, loss). Async, a step failed by a connection reset
-        is retried (:data:`RESET_RETRY_SECS`), as is the cancelled step that may follow it;
-        any other error, or a reset that stays, ends it. (Sync, a failed step may have taken
-        its round's token: a second try could wait for a token forever.)"""
+        (:data:`RESET_RETRY_SECS`) or by a ps that could not connect to this worker's address
+        (:data:`REFUSED_RETRY_SECS`) is retried, as is the cancelled step that may follow it;
+        any other error, or such a failure that stays, ends it. (Sync, a failed step may have
+        taken its round's token: a second try could wait for a token forever.)"""
         fetches = [self.graph.train_op, self.graph.loss]
+        if self.settings.mode is not Mode.ASYNC:
+            return self.sess.run(fetches)
         errors = self.tf.errors
-        reset = False
-        for wait in RESET_RETRY_SECS if self.settings.mode is Mode.ASYNC else ():
+        waits: list[float] | None = None  # what is left of the first failure's schedule
+        says = ""
+        while True:
             try:
                 return self.sess.run(fetches)
             except (errors.UnavailableError, errors.AbortedError) as exc:
-                if isinstance(exc, errors.UnavailableError) and any(sign in str(exc) for sign in RESET_SIGNS):
-                    reset = True
-                elif not (reset and isinstance(exc, errors.AbortedError)):
+                passing = self._passing(exc) if isinstance(exc, errors.UnavailableError) else None
+                if waits is None:
+                    if passing is None:
+                        raise
+                    waits, says = list(passing.waits), passing.says
+                elif passing is None and not isinstance(exc, errors.AbortedError):
+                    raise  # (the step the ps cancels after such a failure is tried again too)
+                if not waits:
                     raise
                 # (Not TensorFlow's words: they would hint at a failure that this is not yet.)
-                log(f"worker{self.role.index}: a step failed on a connection reset by a peer; "
-                    "trying again")
-                time.sleep(wait)
+                log(f"worker{self.role.index}: a step failed {says}; trying again")
+                time.sleep(waits.pop(0))
                 # A step cancelled while it read its batch leaves the input iterator cancelled
                 # for good: every later read fails (CancelledError, or OutOfRangeError "End of
                 # sequence": seen ending a worker restarted after a ps host's cut). Filled
                 # again, the try reads from the start of its shuffled data.
                 self.fill_input()
-        return self.sess.run(fetches)
+
+    def _passing(self, exc: Exception) -> _Passing | None:
+        """What to do about an UnavailableError that may pass; None: it ends the step."""
+        text = str(exc)
+        if any(sign in text for sign in RESET_SIGNS):
+            return _Passing(RESET_RETRY_SECS, "on a connection reset by a peer")
+        if any(sign in text for sign in REFUSED_SIGNS) and self._names_own_address(text):
+            return _Passing(REFUSED_RETRY_SECS, "as a ps could not connect to this worker's address "
+                            "(its channel to it may still be waiting to reconnect)")
+        return None
+
+    def _names_own_address(self, text: str) -> bool:
+        """Whether ``text`` names an address of this worker: its port on one of this host's
+        addresses. (The ps may know the host by another name or address than the cluster's,
+        and this worker's server listens on every address of the host.)"""
+        port = int(self.cluster.worker[self.role.index].rpartition(":")[2])
+        for match in _GRPC_ADDRESS.finditer(text):
+            ip4, port4, ip6, port6 = match.groups()
+            if int(port4 or port6) == port and _is_local(ip4 or ip6):
+                return True
+        return False
 
     def _run_sync_rounds(self) -> None:
         """The chief's aggregation loop (SyncReplicasOptimizer's queue runner, run by hand so
@@ -339,6 +395,16 @@ def run_worker(tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role
         log(f"worker{role.index}: reached global step {step} (target {settings.steps}) "
             f"after {worker.local_step} local steps")
     _leave_with_session_open()
+
+
+def _is_local(ip: str) -> bool:
+    """Whether ``ip`` is an address of this host: only such an address can be bound."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((ip, 0))
+    except OSError:
+        return False
+    return True
 
 
 def _leave_with_session_open() -> None:

@@ -1,12 +1,15 @@
 """A worker's training step (trainer/loop.py, ``Worker.step``) against a session that fails
 the way TensorFlow's does: a connection reset (a peer's gRPC channel still on the connection
 of this task's previous launch) is tried again, with the step the ps cancels after it;
-anything else, a reset that stays, or any reset in sync mode ends the step as before. The
-real thing is a ps host cut off and back (tests/launch/test_network_faults_ps.py: each
-worker restarted at most once)."""
+so is a ps that could not connect to this worker's own address (its channel to the address
+still backing off: tests/trainer/test_loop_refused.py has the real thing); anything else, a
+failure that stays, or any of them in sync mode ends the step as before. The real thing is a
+ps host cut off and back (tests/launch/test_network_faults_ps.py: each worker restarted at
+most once)."""
 
 from __future__ import annotations
 
+import socket
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -15,13 +18,22 @@ import numpy as np
 import pytest
 
 from trainer import loop
-from trainer.cluster import Role
+from trainer.cluster import Cluster, Role
 from trainer.settings import Mode, TrainingSettings
 from tui.core.hints import hint_for
 
 RESET = "From /job:ps/replica:0/task:0:; sendmsg: Connection reset by peer (104)"
 CANCELLED = "From /job:ps/replica:0/task:0:; Step 96033330367443839 cancelled.  Cancelling rendezvous."
-REFUSED = "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.2:2222: Connection refused"
+#: The ps (203.0.113.5:2222, an address no host here has) is gone: this worker cannot reach it.
+REFUSED = "failed to connect to all addresses; last error: UNKNOWN: ipv4:203.0.113.5:2222: Connection refused"
+CLUSTER = Cluster(ps=("203.0.113.5:2222",), worker=("localhost:2222", "localhost:2223"))
+
+
+def ps_refused(address: str) -> str:
+    """A ps could not connect to ``address`` (TensorFlow 2.21's text, as the ps reports it)."""
+    return ("Graph execution error:\n\nFrom /job:ps/replica:0/task:0:\nfailed to connect to all "
+            f"addresses; last error: UNKNOWN: {address}: Failed to connect to remote host: "
+            "Connection refused\n\t [[{{node gradients/hidden/MatMul_grad/MatMul_1_S29}}]]")
 
 
 class Unavailable(Exception):
@@ -60,6 +72,7 @@ def worker(session: Session, mode: Mode = Mode.ASYNC) -> loop.Worker:
     made.data = SimpleNamespace(train=SimpleNamespace(images=(), labels=()))  # type: ignore[assignment]
     made.settings = TrainingSettings(mode=mode)
     made.role = Role("worker", 1)
+    made.cluster = CLUSTER
     return made
 
 
@@ -152,7 +165,52 @@ def test_a_reset_that_stays_or_another_error_ends_the_step() -> None:
 
 
 def test_sync_steps_are_not_tried_again() -> None:
-    session = Session(Unavailable(RESET))
-    with pytest.raises(Unavailable):
-        worker(session, Mode.SYNC).step()
-    assert session.runs == 1
+    for error in (RESET, ps_refused("ipv4:127.0.0.1:2223")):
+        session = Session(Unavailable(error))
+        with pytest.raises(Unavailable):
+            worker(session, Mode.SYNC).step()
+        assert session.runs == 1
+
+
+def outward_ip() -> str | None:
+    """This host's address towards other hosts (a UDP socket's own address: no packet sent)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect(("203.0.113.5", 2222))
+            return str(sock.getsockname()[0])
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("ip", ["127.0.0.1", "::1", "outward"])
+def test_a_step_a_ps_could_not_connect_to_this_worker_is_tried_again(
+        ip: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Any address of this host with this worker's port is this worker (it listens on all of
+    them), whatever name the cluster gives the host; the cancelled step after it is tried too."""
+    ip = (outward_ip() or "") if ip == "outward" else ip
+    if not loop._is_local(ip):
+        pytest.skip(f"no address {ip!r} on this host")
+    address = f"ipv6:%5B{ip}%5D:2223" if ":" in ip else f"ipv4:{ip}:2223"  # (as gRPC writes them)
+    session = Session(Unavailable(ps_refused(address)), Aborted(CANCELLED))
+    assert worker(session).step() == (7, 0.5)
+    assert session.runs == 3 and session.fills == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all("worker1: a step failed as a ps could not connect to this "
+                                   "worker's address" in line for line in lines)
+    assert hint_for(lines[0]) is None
+
+
+def test_a_ps_refused_by_another_address_or_that_stays_refused_ends_the_step() -> None:
+    # Another worker's port on this host, this port on another host, a ps this worker cannot
+    # reach: not this worker's address.
+    for address in ("ipv4:127.0.0.1:2222", "ipv4:203.0.113.5:2223"):
+        session = Session(Unavailable(ps_refused(address)))
+        with pytest.raises(Unavailable):
+            worker(session).step()
+        assert session.runs == 1
+    stays = Session(*[Unavailable(ps_refused("ipv4:127.0.0.1:2223"))] * (len(loop.REFUSED_RETRY_SECS) + 1))
+    started = time.monotonic()
+    with pytest.raises(Unavailable, match="Connection refused"):
+        worker(stays).step()
+    assert stays.runs == len(loop.REFUSED_RETRY_SECS) + 1
+    assert time.monotonic() - started < sum(loop.REFUSED_RETRY_SECS) + 0.5
