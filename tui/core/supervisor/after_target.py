@@ -57,5 +57,6 @@ async def _judge(run: RunRecord, name: str) -> None:
     reason = (f"ended by the controller: no progress for {HANG_AFTER:g} s after "
               f"{run.hangs.why}{idle} (counted as succeeded)")
     run.notify(Level.WARNING, reason, task.name)
+    task.ended_after_target = True
     task.judge(Verdict(TaskState.SUCCEEDED, reason))
     run.spawn(stop_one(run, task, reason))

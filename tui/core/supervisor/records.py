@@ -130,6 +130,9 @@ class TaskRecord:
         self.last_exit: tuple[TaskState, str] = (TaskState.PENDING, "")
         #: Where it was when its host stopped answering (tui.core.supervisor.unreachable).
         self.before_unreachable: TaskState | None = None
+        #: Ended by the controller past the target (tui.core.supervisor.after_target), so it
+        #: never told the ps it was done: they wait for its token in vain.
+        self.ended_after_target = False
         self.new_launch()
 
     @property

@@ -1,0 +1,44 @@
+"""A worker the controller ends past the target (tui.core.supervisor.after_target) never tells
+the ps it is done: the built-in trainer's ps, which exits only once every worker has, is then
+no failure of its own (seen on the lab: a chief hung after a ps host's cut, the run failed on
+"ps0 did not exit within 5 s after the last worker finished"). The real hang rule, on real
+processes, is tests/program/test_after_the_target.py's."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tests.support.fakes import FakeClock, FakeLauncher, Recorder, make_config, running
+from tui.core.events import RunOutcome
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.task_state import TaskState
+
+NAMES = ["ps0", "worker0", "worker1"]
+
+
+async def test_a_ps_left_waiting_for_a_worker_ended_past_the_target_counts_as_succeeded(
+        tmp_path: Path) -> None:
+    config = make_config(tmp_path, steps=100)
+    launcher, clock, recorder = FakeLauncher(), FakeClock(), Recorder()
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=clock)
+    supervisor.subscribe(recorder)
+    await supervisor.start()
+    processes = await running(launcher, recorder, NAMES)
+    processes["worker1"].step(100, target=100)
+    processes["worker1"].done(global_step=100)
+    processes["worker1"].exit(0)
+    processes["worker0"].step(100, target=100)  # the chief reached the target, then hangs
+    for _ in range(60):  # the hang rule's quiet time and CPU sample, then the ps's wait
+        clock.advance(1.0)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        if not supervisor.is_running:
+            break
+    summary = await asyncio.wait_for(supervisor.wait(), 10)
+    tasks = {t.name: t for t in summary.tasks}
+    assert tasks["worker0"].reason.startswith("ended by the controller: no progress for"), tasks["worker0"]
+    assert tasks["ps0"].state is TaskState.SUCCEEDED, tasks["ps0"]
+    assert tasks["ps0"].reason == ("ended by the controller: worker0, ended past the target, never said "
+                                   "it was done (counted as succeeded)")
+    assert summary.outcome is RunOutcome.SUCCEEDED, summary.reason
