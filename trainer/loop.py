@@ -33,11 +33,6 @@ READY_POLL_SECS = (0.005, 0.05)
 #: within a second of the link's return failed its first step on that and was restarted
 #: again. A ps that is gone refuses the retries at once: the step fails as before, 1 s later.
 RESET_RETRY_SECS = (0.1, 0.3, 0.6)
-#: How long a step tried again, and the refill of its input before it, may take: a try that
-#: hangs (seen on the lab: a chief's retry after a ps host's 20 s cut never returned, and the
-#: run ended without its "done" token) then fails as the step would have without the retry,
-#: and the restart policy takes over. A step takes milliseconds; a loaded machine, seconds.
-RETRY_DEADLINE_MS = 15_000
 #: What a connection reset says in TensorFlow's UnavailableError (gRPC's status text).
 RESET_SIGNS = ("Connection reset by peer",)
 #: Waits before each retry of a training step that a ps failed because it could not connect to
@@ -153,12 +148,12 @@ class Worker:
 
     # -- start-up -------------------------------------------------------------------------
 
-    def fill_input(self, options: Any = None) -> None:
+    def fill_input(self) -> None:
         """(Re)start the input pipeline. It lives on this worker: filling it does not need
-        the ps. ``options``: TensorFlow's RunOptions for the call (a deadline)."""
+        the ps."""
         g = self.graph
         self.sess.run(g.iterator_init, feed_dict={g.x_feed: self.data.train.images,
-                                                  g.y_feed: self.data.train.labels}, options=options)
+                                                  g.y_feed: self.data.train.labels})
 
     def initialize(self) -> int:
         g = self.graph
@@ -264,10 +259,9 @@ class Worker:
         errors = self.tf.errors
         waits: list[float] | None = None  # what is left of the first failure's schedule
         says = ""
-        options = None  # a try's deadline (RETRY_DEADLINE_MS); none for the first
         while True:
             try:
-                return self.sess.run(fetches, options=options)
+                return self.sess.run(fetches)
             except (errors.UnavailableError, errors.AbortedError) as exc:
                 passing = self._passing(exc) if isinstance(exc, errors.UnavailableError) else None
                 if waits is None:
@@ -285,8 +279,7 @@ class Worker:
                 # for good: every later read fails (CancelledError, or OutOfRangeError "End of
                 # sequence": seen ending a worker restarted after a ps host's cut). Filled
                 # again, the try reads from the start of its shuffled data.
-                options = self.tf.RunOptions(timeout_in_ms=RETRY_DEADLINE_MS)
-                self.fill_input(options)
+                self.fill_input()
 
     def _passing(self, exc: Exception) -> _Passing | None:
         """What to do about an UnavailableError that may pass; None: it ends the step."""

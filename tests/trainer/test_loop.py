@@ -52,10 +52,8 @@ class Session:
         self.failures = list(failures)
         self.runs = 0
         self.fills = 0
-        self.options: list[Any] = []
 
-    def run(self, fetches: Any, feed_dict: object = None, options: Any = None) -> tuple[int, float] | None:
-        self.options.append(options)
+    def run(self, fetches: Any, feed_dict: object = None) -> tuple[int, float] | None:
         if fetches == "iterator_init":
             self.fills += 1
             return None
@@ -67,8 +65,7 @@ class Session:
 
 def worker(session: Session, mode: Mode = Mode.ASYNC) -> loop.Worker:
     made = loop.Worker.__new__(loop.Worker)  # (no TensorFlow: only what step() reads)
-    made.tf = SimpleNamespace(errors=SimpleNamespace(UnavailableError=Unavailable, AbortedError=Aborted),
-                              RunOptions=lambda **fields: fields)
+    made.tf = SimpleNamespace(errors=SimpleNamespace(UnavailableError=Unavailable, AbortedError=Aborted))
     made.sess = session
     made.graph = SimpleNamespace(train_op="train_op", loss="loss",  # type: ignore[assignment]
                                  iterator_init="iterator_init", x_feed="x", y_feed="y")
@@ -83,9 +80,6 @@ def test_a_step_reset_by_a_peer_is_tried_again(capsys: pytest.CaptureFixture[str
     session = Session(Unavailable(RESET))
     assert worker(session).step() == (7, 0.5)
     assert session.runs == 2
-    # The try and its refill have a deadline (a try that hung kept a chief from ever finishing).
-    deadline = {"timeout_in_ms": loop.RETRY_DEADLINE_MS}
-    assert session.options == [None, deadline, deadline]
     (line,) = capsys.readouterr().out.splitlines()
     assert "worker1: a step failed on a connection reset" in line
     assert hint_for(line) is None  # not yet a failure: no "a ps or peer task is gone" hint
@@ -106,13 +100,13 @@ class CutWhileReading:
         self.session = session
         self.cut = False
 
-    def run(self, fetches: Any, feed_dict: Any = None, options: Any = None) -> Any:
+    def run(self, fetches: Any, feed_dict: Any = None) -> Any:
         if not self.cut and feed_dict is None:
             self.cut = True
             with pytest.raises(self.tf.errors.DeadlineExceededError):
                 self.session.run(fetches, options=self.tf.RunOptions(timeout_in_ms=50))
             raise self.tf.errors.UnavailableError(None, None, RESET)
-        return self.session.run(fetches, feed_dict=feed_dict, options=options)
+        return self.session.run(fetches, feed_dict=feed_dict)
 
 
 @pytest.mark.integration

@@ -84,12 +84,12 @@ class Watched:
         self.tries = 0
         self.errors: list[Exception] = []
 
-    def run(self, fetches: Any, feed_dict: Any = None, options: Any = None) -> Any:
+    def run(self, fetches: Any, feed_dict: Any = None) -> Any:
         if feed_dict is not None:  # the input pipeline's fill
-            return self.session.run(fetches, feed_dict=feed_dict, options=options)
+            return self.session.run(fetches, feed_dict=feed_dict)
         self.tries += 1
         try:
-            return self.session.run(fetches, options=options)
+            return self.session.run(fetches)
         except Exception as exc:
             self.errors.append(exc)
             if len(self.errors) == 1 and self.on_failure is not None:
