@@ -15,6 +15,7 @@ from textwrap import dedent
 import pytest
 
 from trainer import protocol
+from trainer.settings import TrainingSettings
 from tui.app.state import Dashboard
 from tui.app.widgets import progress_text, status_text
 from tui.config.cluster import ClusterConfig, Job
@@ -239,16 +240,22 @@ def test_the_percentage_is_100_only_once_the_target_is_reached_on_both_screens(
     assert f"global step {int(step):,} / {int(target):,}  {percent.strip('()')}" in app, app
 
 
-def test_a_finished_run_shows_the_loss_it_ended_with_on_both_screens() -> None:
-    # Seen on the lab: worker0 (the chief) done at step 3000 with loss 0.0186, worker1's last
-    # step (3001, loss 0.0364) reported after it. Headless's summary (and the app's Runs pane)
-    # said 0.0186; the app's Throughput pane stayed at 0.0364.
-    settings = load_config(Path(__file__).resolve().parents[2] / "hosts.yaml").training.replace(steps=3000)
+def _two_workers_started(steps: int) -> tuple[TrainingSettings, list[ControllerEvent], ProgressTracker]:
+    """The default hosts.yaml's settings to ``steps``, a run of two workers started at t=100,
+    and the core's progress tracker for it."""
+    settings = load_config(Path(__file__).resolve().parents[2] / "hosts.yaml").training.replace(steps=steps)
     tasks = tuple(TaskInfo(name=f"worker{i}", job=Job.WORKER, index=i, host="localhost", port=2000 + i)
                   for i in range(2))
     events: list[ControllerEvent] = [RunStarted(run_id="r1", run_dir=Path("/tmp/r1"), tasks=tasks,
                                                 settings=settings, t=100.0)]
-    tracker = ProgressTracker(3000)
+    return settings, events, ProgressTracker(steps)
+
+
+def test_a_finished_run_shows_the_loss_it_ended_with_on_both_screens() -> None:
+    # Seen on the lab: worker0 (the chief) done at step 3000 with loss 0.0186, worker1's last
+    # step (3001, loss 0.0364) reported after it. Headless's summary (and the app's Runs pane)
+    # said 0.0186; the app's Throughput pane stayed at 0.0364.
+    settings, events, tracker = _two_workers_started(3000)
     stream: list[tuple[str, protocol.Event]] = [
         ("worker0", protocol.Step(role="worker", index=0, global_step=3000, local_step=1507, loss=0.0186,
                                   examples_per_sec=5837.0, step_time=0.01, target=3000)),
@@ -280,12 +287,7 @@ def test_a_worker_that_stopped_stepping_shows_no_rate_on_both_screens() -> None:
     # Seen on the lab: 20 s into a ps cut, the workers' last rate (162 ex/s) still shown.
     # worker1 stops stepping at 103; worker0 steps on. The core's snapshot once worker1's
     # rate is no longer known (the supervisor publishes one then, with no step to prompt it).
-    settings = load_config(Path(__file__).resolve().parents[2] / "hosts.yaml").training.replace(steps=3000)
-    tasks = tuple(TaskInfo(name=f"worker{i}", job=Job.WORKER, index=i, host="localhost", port=2000 + i)
-                  for i in range(2))
-    events: list[ControllerEvent] = [RunStarted(run_id="r1", run_dir=Path("/tmp/r1"), tasks=tasks,
-                                                settings=settings, t=100.0)]
-    tracker = ProgressTracker(3000)
+    settings, events, tracker = _two_workers_started(3000)
     n = 0
     for second in range(4):
         for index, rate in ((0, 100.0), (1, 62.0)):
