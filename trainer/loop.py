@@ -33,6 +33,13 @@ READY_POLL_SECS = (0.005, 0.05)
 #: within a second of the link's return failed its first step on that and was restarted
 #: again. A ps that is gone refuses the retries at once: the step fails as before, 1 s later.
 RESET_RETRY_SECS = (0.1, 0.3, 0.6)
+#: How long the refill of the input before a step's retry (:meth:`Worker.fill_input`) may take.
+#: It is local work, milliseconds (seconds on a loaded machine), yet on the lab, after a 20 s
+#: cut of a worker's host, the refill after the reset hung in TensorFlow and never returned:
+#: the worker made no step again until the controller ended it past the target, and the ps
+#: never got its done token. Past this the step fails as it would have without the retry,
+#: and the restart policy takes over.
+REFILL_DEADLINE_SECS = 15.0
 #: What a connection reset says in TensorFlow's UnavailableError (gRPC's status text).
 RESET_SIGNS = ("Connection reset by peer",)
 #: Waits before each retry of a training step that a ps failed because it could not connect to
@@ -251,7 +258,8 @@ class Worker:
         """One training step: (global step, loss). Async, a step failed by a connection reset
         (:data:`RESET_RETRY_SECS`) or by a ps that could not connect to this worker's address
         (:data:`REFUSED_RETRY_SECS`) is retried, as is the cancelled step that may follow it;
-        any other error, or such a failure that stays, ends it. (Sync, a failed step may have
+        any other error, such a failure that stays, or a refill of the input for the retry that
+        does not end (:data:`REFILL_DEADLINE_SECS`) ends it. (Sync, a failed step may have
         taken its round's token: a second try could wait for a token forever.)"""
         fetches = [self.graph.train_op, self.graph.loss]
         if self.settings.mode is not Mode.ASYNC:
@@ -279,7 +287,33 @@ class Worker:
                 # for good: every later read fails (CancelledError, or OutOfRangeError "End of
                 # sequence": seen ending a worker restarted after a ps host's cut). Filled
                 # again, the try reads from the start of its shuffled data.
+                if not self._refilled_within(REFILL_DEADLINE_SECS):
+                    log(f"worker{self.role.index}: refilling its input for that try did not end "
+                        f"within {REFILL_DEADLINE_SECS:g} s; the step fails")
+                    raise exc
+
+    def _refilled_within(self, seconds: float) -> bool:
+        """Refill the input in a thread of its own: whether that ended within ``seconds``
+        (an error it raised is raised here). A refill that hangs is left behind in its daemon
+        thread: the task is about to fail, and its exit does not wait for it."""
+        raised: list[BaseException | None] = []
+
+        def fill() -> None:
+            try:
                 self.fill_input()
+            except BaseException as exc:  # (handed to the step's thread, raised there)
+                raised.append(exc)
+            else:
+                raised.append(None)
+
+        thread = threading.Thread(target=fill, name="refill-input", daemon=True)
+        thread.start()
+        thread.join(seconds)
+        if not raised:
+            return False
+        if raised[0] is not None:
+            raise raised[0]
+        return True
 
     def _passing(self, exc: Exception) -> _Passing | None:
         """What to do about an UnavailableError that may pass; None: it ends the step."""

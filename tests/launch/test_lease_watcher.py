@@ -20,7 +20,9 @@ from tui.launch.remote_command import RemoteCommand
 
 pytestmark = pytest.mark.timeout(60)
 
-SHELLS = [shell for shell in ("/bin/sh", "/bin/dash", "/bin/bash") if Path(shell).exists()]
+#: Each distinct shell once: /bin/sh is one of the others (dash on Debian, bash elsewhere).
+SHELLS = list({Path(shell).resolve(): shell for shell in ("/bin/dash", "/bin/bash", "/bin/sh")
+               if Path(shell).exists()}.values())
 LEASE = 3.0
 #: A task with a child in its group: the lease must end both.
 TASK = ("import subprocess, sys, time; "

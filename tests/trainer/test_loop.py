@@ -10,6 +10,7 @@ most once)."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -214,3 +215,74 @@ def test_a_ps_refused_by_another_address_or_that_stays_refused_ends_the_step() -
         worker(stays).step()
     assert stays.runs == len(loop.REFUSED_RETRY_SECS) + 1
     assert time.monotonic() - started < sum(loop.REFUSED_RETRY_SECS) + 0.5
+
+
+class HangingRefill(Session):
+    """A session whose refill of the input never returns until ``release`` is set."""
+
+    def __init__(self, *failures: Exception) -> None:
+        super().__init__(*failures)
+        self.release = threading.Event()
+
+    def run(self, fetches: Any, feed_dict: object = None) -> tuple[int, float] | None:
+        if fetches == "iterator_init":
+            self.release.wait(30)
+        return super().run(fetches, feed_dict)
+
+
+def test_a_refill_that_hangs_fails_the_step_at_its_deadline(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(loop, "REFILL_DEADLINE_SECS", 0.2)
+    session = HangingRefill(Unavailable(RESET))
+    try:
+        with pytest.raises(Unavailable, match="reset by peer"):
+            worker(session).step()
+    finally:
+        session.release.set()
+    assert session.runs == 1  # never tried on an input that was not refilled
+    assert "refilling its input for that try did not end within 0.2 s" in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_a_refill_held_up_by_a_read_of_the_old_input_fails_the_step_at_its_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With real TensorFlow: the step is cut short while its batch is read, and that read
+    does not end (here a map function that waits); the refill replaces the iterator, which
+    waits for it. (On the lab, after a 20 s cut of a worker's host, the refill never ended.)"""
+    from trainer.tfimport import import_tf
+
+    tf = import_tf()
+    monkeypatch.setattr(loop, "REFILL_DEADLINE_SECS", 1.0)
+    release = threading.Event()
+
+    def stuck(images: Any) -> Any:
+        release.wait(60)
+        return images
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x_feed, y_feed = tf.placeholder(tf.float32, [None, 4]), tf.placeholder(tf.int64, [None])
+        dataset = (tf.data.Dataset.from_tensor_slices((x_feed, y_feed)).repeat()
+                   .map(lambda x, y: (tf.py_func(stuck, [x], tf.float32), y))
+                   .batch(8, drop_remainder=True).prefetch(4))
+        iterator = tf.data.make_initializable_iterator(dataset)
+        images, _ = iterator.get_next()
+        loss = tf.reduce_mean(images)
+    made = loop.Worker.__new__(loop.Worker)
+    made.tf = tf
+    made.sess = CutWhileReading(tf, tf.Session(graph=graph))
+    made.graph = SimpleNamespace(train_op=loss, loss=loss,  # type: ignore[assignment]
+                                 iterator_init=iterator.initializer, x_feed=x_feed, y_feed=y_feed)
+    made.data = SimpleNamespace(train=SimpleNamespace(  # type: ignore[assignment]
+        images=np.ones((64, 4), np.float32), labels=np.zeros(64, np.int64)))
+    made.settings = TrainingSettings(mode=Mode.ASYNC)
+    made.role = Role("worker", 1)
+    made.sess.session.run(iterator.initializer, feed_dict={x_feed: made.data.train.images,
+                                                           y_feed: made.data.train.labels})
+    began = time.monotonic()
+    try:
+        with pytest.raises(tf.errors.UnavailableError, match="reset by peer"):
+            made.step()
+        assert time.monotonic() - began < 30  # not the map function's 60 s
+    finally:
+        release.set()
