@@ -272,3 +272,23 @@ def test_an_update_moves_the_rows_and_charts_as_if_every_entry_were_new() -> Non
         assert shared.worker_history == fresh.worker_history and shared.rate_history == fresh.rate_history
     assert shared.rows["worker1"].examples_per_sec == 100.0 + 40
     assert len(shared.worker_history["worker0"]) == 13  # (a point a second, T0 + 0.3 s to T0 + 12 s)
+
+
+def test_a_finished_workers_rate_and_a_second_of_unknown_rates_are_not_shown() -> None:
+    """A worker that ended has no rate now (its last one stayed in its row); a second in which
+    no worker's rate is known (none stepped lately) adds no point to the aggregate charts,
+    where a 0 would read as a stall."""
+    d = folded(running_history(TrainingSettings()))
+    assert d.rows["worker1"].examples_per_sec
+    d.apply(TaskStateChanged(task="worker1", old=TaskState.RUNNING, new=TaskState.SUCCEEDED,
+                             exit_code=0, t=T0 + 40.5))
+    assert d.rows["worker1"].examples_per_sec is None
+    d.apply(ProgressUpdate(progress=d.progress, t=T0 + 40.6))  # (an update naming it still)
+    assert d.rows["worker1"].examples_per_sec is None
+    points, step_points = len(d.rate_history), len(d.step_rate_history)
+    unknown = dataclasses.replace(d.progress, examples_per_sec=0.0, steps_per_sec=None, workers=tuple(
+        dataclasses.replace(w, examples_per_sec=None) for w in d.progress.workers))
+    d.apply(ProgressUpdate(progress=unknown, t=T0 + 42))
+    assert (len(d.rate_history), len(d.step_rate_history)) == (points, step_points)
+    d.apply(ProgressUpdate(progress=dataclasses.replace(unknown, workers=d.progress.workers[:0]), t=T0 + 43))
+    assert len(d.rate_history) == points + 1  # (no worker at all: the run's rate is its 0)

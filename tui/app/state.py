@@ -257,6 +257,7 @@ class Dashboard:
             row.exit_code = event.exit_code
         row.reason = inert(event.reason)
         if event.new.is_finished:
+            row.examples_per_sec = None  # its last rate is no longer true
             ending = ExitInfo(event.exit_code, event.reason).detail()
             self._add_line(event.task, f"── {event.new.value}: {ending}")
         elif event.new is TaskState.UNREACHABLE:  # its host does not answer: not a failure
@@ -317,7 +318,8 @@ class Dashboard:
                 continue  # (its row shows this entry already)
             row = self.rows.get(worker.task)
             if row is not None:
-                row.examples_per_sec = worker.examples_per_sec if examples else None
+                row.examples_per_sec = worker.examples_per_sec if examples and not row.state.is_finished \
+                    else None
                 row.global_step = worker.global_step
                 row.coordinates = worker.coordinates
                 rated[worker.task] = worker
@@ -365,8 +367,13 @@ class Dashboard:
             return
         new = second > self.sampled_second
         self.sampled_second = second
-        _put(self.rate_history, self.progress.examples_per_sec, new)
-        _put(self.step_rate_history, self.progress.steps_per_sec or 0.0, new)
+        workers = self.progress.workers
+        # Every worker's rate unknown now (none stepped lately): no point, never a 0 that
+        # reads as a stall (the per-worker charts skip theirs too).
+        if not workers or any(w.examples_per_sec is not None for w in workers):
+            _put(self.rate_history, self.progress.examples_per_sec, new)
+        if not workers or self.progress.steps_per_sec is not None:
+            _put(self.step_rate_history, self.progress.steps_per_sec or 0.0, new)
         sampled = self._sampled
         for worker in self.progress.workers:
             if not new and sampled.get(worker.task) is worker:
