@@ -17,11 +17,17 @@ pytest_plugins = ["tests.support.sshd", "tests.support.slurm_fixture", "tests.su
 #: each start whole TensorFlow clusters, so past a few workers they only compete for cores and
 #: stretch each other's timeouts.
 MAX_WORKERS = 4
+#: Workers beyond one per core: much of the suite waits (a link cut for 20 s, a lease running
+#: out, a host's sshd, Slurm), not computes. On 2 cores two workers kept the CPUs ~60 % busy and
+#: took 15:35; three took 11:43 with two lab tests fewer (about 100 s of the suite's 1,840),
+#: every test passing both times.
+EXTRA_WORKERS = 1
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """One worker per core this process may use, at most :data:`MAX_WORKERS`."""
-    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+    """One worker per core this process may use and :data:`EXTRA_WORKERS`, at most
+    :data:`MAX_WORKERS`."""
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0)) + EXTRA_WORKERS))
 
 
 #: Fixtures whose users carry a marker of the same name, so ``-m "not sshd"`` deselects them.

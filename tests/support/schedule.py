@@ -17,8 +17,8 @@ from xdist.scheduler import LoadFileScheduling
 #: from its ``--durations``). A file not listed keeps xdist's order, after these; a name no
 #: longer in the suite is passed over here and named by tests/test_schedule.py.
 SLOW_FIRST = (
-    "tests/launch/test_network_faults.py",  # 3 tests, ~180 s (~120 s alone, paced, warm)
-    "tests/launch/test_network_faults_ps.py",  # 2 tests, ~130 s (~100 s alone, warm)
+    "tests/launch/test_network_faults.py",  # 3 tests, ~175 s (~140 s alone, paced, warm)
+    "tests/launch/test_network_faults_ps.py",  # 2 tests, ~120 s (~100 s alone, warm)
     "tests/bench/test_warm_smoke.py",  # ~60 s
     "tests/launch/test_warm_runs.py",  # ~50 s
     "tests/experiments/test_sweep_traffic.py",  # ~35 s
