@@ -21,7 +21,7 @@ from tui.core.events import (
     TaskStateChanged,
     TrainerEvent,
 )
-from tui.core.progress import ProgressSnapshot, ProgressTracker
+from tui.core.progress import ProgressSnapshot, ProgressTracker, WorkerProgress
 from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 
@@ -110,9 +110,24 @@ def test_a_seconds_point_of_the_throughput_chart_is_its_latest_rate() -> None:
     second (a worker's first step, with no rate yet) counts."""
     d = Dashboard(TrainingSettings())
     for t, rate in ((T0 + 0.1, 0.0), (T0 + 0.6, 640.0), (T0 + 1.2, 700.0), (T0 + 0.9, 1.0)):
-        snapshot = dataclasses.replace(ProgressSnapshot.empty(60), examples_per_sec=rate)
-        d.apply(ProgressUpdate(progress=snapshot, t=t))
+        d.apply(ProgressUpdate(progress=training(rate), t=t))
     assert list(d.rate_history) == [640.0, 700.0]  # (an update from a second passed is late)
+
+
+def training(rate: float) -> ProgressSnapshot:
+    """Progress while worker0 trains at ``rate`` examples/s."""
+    return dataclasses.replace(ProgressSnapshot.empty(60), examples_per_sec=rate, steps_per_sec=rate / 64,
+                               workers=(WorkerProgress("worker0", 1, 1, rate, None),))
+
+
+def test_a_run_that_ends_within_the_second_of_its_last_step_keeps_that_seconds_rate() -> None:
+    """Its workers' end (no worker left: a rate of 0) in the same second, or in one late burst
+    of updates with its last steps, does not take the second's rate back; the next second is 0."""
+    d = Dashboard(TrainingSettings())
+    ended = ProgressSnapshot.empty(60)
+    for t, progress in ((T0 + 0.2, training(640.0)), (T0 + 0.7, ended), (T0 + 1.1, ended)):
+        d.apply(ProgressUpdate(progress=progress, t=t))
+    assert list(d.rate_history) == [640.0, 0.0] and list(d.step_rate_history) == [10.0, 0.0]
 
 
 def test_a_batch_longer_than_a_pane_keeps_its_last_lines_each_inert() -> None:

@@ -57,6 +57,9 @@ RECOGNISED = [
      'not found (looked in /x)"}', hints.DATASET_MISSING),
     ("tfdist shim: worker1 serves (server.join()), and the cluster has no chief to coordinate it",
      hints.NO_COORDINATOR),
+    # Keras 3's model.fit under ParameterServerStrategy, TF 2.21 (the last line of its traceback).
+    ("ValueError: To use this dataset, you need to pass this dataset to "
+     "ClusterCoordinator.create_per_worker_dataset.", hints.PER_WORKER_DATASET),
     ("ModuleNotFoundError: No module named 'tensorflow_datasets'", hints.MODULE_MISSING),
     ("ModuleNotFoundError: No module named 'wandb.sdk'; 'wandb' is not a package", hints.MODULE_MISSING),
 ]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 
-from tui.core.events import Level, Notice, ProgressUpdate, TaskOutput
+from tui.core.events import Level, Notice, ProgressUpdate, TaskOutput, TaskStateChanged
 from tui.core.inbox import Inbox
 from tui.core.progress import ProgressSnapshot
+from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 
 
@@ -37,6 +38,19 @@ def test_a_drain_hands_on_only_the_last_progress_update_where_it_was() -> None:
     assert items[:3] == [lines, notice, updates[2]] and len(items) == 4
     inbox.put(notice)
     assert inbox.drain() == ([notice], 0)  # none: nothing to keep
+
+
+def test_a_drain_keeps_the_progress_just_before_a_tasks_end_too() -> None:
+    """The core publishes the progress a worker's exit takes its rate out of just before it;
+    one frame holding both, and the run's end, keeps that progress (it was all a short run's
+    rate) and the last, each where it was."""
+    inbox: Inbox[object] = Inbox()
+    updates = [ProgressUpdate(progress=ProgressSnapshot.empty(n), t=float(n)) for n in range(4)]
+    running = TaskStateChanged(task="worker0", old=TaskState.STARTING, new=TaskState.RUNNING)
+    ended = TaskStateChanged(task="worker0", old=TaskState.RUNNING, new=TaskState.SUCCEEDED, exit_code=0)
+    for item in (updates[0], running, updates[1], updates[2], ended, updates[3]):
+        inbox.put(item)
+    assert inbox.drain() == ([running, updates[2], ended, updates[3]], 0)
 
 
 def test_wait_wakes_on_a_put_from_another_thread() -> None:

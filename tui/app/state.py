@@ -33,7 +33,7 @@ from tui.core.events import (
 from tui.core.exits import ExitInfo
 from tui.core.inbox import CoreLost
 from tui.core.progress import ProgressSnapshot, WorkerProgress
-from tui.core.run_facts import Figures, RunFacts, counts_examples, figures
+from tui.core.run_facts import Figures, RateUnit, RunFacts, counts_examples, figures
 from tui.core.task_state import TaskState
 from tui.core.usage import UsageSample
 from tui.launch.base import WARM_REASON
@@ -151,6 +151,8 @@ class Dashboard:
     #: update's other entries (255 of 256, ten times a second) are passed over.
     _rated: dict[str, WorkerProgress] = field(default_factory=dict, repr=False)
     _sampled: dict[str, WorkerProgress] = field(default_factory=dict, repr=False)
+    #: The second of each aggregate chart's last point, by the chart's unit.
+    _pointed: dict[RateUnit, int] = field(default_factory=dict, repr=False)
 
     # -- folding events -------------------------------------------------------------------
 
@@ -225,6 +227,7 @@ class Dashboard:
         self.worker_history.clear()
         self._rated.clear()
         self._sampled.clear()
+        self._pointed.clear()
         self.rate_history.clear()
         self.step_rate_history.clear()
         self.loss_history.clear()
@@ -367,13 +370,14 @@ class Dashboard:
             return
         new = second > self.sampled_second
         self.sampled_second = second
-        workers = self.progress.workers
-        # Every worker's rate unknown now (none stepped lately): no point, never a 0 that
-        # reads as a stall (the per-worker charts skip theirs too).
-        if not workers or any(w.examples_per_sec is not None for w in workers):
-            _put(self.rate_history, self.progress.examples_per_sec, new)
-        if not workers or self.progress.steps_per_sec is not None:
-            _put(self.step_rate_history, self.progress.steps_per_sec or 0.0, new)
+        workers, steps = self.progress.workers, self.progress.steps_per_sec
+        # Workers whose rates are all unknown now (none stepped lately): no point, never a 0
+        # that reads as a stall (the per-worker charts skip theirs too). No worker at all: 0.
+        known = any(w.examples_per_sec is not None for w in workers)
+        if known or not workers:
+            self._point(RateUnit.EXAMPLES, self.progress.examples_per_sec, second, known)
+        if steps is not None or not workers:
+            self._point(RateUnit.STEPS, steps or 0.0, second, bool(workers))
         sampled = self._sampled
         for worker in self.progress.workers:
             if not new and sampled.get(worker.task) is worker:
@@ -383,6 +387,18 @@ class Dashboard:
                 continue  # not known now (no step lately): no point, never the last rate again
             _put(history, worker.examples_per_sec, new or not history)
             sampled[worker.task] = worker
+
+    def _point(self, unit: RateUnit, value: float, second: int, training: bool) -> None:
+        """``value`` as ``second``'s point of an aggregate chart: the second's latest while
+        ``training``; once none trains, a second that has a point keeps it. (A run that ended
+        within the second of its last step, or whose last steps and end came in one late burst,
+        left that second at 0: its rate was never charted.)"""
+        history = self.rate_history if unit is RateUnit.EXAMPLES else self.step_rate_history
+        if self._pointed.get(unit) != second:
+            history.append(value)
+            self._pointed[unit] = second
+        elif training:
+            history[-1] = value
 
     # -- shown as the core computed it ----------------------------------------------------
 

@@ -48,6 +48,10 @@ DATASET_MISSING = ("dataset missing: set data_path to an .npz with x_train, y_tr
 SIGKILL_HINT = "killed by SIGKILL: out of memory?"
 MODULE_MISSING = ("a module is missing: the task's Python has no package of that name; install it into the "
                   "host's python: interpreter (its own pip), or set python: to the environment that has it")
+PER_WORKER_DATASET = ("a dataset used without coordinator.create_per_worker_dataset: Keras 3's "
+                      "model.fit cannot run under ParameterServerStrategy; pip install tf_keras and run "
+                      "the program with TF_USE_LEGACY_KERAS=1 (command: TF_USE_LEGACY_KERAS=1 python ...), "
+                      "or make a custom loop's dataset with the coordinator's create_per_worker_dataset")
 NO_COORDINATOR = ("nothing coordinates this worker: a TF2 ParameterServerStrategy program needs a chief: "
                   "job in hosts.yaml's cluster (the coordinator that runs model.fit or the training loop)")
 
@@ -74,6 +78,11 @@ HINTS: tuple[KnownFailure, ...] = (
     # program run with a venv's packages on one host and not on another, a typo'd module.
     KnownFailure("module missing", re.compile(r"\bModuleNotFoundError: No module named\b"), MODULE_MISSING,
                  ("modulenotfounderror",)),
+    # TensorFlow's words (input_lib) when Keras 3's fit, or a custom loop, iterates a dataset
+    # under ParameterServerStrategy itself (TF 2.21, Keras 3.x: keras#18624).
+    KnownFailure("per-worker dataset",
+                 re.compile(r"pass this dataset to ClusterCoordinator\.create_per_worker_dataset"),
+                 PER_WORKER_DATASET, ("create_per_worker_dataset",)),
     KnownFailure("create session waiting", re.compile(r"CreateSession still waiting"), CREATE_SESSION,
                  ("createsession",)),
     KnownFailure("unavailable", re.compile(r"\bUnavailableError\b|\bUNAVAILABLE\b"), UNAVAILABLE,

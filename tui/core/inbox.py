@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from tui.core.events import ControllerEvent, ProgressUpdate, TaskOutput
+from tui.core.events import ControllerEvent, ProgressUpdate, TaskOutput, TaskStateChanged
 from tui.core.traffic import TrafficUpdate
 from tui.core.usage import UsageSample
 
@@ -88,11 +88,20 @@ class Inbox(Generic[Item]):
 
 
 def _latest_progress(items: list[Item]) -> list[Item]:
-    """``items`` with only the last :class:`ProgressUpdate` among them, where it was: each
-    one is the whole run's progress, so an earlier one in the same frame says nothing the
-    last does not (a busy run publishes one per step of every worker, each listing every
-    worker)."""
-    last = next((i for i in range(len(items) - 1, -1, -1) if isinstance(items[i], ProgressUpdate)), None)
+    """``items`` with only the last :class:`ProgressUpdate` among them, where it was, and the
+    last one before each task's end: each one is the whole run's progress, so an earlier one in
+    the same frame says nothing the last does not (a busy run publishes one per step of every
+    worker, each listing every worker), except what an end takes away. The core publishes
+    the progress just before a worker's exit takes its rate out (``flush_progress``); a frame
+    that held both kept only the progress after it, and a short run's rate was never shown."""
+    keep: set[int] = set()
+    last: int | None = None
+    for i, item in enumerate(items):
+        if isinstance(item, ProgressUpdate):
+            last = i
+        elif last is not None and isinstance(item, TaskStateChanged) and item.new.is_finished:
+            keep.add(last)
     if last is None:
         return items
-    return [item for i, item in enumerate(items) if i == last or not isinstance(item, ProgressUpdate)]
+    keep.add(last)
+    return [item for i, item in enumerate(items) if i in keep or not isinstance(item, ProgressUpdate)]
