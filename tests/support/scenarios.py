@@ -60,8 +60,32 @@ async def controller(args: list[str], tmp_path: Path, fake: bool,
 
 async def run_to_end(args: list[str], tmp_path: Path, fake: bool, **env: str) -> Finished:
     async with controller(args, tmp_path, fake, **env) as (process, tag):
-        out, err = await asyncio.wait_for(process.communicate(), RUN_TIMEOUT[fake])
-        assert process.returncode is not None
+        assert process.stdout is not None and process.stderr is not None
+        out, err = bytearray(), bytearray()
+
+        async def read(stream: asyncio.StreamReader, into: bytearray) -> None:
+            while chunk := await stream.read(1 << 16):
+                into += chunk
+
+        readers = asyncio.gather(read(process.stdout, out), read(process.stderr, err))
+        # Its exit, then the end of its output, each waited for on its own: a controller that
+        # never ended, and one whose output a process it started still holds open, fail with
+        # what it printed and what of the run is left (waiting on both at once said neither).
+        deadline = asyncio.get_running_loop().time() + RUN_TIMEOUT[fake]
+        try:
+            await asyncio.wait_for(asyncio.shield(process.wait()), RUN_TIMEOUT[fake])
+            await asyncio.wait_for(asyncio.shield(readers),
+                                   max(STOP_WITHIN, deadline - asyncio.get_running_loop().time()))
+        except asyncio.TimeoutError:
+            readers.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await readers
+            state = "still running" if process.returncode is None else \
+                f"exited {process.returncode}, its output still open"
+            left = [" ".join(p.cmdline()) for p in survivors(tag, pools=True)]
+            said = out.decode(errors="replace")[-3000:] + err.decode(errors="replace")[-3000:]
+            raise AssertionError(f"the controller did not end ({state}); left of the run: {left}\n{said}") \
+                from None
         left = await wait_no_survivors(tag, STOP_WITHIN)
         assert not left, f"trainer processes survived: {[p.pid for p in left]}"
         return Finished(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
