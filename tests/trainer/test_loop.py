@@ -110,6 +110,25 @@ class CutWhileReading:
         return self.session.run(fetches, feed_dict=feed_dict)
 
 
+def cut_while_reading(tf: Any, graph: Any, init: Any, train_op: Any, loss: Any, iterator: Any,
+                      x_feed: Any, y_feed: Any) -> loop.Worker:
+    """A worker on a real session of ``graph`` whose first step is cut short while it reads
+    its batch (:class:`CutWhileReading`), ``init`` run and its input filled."""
+    made = loop.Worker.__new__(loop.Worker)
+    made.tf = tf
+    made.sess = CutWhileReading(tf, tf.Session(graph=graph))
+    made.graph = SimpleNamespace(train_op=train_op, loss=loss,  # type: ignore[assignment]
+                                 iterator_init=iterator.initializer, x_feed=x_feed, y_feed=y_feed)
+    made.data = SimpleNamespace(train=SimpleNamespace(  # type: ignore[assignment]
+        images=np.ones((64, 4), np.float32), labels=np.zeros(64, np.int64)))
+    made.settings = TrainingSettings(mode=Mode.ASYNC)
+    made.role = Role("worker", 1)
+    made.sess.session.run(init)
+    made.sess.session.run(iterator.initializer, feed_dict={x_feed: made.data.train.images,
+                                                           y_feed: made.data.train.labels})
+    return made
+
+
 @pytest.mark.integration
 def test_a_step_cut_short_while_reading_its_batch_is_tried_again_on_a_refilled_input() -> None:
     from trainer.tfimport import import_tf
@@ -134,18 +153,7 @@ def test_a_step_cut_short_while_reading_its_batch_is_tried_again_on_a_refilled_i
         with tf.control_dependencies([loss]):
             train_op = tf.assign_add(global_step, 1)
         init = tf.global_variables_initializer()
-    made = loop.Worker.__new__(loop.Worker)
-    made.tf = tf
-    made.sess = CutWhileReading(tf, tf.Session(graph=graph))
-    made.graph = SimpleNamespace(train_op=train_op, loss=loss,  # type: ignore[assignment]
-                                 iterator_init=iterator.initializer, x_feed=x_feed, y_feed=y_feed)
-    made.data = SimpleNamespace(train=SimpleNamespace(  # type: ignore[assignment]
-        images=np.ones((64, 4), np.float32), labels=np.zeros(64, np.int64)))
-    made.settings = TrainingSettings(mode=Mode.ASYNC)
-    made.role = Role("worker", 1)
-    made.sess.session.run(init)
-    made.sess.session.run(iterator.initializer, feed_dict={x_feed: made.data.train.images,
-                                                           y_feed: made.data.train.labels})
+    made = cut_while_reading(tf, graph, init, train_op, loss, iterator, x_feed, y_feed)
     # Before: the try read from the cancelled iterator and the worker ended on its error.
     step, value = made.step()
     assert made.sess.cut and step == 1 and value == pytest.approx(1.0)
@@ -268,17 +276,8 @@ def test_a_refill_held_up_by_a_read_of_the_old_input_fails_the_step_at_its_deadl
         iterator = tf.data.make_initializable_iterator(dataset)
         images, _ = iterator.get_next()
         loss = tf.reduce_mean(images)
-    made = loop.Worker.__new__(loop.Worker)
-    made.tf = tf
-    made.sess = CutWhileReading(tf, tf.Session(graph=graph))
-    made.graph = SimpleNamespace(train_op=loss, loss=loss,  # type: ignore[assignment]
-                                 iterator_init=iterator.initializer, x_feed=x_feed, y_feed=y_feed)
-    made.data = SimpleNamespace(train=SimpleNamespace(  # type: ignore[assignment]
-        images=np.ones((64, 4), np.float32), labels=np.zeros(64, np.int64)))
-    made.settings = TrainingSettings(mode=Mode.ASYNC)
-    made.role = Role("worker", 1)
-    made.sess.session.run(iterator.initializer, feed_dict={x_feed: made.data.train.images,
-                                                           y_feed: made.data.train.labels})
+        nothing = tf.no_op()
+    made = cut_while_reading(tf, graph, nothing, loss, loss, iterator, x_feed, y_feed)
     began = time.monotonic()
     try:
         with pytest.raises(tf.errors.UnavailableError, match="reset by peer"):
