@@ -36,6 +36,9 @@ from trainer.settings import TrainingSettings
 from tui.core.hints import hint_for
 
 pytestmark = pytest.mark.integration
+#: What a step's tries may take past their waits: a step each, on a loaded machine (what they
+#: must not take is a wait of their own: gRPC's reconnect backoff, a restart).
+SLACK = 3.0
 
 
 class Forwarder:
@@ -170,11 +173,13 @@ def test_a_step_a_ps_fails_while_its_channel_to_this_worker_backs_off_is_tried_a
     first = watched.errors[0]
     # The first try met the ps's refused attempt on this worker's address ...
     assert isinstance(first, lab.tf.errors.UnavailableError)
-    assert "From /job:ps/" in str(first) and "Connection refused" in str(first)
+    # (Said by the ps, and reported "From /job:ps/" or, when the worker's own part of the step
+    # was cancelled first on a loaded machine, "From /job:worker/" around the ps's words.)
+    assert "failed to connect to all addresses" in str(first) and "Connection refused" in str(first)
     assert f":{lab.port(0)}:" in str(first) and opened
     # ... and a later one its channel, connected again once its backoff was over.
     assert step >= 1 and loss > 0 and watched.tries == len(watched.errors) + 1
-    assert took < sum(loop.REFUSED_RETRY_SECS) + 1.0, took
+    assert took < sum(loop.REFUSED_RETRY_SECS) + SLACK, took
     lines = capsys.readouterr().out.splitlines()
     assert lines and all("worker0: a step failed as a ps could not connect to this worker" in line
                          for line in lines), lines
@@ -189,4 +194,4 @@ def test_a_ps_that_cannot_reach_this_worker_for_good_still_ends_the_step_promptl
         made.step()
     took = time.monotonic() - started
     assert watched.tries == len(loop.REFUSED_RETRY_SECS) + 1
-    assert sum(loop.REFUSED_RETRY_SECS) <= took < sum(loop.REFUSED_RETRY_SECS) + 1.0, took
+    assert sum(loop.REFUSED_RETRY_SECS) <= took < sum(loop.REFUSED_RETRY_SECS) + SLACK, took
