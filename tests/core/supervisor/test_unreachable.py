@@ -26,7 +26,7 @@ from tests.support.fakes import (
 )
 from tui.config.cluster import HostSpec, RestartMode, RestartPolicy, TaskSpec
 from tui.config.network import LEASE_MARGIN, NetworkSettings
-from tui.core.events import IncidentKind, Notice, RunOutcome, TaskHint
+from tui.core.events import IncidentKind, Notice, RunOutcome, RunSummary, TaskHint
 from tui.core.hints import SIGKILL_HINT
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.unreachable import FIRST_RETRY
@@ -143,6 +143,31 @@ def make(tmp_path: Path, far: str, policy: RestartMode = RestartMode.ON_FAILURE
     return supervisor, launcher, clock, recorder
 
 
+async def cut_off(tmp_path: Path, far: str, policy: RestartMode = RestartMode.ON_FAILURE, hangs: bool = False
+                  ) -> tuple[Supervisor, LinkedLauncher, FakeClock, Recorder, dict[str, FakeProcess]]:
+    """A run (:func:`make`) with every task up, whose far host then went silent (``hangs``: its
+    connection's calls hang, not fail) until ``far`` was unreachable; each task's process too."""
+    supervisor, launcher, clock, recorder = make(tmp_path, far, policy)
+    await supervisor.start()
+    first = await running(launcher, recorder, NAMES)
+    launcher.far_link.hangs = hangs
+    launcher.far_link.go_silent(5.0)
+    await recorder.state(far, S.UNREACHABLE)
+    return supervisor, launcher, clock, recorder, first
+
+
+async def restarted_to_the_end(supervisor: Supervisor, launcher: LinkedLauncher, recorder: Recorder,
+                               first: dict[str, FakeProcess], name: str) -> RunSummary:
+    """``name`` launched again and up, then the run ended cleanly; its summary (succeeded)."""
+    second = await launcher.started(name, launch=2)
+    second.ready()
+    await recorder.state(name, S.RUNNING, nth=2)
+    await finish_cleanly({**first, name: second})
+    summary = await supervisor.wait()
+    assert summary.outcome is RunOutcome.SUCCEEDED, summary.reason
+    return summary
+
+
 def notice(recorder: Recorder, fragment: str) -> str:
     found = [e.text for e in recorder.of(Notice) if fragment in e.text]
     assert found, [e.text for e in recorder.of(Notice)]
@@ -155,11 +180,8 @@ def never_stopped(recorder: Recorder, names: list[str]) -> None:
 
 
 async def test_a_host_that_answers_again_within_the_lease_finds_its_task_carrying_on(tmp_path: Path) -> None:
-    supervisor, launcher, clock, recorder = make(tmp_path, far="worker1")
-    await supervisor.start()
-    processes = await running(launcher, recorder, NAMES)
+    supervisor, launcher, clock, recorder, processes = await cut_off(tmp_path, "worker1")
     link = launcher.far_link
-    link.go_silent(5.0)
     changed = await recorder.state("worker1", S.UNREACHABLE)
     assert "does not answer" in changed.reason and changed.exit_code is None
     text = notice(recorder, "unreachable: no answer for 5 s")
@@ -184,12 +206,8 @@ async def test_a_host_that_answers_again_within_the_lease_finds_its_task_carryin
 
 
 async def test_a_task_lost_past_its_lease_is_restarted_once_its_host_is_back(tmp_path: Path) -> None:
-    supervisor, launcher, clock, recorder = make(tmp_path, far="worker1")
-    await supervisor.start()
-    first = await running(launcher, recorder, NAMES)
+    supervisor, launcher, clock, recorder, first = await cut_off(tmp_path, "worker1")
     link = launcher.far_link
-    link.go_silent(5.0)
-    await recorder.state("worker1", S.UNREACHABLE)
     await clock.sleeping(LEASE + LEASE_MARGIN - 5.0)
     clock.advance(LEASE + LEASE_MARGIN - 5.0)
     await recorder.wait_for(lambda e: isinstance(e, Notice) and "stopped themselves" in e.text)
@@ -204,12 +222,7 @@ async def test_a_task_lost_past_its_lease_is_restarted_once_its_host_is_back(tmp
     assert "SIGHUP" not in failed.reason and "-1" not in failed.reason
     await clock.sleeping(5.0)  # the restart policy's backoff
     clock.advance(5.0)
-    second = await launcher.started("worker1", launch=2)
-    second.ready()
-    await recorder.state("worker1", S.RUNNING, nth=2)
-    await finish_cleanly({**first, "worker1": second})
-    summary = await supervisor.wait()
-    assert summary.outcome is RunOutcome.SUCCEEDED, summary.reason
+    summary = await restarted_to_the_end(supervisor, launcher, recorder, first, "worker1")
     assert [i.kind for i in summary.incidents] == [IncidentKind.TASK_RESTART]
     never_stopped(recorder, ["ps0", "worker0"])
     assert launcher.starts == [*NAMES, "worker1"]
@@ -220,11 +233,7 @@ async def test_a_task_lost_past_its_lease_is_restarted_once_its_host_is_back(tmp
 
 
 async def test_a_ps_lost_past_its_lease_restarts_the_cluster(tmp_path: Path) -> None:
-    supervisor, launcher, clock, recorder = make(tmp_path, far="ps0")
-    await supervisor.start()
-    await running(launcher, recorder, NAMES)
-    launcher.far_link.go_silent(5.0)
-    await recorder.state("ps0", S.UNREACHABLE)
+    supervisor, launcher, clock, recorder, _ = await cut_off(tmp_path, "ps0")
     assert S.STOPPING not in recorder.states("worker0")  # nothing stopped while out of reach
     launcher.far_link.reachable = True  # back just as the lease runs out
     await clock.sleeping(LEASE + LEASE_MARGIN - 5.0)
@@ -244,12 +253,8 @@ async def test_a_worker_that_fails_while_its_ps_host_does_not_answer_restarts_on
         tmp_path: Path) -> None:
     # Started during the cut, it would only fail again (seen on the lab: a ps host cut for
     # 20 s, a worker restarted twice).
-    supervisor, launcher, clock, recorder = make(tmp_path, far="ps0")
-    await supervisor.start()
-    first = await running(launcher, recorder, NAMES)
+    supervisor, launcher, clock, recorder, first = await cut_off(tmp_path, "ps0")
     link = launcher.far_link
-    link.go_silent(5.0)
-    await recorder.state("ps0", S.UNREACHABLE)
     first["worker1"].exit(1)
     await recorder.state("worker1", S.BACKOFF)
     await clock.sleeping(5.0)  # the restart policy's backoff
@@ -261,24 +266,14 @@ async def test_a_worker_that_fails_while_its_ps_host_does_not_answer_restarts_on
         await asyncio.sleep(0)
     assert launcher.starts == NAMES and recorder.states("worker1")[-1] is S.BACKOFF
     link.answer()
-    second = await launcher.started("worker1", launch=2)
-    second.ready()
-    await recorder.state("worker1", S.RUNNING, nth=2)
-    await finish_cleanly({**first, "worker1": second})
-    summary = await supervisor.wait()
-    assert summary.outcome is RunOutcome.SUCCEEDED, summary.reason
+    summary = await restarted_to_the_end(supervisor, launcher, recorder, first, "worker1")
     assert [(i.kind, i.task) for i in summary.incidents] == [(IncidentKind.TASK_RESTART, "worker1")]
     never_stopped(recorder, ["ps0", "worker0"])
 
 
 @pytest.mark.parametrize("hangs", [False, True])
 async def test_a_host_unreachable_past_the_limit_fails_the_run_saying_so(tmp_path: Path, hangs: bool) -> None:
-    supervisor, launcher, clock, recorder = make(tmp_path, far="worker1")
-    await supervisor.start()
-    await running(launcher, recorder, NAMES)
-    launcher.far_link.hangs = hangs
-    launcher.far_link.go_silent(5.0)
-    await recorder.state("worker1", S.UNREACHABLE)
+    supervisor, launcher, clock, recorder, _ = await cut_off(tmp_path, "worker1", hangs=hangs)
     elapsed = 5.0
     while elapsed < TIMEOUT + 5:
         step = 10.0
@@ -303,11 +298,7 @@ async def test_a_host_unreachable_past_the_limit_fails_the_run_saying_so(tmp_pat
 
 
 async def test_an_exit_that_came_while_out_of_reach_says_so_and_is_restarted(tmp_path: Path) -> None:
-    supervisor, launcher, clock, recorder = make(tmp_path, far="worker1")
-    await supervisor.start()
-    first = await running(launcher, recorder, NAMES)
-    launcher.far_link.go_silent(5.0)
-    await recorder.state("worker1", S.UNREACHABLE)
+    supervisor, launcher, clock, recorder, first = await cut_off(tmp_path, "worker1")
     clock.advance(LEASE)
     first["worker1"].exit(-15)  # its lease ran out; the exit came in as the link came back
     failed = await recorder.state("worker1", S.FAILED)
@@ -318,22 +309,13 @@ async def test_an_exit_that_came_while_out_of_reach_says_so_and_is_restarted(tmp
     await recorder.wait_for(lambda e: isinstance(e, Notice) and "answers again" in e.text)
     await clock.sleeping(5.0)
     clock.advance(5.0)
-    second = await launcher.started("worker1", launch=2)
-    second.ready()
-    await recorder.state("worker1", S.RUNNING, nth=2)
-    await finish_cleanly({**first, "worker1": second})
-    summary = await supervisor.wait()
-    assert summary.outcome is RunOutcome.SUCCEEDED, summary.reason
+    await restarted_to_the_end(supervisor, launcher, recorder, first, "worker1")
     never_stopped(recorder, ["ps0", "worker0"])
 
 
 @pytest.mark.parametrize("code", [-9, -15])
 async def test_a_task_whose_lease_ran_out_gets_no_hint_of_its_exit_code(tmp_path: Path, code: int) -> None:
-    supervisor, launcher, clock, recorder = make(tmp_path, far="worker1", policy=RestartMode.NEVER)
-    await supervisor.start()
-    first = await running(launcher, recorder, NAMES)
-    launcher.far_link.go_silent(5.0)
-    await recorder.state("worker1", S.UNREACHABLE)
+    supervisor, _, clock, recorder, first = await cut_off(tmp_path, "worker1", policy=RestartMode.NEVER)
     clock.advance(LEASE)
     first["worker1"].exit(code)  # its watcher's TERM, or the KILL 5 s after a TERM it ignored
     failed = await recorder.state("worker1", S.FAILED)
@@ -345,11 +327,7 @@ async def test_a_task_whose_lease_ran_out_gets_no_hint_of_its_exit_code(tmp_path
 
 
 async def test_a_sigkill_while_out_of_reach_within_the_lease_keeps_its_hint(tmp_path: Path) -> None:
-    supervisor, launcher, _, recorder = make(tmp_path, far="worker1", policy=RestartMode.NEVER)
-    await supervisor.start()
-    first = await running(launcher, recorder, NAMES)
-    launcher.far_link.go_silent(5.0)
-    await recorder.state("worker1", S.UNREACHABLE)
+    supervisor, _, _, recorder, first = await cut_off(tmp_path, "worker1", policy=RestartMode.NEVER)
     first["worker1"].exit(-9)  # not its lease: something on the host killed it
     failed = await recorder.state("worker1", S.FAILED)
     assert failed.reason == "was killed by SIGKILL while its host was unreachable", failed.reason
@@ -358,11 +336,7 @@ async def test_a_sigkill_while_out_of_reach_within_the_lease_keeps_its_hint(tmp_
 
 
 async def test_stopping_a_run_while_a_host_is_out_of_reach_does_not_wait_for_it(tmp_path: Path) -> None:
-    supervisor, launcher, _, recorder = make(tmp_path, far="worker1", policy=RestartMode.NEVER)
-    await supervisor.start()
-    await running(launcher, recorder, NAMES)
-    launcher.far_link.go_silent(5.0)
-    await recorder.state("worker1", S.UNREACHABLE)
+    supervisor, launcher, _, _, _ = await cut_off(tmp_path, "worker1", policy=RestartMode.NEVER)
     summary = await asyncio.wait_for(supervisor.stop_all(), 10)
     assert summary is not None and summary.outcome is RunOutcome.STOPPED
     lost = next(t for t in summary.tasks if t.name == "worker1")
