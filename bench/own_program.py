@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer import protocol
-from tui.launch.local_ports import reserve_free_ports
+from tui.launch.local.ports import reserve_free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -39,7 +39,7 @@ from bench.processes import Child, environment, kill_tagged, wait
 from bench.run_records import RunConfig, RunRecord, Side, TaskRecord
 from trainer import protocol
 from tui.config.load import load_config
-from tui.launch.local_ports import reserve_free_ports
+from tui.launch.local.ports import reserve_free_ports
 from tui.plan.tasks import plan_run
 
 #: How often the controller's CPU time is sampled.

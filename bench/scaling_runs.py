@@ -27,7 +27,7 @@ from trainer.settings import TrainingSettings
 from tui.config.cluster import ClusterConfig, Job, TaskSpec
 from tui.config.load import load_config
 from tui.config.resources import ResourceSettings, ThreadsMode
-from tui.launch.local_ports import reserve_free_ports
+from tui.launch.local.ports import reserve_free_ports
 from tui.plan.allocation import Allocation, allocate, host_offers
 from tui.plan.tasks import plan_run
 

@@ -31,7 +31,7 @@ from trainer.graph import build
 from trainer.lifecycle import emit
 from trainer.loop import server_config
 from trainer.settings import TrainingSettings
-from tui.launch.local_ports import reserve_free_ports
+from tui.launch.local.ports import reserve_free_ports
 
 CATEGORIES = ("variable reads (worker <- ps)", "gradient pushes (ps <- worker)",
               "apply gradients (ps)", "global step update (ps)", "input pipeline (worker)",

@@ -21,10 +21,10 @@ LAYERS = ("common", "config", "launch", "program", "plan", "core", "interop", "h
 #: Imports made inside functions on purpose, and why: each makes a launcher or front end
 #: only when it is used (asyncssh takes half a second to import; Textual more).
 LAZY = {
-    ("tui.launch.kinds", "tui.launch.local"): "launchers are made on first use",
-    ("tui.launch.kinds", "tui.launch.ssh"): "asyncssh only for clusters with remote hosts",
-    ("tui.launch.kinds", "tui.launch.slurm"): "launchers are made on first use",
-    ("tui.launch.router", "tui.launch.ssh"): "asyncssh only for clusters with remote hosts",
+    ("tui.launch.kinds", "tui.launch.local.launcher"): "launchers are made on first use",
+    ("tui.launch.kinds", "tui.launch.ssh.launcher"): "asyncssh only for clusters with remote hosts",
+    ("tui.launch.kinds", "tui.launch.slurm.launcher"): "launchers are made on first use",
+    ("tui.launch.router", "tui.launch.ssh.launcher"): "asyncssh only for clusters with remote hosts",
     ("tui.cli", "tui.headless"): "the app's start does not pay for the headless printer",
     ("tui.cli", "tui.app.process_bridge"): "the app's core starts before Textual loads; "
                                            "headless never loads the app's modules",
@@ -112,6 +112,44 @@ def test_no_import_goes_up_a_layer() -> None:
     assert not upward, "\n".join(sorted(upward))
 
 
+#: The launchers' rooms: each kind's launcher and what only it uses. What they share stays in
+#: ``tui/launch/`` itself.
+ROOMS = ("tui.launch.local", "tui.launch.ssh", "tui.launch.slurm")
+
+
+def room_of(module: str) -> str | None:
+    return next((room for room in ROOMS if module == room or module.startswith(room + ".")), None)
+
+
+def test_every_launcher_has_a_room() -> None:
+    for room in ROOMS:
+        assert (REPO.joinpath(*room.split(".")) / "launcher.py").exists(), room
+
+
+def test_no_launcher_imports_another_launchers_room() -> None:
+    crossing = []
+    for module, targets in graph()[0].items():
+        here = room_of(module)
+        for target in targets:
+            there = room_of(target)
+            if there is not None and here is not None and there != here:
+                crossing.append(f"{module} -> {target}")
+    assert not crossing, "\n".join(sorted(crossing))
+
+
+def test_what_launchers_share_imports_no_room_but_the_registry() -> None:
+    """The shared modules of ``tui/launch/`` sit below the rooms; only the registry of kinds
+    and the router, which pick a launcher, reach into one (lazily: see :data:`LAZY`)."""
+    upward = []
+    for module, targets in graph()[0].items():
+        if layer_of(module) != "launch" or room_of(module) is not None:
+            continue
+        if module in ("tui.launch.kinds", "tui.launch.router"):
+            continue
+        upward += [f"{module} -> {t}" for t in targets if room_of(t) is not None]
+    assert not upward, "\n".join(sorted(upward))
+
+
 def test_no_import_cycles() -> None:
     edges = graph()[0]
     cycles: list[list[str]] = []
@@ -135,7 +173,7 @@ def test_no_import_cycles() -> None:
 
 
 #: What a headless run loads: everything below the Textual front end.
-CORE = ["tui.core.supervisor.lifecycle", "tui.launch.local", "tui.launch.router", "tui.core.options",
+CORE = ["tui.core.supervisor.lifecycle", "tui.launch.local.launcher", "tui.launch.router", "tui.core.options",
         "tui.cli", "tui.headless", "tui.launch.leftovers", "tui.core.rundir", "tui.core.events",
         "tui.plan.tasks", "tui.core.progress", "tui.core.session", "tui.core.commands",
         "tui.core.task_state", "tui.config.restart_policy", "tui.app.controls"]

@@ -31,7 +31,7 @@ from tui.core.usage import (
     UsageSample,
     group_totals,
 )
-from tui.launch.local import run_local_command
+from tui.launch.local.launcher import run_local_command
 from tui.plan.tasks import TaskInfo
 
 

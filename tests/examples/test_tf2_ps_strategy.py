@@ -16,7 +16,7 @@ import pytest
 
 from trainer import protocol
 from trainer.shim import REPORT_DIR
-from tui.launch.local_ports import reserve_free_ports
+from tui.launch.local.ports import reserve_free_ports
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tf2_ps_strategy"
 STEPS = 30

@@ -1,4 +1,4 @@
-"""How a host's connection is opened (tui.launch.connect), against the real sshd: TCP's
+"""How a host's connection is opened (tui.launch.ssh.connect), against the real sshd: TCP's
 resends on it are capped, so that a host whose link comes back hears the controller within
 seconds (the lab's run of it: tests/launch/test_network_faults_ps.py), and TCP gives up on it
 no sooner than the keepalives do."""
@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.ssh import SshServer
 from tui.config.network import LEASE_MARGIN
-from tui.launch.connect import (
+from tui.launch.ssh.connect import (
     KEEPALIVE_INTERVAL,
     RTO_MAX_MS,
     TCP_RTO_MAX_MS,

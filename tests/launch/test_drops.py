@@ -11,11 +11,11 @@ from typing import Any, cast
 import pytest
 
 from tests.support.ssh import SshServer
-from tui.launch import deploy
-from tui.launch.connect import ConnectOptions, open_connection
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.package import FolderPackage, PackageFile
-from tui.launch.ssh import SSHTask
+from tui.launch.ssh import deploy
+from tui.launch.ssh.connect import ConnectOptions, open_connection
+from tui.launch.ssh.launcher import SSHTask
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,4 +1,4 @@
-"""A host's beats and lease (tui.launch.host_link) against a real sshd: the keeper renews the
+"""A host's beats and lease (tui.launch.ssh.host_link) against a real sshd: the keeper renews the
 lease file and echoes; a keeper that stops answering (SIGSTOP: what a cut link looks like
 from both ends) makes the host silent, and a task there stops itself once its lease ran out,
 with no signal from the controller; answering again ends the silence; closing the launcher
@@ -19,7 +19,7 @@ from tests.launch.test_ssh import launcher
 from tests.support import async_wait_until
 from tests.support.ssh import SshServer
 from tui.config.cluster import Job, TaskSpec
-from tui.launch.host_link import silent_after
+from tui.launch.ssh.host_link import silent_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -1,4 +1,4 @@
-"""Which Python a path is (tui.launch.interpreter): a venv's interpreter is known by the
+"""Which Python a path is (tui.launch.local.interpreter): a venv's interpreter is known by the
 path it was started from, never by the base interpreter its symlink points to."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.venvs import plain_venv
-from tui.launch.interpreter import identify, locate, this_interpreter
+from tui.launch.local.interpreter import identify, locate, this_interpreter
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 from tests.launch.test_lab_runs import assert_hosts_empty
 from tests.support.netlab_fixture import MakeLab
 from tests.support.ssh import task
-from tui.launch.ssh import SSHLauncher
+from tui.launch.ssh.launcher import SSHLauncher
 from tui.launch.streams import each_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

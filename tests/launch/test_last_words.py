@@ -18,7 +18,7 @@ from tests.support.ssh import SshServer, task
 from tui.config.cluster import HostSpec
 from tui.launch.base import RunningTask
 from tui.launch.lines import OutputLine, Stream
-from tui.launch.local import LocalLauncher
+from tui.launch.local.launcher import LocalLauncher
 from tui.launch.streams import each_line
 
 pytestmark = pytest.mark.timeout(120)

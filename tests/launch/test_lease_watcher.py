@@ -1,4 +1,4 @@
-"""The lease beside a remote task (tui.launch.remote_command's watcher), without SSH: run the
+"""The lease beside a remote task (tui.launch.ssh.remote_command's watcher), without SSH: run the
 task line as sshd would (a new session, its environment on stdin) with a lease file that this
 test renews or not. A task whose lease is not renewed ends with its whole process group
 within the lease and a few seconds; while the lease is renewed it runs on."""
@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from tests.support import wait_until
-from tui.launch.remote_command import RemoteCommand
+from tui.launch.ssh.remote_command import RemoteCommand
 
 pytestmark = pytest.mark.timeout(60)
 

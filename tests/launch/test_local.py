@@ -15,8 +15,8 @@ from tests.support import async_wait_until
 from tui.config.cluster import HostSpec, Job, TaskSpec
 from tui.launch.base import LaunchError
 from tui.launch.lines import OutputLine
-from tui.launch.local import LocalLauncher, LocalTask
-from tui.launch.local_ports import port_is_free
+from tui.launch.local.launcher import LocalLauncher, LocalTask
+from tui.launch.local.ports import port_is_free
 from tui.launch.streams import each_line
 
 LOCAL = HostSpec(name="localhost", address="localhost")

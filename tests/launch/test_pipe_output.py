@@ -1,4 +1,4 @@
-"""A local task's pipes read straight into line batches (tui.launch.pipe_output), both ways:
+"""A local task's pipes read straight into line batches (tui.launch.local.pipe_output), both ways:
 pulled (``batches``, what ``output()`` gives) and handed to a handler from the read
 (``hand``, what the supervisor uses): every line, each on its stream, in order, the last one
 without its newline too, however much comes at once."""
@@ -14,8 +14,8 @@ from collections.abc import Callable
 import pytest
 
 from tui.launch.lines import OutputBatch, Stream
-from tui.launch.pipe_output import PipeOutput
-from tui.launch.pipes import output_pipe
+from tui.launch.local.pipe_output import PipeOutput
+from tui.launch.local.pipes import output_pipe
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.launch.pipes import PIPE_BYTES, output_pipe
+from tui.launch.local.pipes import PIPE_BYTES, output_pipe
 
 
 def test_an_output_pipe_holds_a_mebibyte_before_its_writer_waits() -> None:

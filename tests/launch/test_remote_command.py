@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tui.launch.remote_command import (
+from tui.launch.ssh.remote_command import (
     EXIT_NO_WORKDIR,
     PID_PREFIX,
     RemoteCommand,

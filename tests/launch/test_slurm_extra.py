@@ -13,7 +13,7 @@ from tests.support.slurm import PARTITION, SlurmCluster
 from tests.support.slurm_helpers import fake_env, our_jobs, run_controller, slurm_hosts, wait_no_jobs
 from tui.config.cluster import HostKind, HostSpec
 from tui.config.slurm import SlurmSettings
-from tui.launch.slurm_alloc import Allocation, SlurmError
+from tui.launch.slurm.alloc import Allocation, SlurmError
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(90)]
 

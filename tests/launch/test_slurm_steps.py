@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tui.config.cluster import ClusterConfig, HostSpec, Job, TaskSpec
-from tui.launch.slurm_alloc import Node, slurm_message
-from tui.launch.slurm_steps import (
+from tui.launch.slurm.alloc import Node, slurm_message
+from tui.launch.slurm.steps import (
     exit_code,
     parse_step_line,
     place,

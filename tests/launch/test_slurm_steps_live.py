@@ -13,7 +13,7 @@ from tests.support.slurm import SlurmCluster
 from tests.support.slurm_helpers import our_jobs, slurm_hosts, wait_no_jobs
 from tui.config.load import load_config
 from tui.launch.lines import Stream
-from tui.launch.slurm import SlurmLauncher
+from tui.launch.slurm.launcher import SlurmLauncher
 from tui.launch.streams import each_line
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(90)]

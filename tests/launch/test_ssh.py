@@ -28,15 +28,15 @@ from tests.support.ssh import (
 )
 from tui.config.cluster import HostSpec
 from tui.core.supervisor.busy import BUSY_CORES, cores_used
-from tui.launch import ssh as ssh_launcher
-from tui.launch.deploy import MARKER, TrainerPackage, local_package
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.leftover_search import StopResult
 from tui.launch.lines import OutputLine, Stream
 from tui.launch.owner import RUN_ID_ENV
-from tui.launch.remote_command import RemoteCommand
 from tui.launch.router import Router
-from tui.launch.ssh import SSHLauncher
+from tui.launch.ssh import launcher as ssh_launcher
+from tui.launch.ssh.deploy import MARKER, TrainerPackage, local_package
+from tui.launch.ssh.launcher import SSHLauncher
+from tui.launch.ssh.remote_command import RemoteCommand
 from tui.launch.streams import each_line
 
 pytestmark = pytest.mark.timeout(120)
@@ -271,7 +271,7 @@ async def test_the_sweep_finds_and_stops_a_task_of_an_earlier_run(sshd: SshServe
     host = sshd.host("a", workdir=tmp_path, env=stub_env)
     old_run = f"old-{uuid.uuid4().hex[:8]}"
     # A task that ignores its stdin outlived the controller that started it, before tasks had a
-    # connection watcher (tui.launch.remote_command): started here without one.
+    # connection watcher (tui.launch.ssh.remote_command): started here without one.
     monkeypatch.setattr(ssh_launcher, "RemoteCommand",
                         lambda **kw: RemoteCommand(**{**kw, "watch_connection": False}))
     code = "import time; time.sleep(120)"

@@ -16,10 +16,10 @@ from tui.config.cluster import HostSpec
 from tui.config.load import load_config
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.launch.errors import HostError, HostFailure
-from tui.launch.hostkeys import INSECURE_WARNING
-from tui.launch.remote_command import RemoteCommand
 from tui.launch.router import Router
-from tui.launch.ssh import SSHLauncher
+from tui.launch.ssh.hostkeys import INSECURE_WARNING
+from tui.launch.ssh.launcher import SSHLauncher
+from tui.launch.ssh.remote_command import RemoteCommand
 from tui.plan.preflight import PreflightError
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-MODULES = ["tui.launch.router", "tui.launch.ssh", "tui.launch.deploy", "tui.launch.leftover_search"]
+MODULES = ["tui.launch.router", "tui.launch.ssh.launcher", "tui.launch.ssh.deploy",
+           "tui.launch.leftover_search"]
 
 
 def test_the_ssh_launcher_imports_neither_textual_nor_tensorflow() -> None:
@@ -17,7 +18,7 @@ def test_the_ssh_launcher_imports_neither_textual_nor_tensorflow() -> None:
         "import importlib, json, sys\n"
         f"for name in {MODULES!r}:\n"
         "    importlib.import_module(name)\n"
-        "from tui.launch.deploy import local_package\n"
+        "from tui.launch.ssh.deploy import local_package\n"
         "local_package()\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )

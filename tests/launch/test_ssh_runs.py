@@ -21,9 +21,9 @@ from tui.core.events import ControllerEvent, RunOutcome, TaskStateChanged
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.task_state import TaskState
 from tui.core.traffic import TrafficMonitor
-from tui.launch.deploy import local_package
 from tui.launch.owner import RUN_ID_ENV
 from tui.launch.router import Router
+from tui.launch.ssh.deploy import local_package
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

@@ -16,9 +16,9 @@ from tui.common.exit_codes import ExitCode
 from tui.config.cluster import HostKind
 from tui.config.load import load_config
 from tui.core.supervisor.lifecycle import Supervisor
-from tui.launch.deploy import MARKER
 from tui.launch.package import upload_package
 from tui.launch.router import Router
+from tui.launch.ssh.deploy import MARKER
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

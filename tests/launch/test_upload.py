@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.ssh import SshServer
-from tui.launch import deploy
-from tui.launch.connect import ConnectOptions, open_connection
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.package import upload_package
+from tui.launch.ssh import deploy
+from tui.launch.ssh.connect import ConnectOptions, open_connection
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 REPO = Path(__file__).resolve().parents[2]

@@ -16,11 +16,11 @@ import pytest
 
 from tests.support.ssh import SshServer, describe, kill, task, wait_nothing_left
 from tui.config.cluster import HostSpec
-from tui.launch import upload, upload_copies
 from tui.launch.base import RunningTask
 from tui.launch.package import upload_package
 from tui.launch.snippets import copies as copies_snippet
-from tui.launch.ssh import SSHLauncher
+from tui.launch.ssh import upload, upload_copies
+from tui.launch.ssh.launcher import SSHLauncher
 from tui.launch.streams import each_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -19,9 +19,10 @@ import psutil
 from tests.support.warm_pool import spawned_pool
 from trainer.shim import BOOTSTRAP
 from tui.config.cluster import HostSpec, Job, TaskSpec
-from tui.launch.local import LocalLauncher, LocalTask
+from tui.launch.local.launcher import LocalLauncher, LocalTask
+from tui.launch.local.warm import WarmTask
 from tui.launch.streams import each_line
-from tui.launch.warm import WarmTask, servable_mode
+from tui.launch.warm_mode import servable_mode
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = HostSpec(name="localhost", address="localhost")
@@ -149,7 +150,7 @@ async def test_cold_when_switched_off(tmp_path: Path) -> None:
 CONTROLLER = textwrap.dedent("""
     import asyncio, sys
     from tui.config.cluster import HostSpec, Job, TaskSpec
-    from tui.launch.local import LocalLauncher
+    from tui.launch.local.launcher import LocalLauncher
 
     async def main(script, when):
         launcher = LocalLauncher()

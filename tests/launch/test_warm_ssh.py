@@ -18,7 +18,7 @@ import pytest
 from tests.launch.test_warm_local import wait_gone
 from tests.support.ssh import SshServer, describe, kill, read_environ, task, wait_nothing_left
 from tests.support.sshd import sshd  # noqa: F401 (the session's sshd fixture)
-from tui.launch.ssh import SSHLauncher
+from tui.launch.ssh.launcher import SSHLauncher
 from tui.launch.streams import each_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -81,7 +81,7 @@ async def test_a_remote_warm_task_killed_by_sigkill_is_reported_so(sshd: SshServ
 CONTROLLER = textwrap.dedent("""
     import asyncio, json, sys
     from tui.config.cluster import HostSpec, Job, TaskSpec
-    from tui.launch.ssh import SSHLauncher
+    from tui.launch.ssh.launcher import SSHLauncher
 
     async def main(entry, script):
         spec = HostSpec(name="remote", **entry)

@@ -15,9 +15,9 @@ import pytest
 
 from tests.support.venvs import SHADOWING, plain_venv, plant_shadows
 from tui.config.cluster import HostSpec, Job, TaskSpec
-from tui.launch.local import LocalLauncher
+from tui.launch.local.launcher import LocalLauncher
+from tui.launch.local.warm import WarmTask
 from tui.launch.streams import each_line
-from tui.launch.warm import WarmTask
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = HostSpec(name="localhost", address="localhost")

@@ -10,7 +10,7 @@ import sys
 
 from tui.config.cluster import HostSpec, Job
 from tui.core.supervisor.busy import CLOCK_TICKS, cores_used, group_cpu_seconds
-from tui.launch.local import LocalLauncher
+from tui.launch.local.launcher import LocalLauncher
 from tui.program.base import PsEnding
 from tui.program.end_rules import HangWatch, RunEnd, port_open
 

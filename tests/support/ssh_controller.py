@@ -13,7 +13,7 @@ from trainer import protocol
 from tui.config.cluster import HostSpec, Job, TaskSpec
 from tui.launch.lines import Stream
 from tui.launch.owner import RUN_ID_ENV
-from tui.launch.ssh import SSHLauncher
+from tui.launch.ssh.launcher import SSHLauncher
 from tui.launch.streams import each_line
 from tui.plan.tasks import HOLD_FLAG
 from tui.program.trainer import TRAINER_ARGV

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from tui.config.cluster import HostSpec
-from tui.launch import deploy
-from tui.launch.connect import ConnectOptions, open_connection
 from tui.launch.package import upload_package
+from tui.launch.ssh import deploy
+from tui.launch.ssh.connect import ConnectOptions, open_connection
 
 
 def status_kib(field: str) -> int:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.warm import client, wire
-from tui.launch.local import LocalLauncher
-from tui.launch.warm_pool import WarmPool
+from tui.launch.local.launcher import LocalLauncher
+from tui.launch.local.warm_pool import WarmPool
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 120.0

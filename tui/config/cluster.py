@@ -73,7 +73,7 @@ class HostSpec:
         if self.slurm is not None and self.slurm.node is not None:
             return f"{self.name}/{self.slurm.node} job {self.slurm.job_id}"
         return self.name
-    #: ``warm: false`` starts every task cold (no fork server: tui.launch.warm).
+    #: ``warm: false`` starts every task cold (no fork server: tui.launch.local.warm).
     warm: bool = True
 
     @property

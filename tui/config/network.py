@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tui.config.yamlload import Item, NodeReader
 
 #: After the lease ran out, how long a task may take to be gone: the watcher beside it looks
-#: once a second, sends SIGTERM to its group and SIGKILL 5 s later (tui.launch.remote_command).
+#: once a second, sends SIGTERM to its group and SIGKILL 5 s later (tui.launch.ssh.remote_command).
 LEASE_MARGIN = 10.0
 #: The shortest lease: the controller renews it every second.
 MIN_LEASE = 3.0

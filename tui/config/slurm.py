@@ -6,7 +6,7 @@
 
 Read with the hosts.yaml loader's own helpers, so every mistake is located (file:line:column)
 like any other config error. Slurm itself is asked nothing here: an unknown partition or
-account is Slurm's to refuse, when the allocation is requested (:mod:`tui.launch.slurm_alloc`).
+account is Slurm's to refuse, when the allocation is requested (:mod:`tui.launch.slurm.alloc`).
 """
 
 from __future__ import annotations

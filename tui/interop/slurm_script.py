@@ -5,7 +5,7 @@ Every task's TF_CONFIG, environment and command line come from :func:`tui.plan.p
 plan the controller launches, made for the job's nodes: the script learns them at run time
 (``scontrol show hostnames``), so the plan names node *k* ``@nodek@`` and the script puts the
 real name in (and the job id where the run id goes, so each job checkpoints on its own). The
-tasks are placed as the Slurm launcher places them (:func:`tui.launch.slurm_steps.place`). The
+tasks are placed as the Slurm launcher places them (:func:`tui.launch.slurm.steps.place`). The
 ps start first, then the workers; when every worker has ended, ps tasks still serving
 (``server.join()`` never returns) get ``ps_grace`` seconds, then SIGTERM. The script exits 0
 only if every worker exited 0. Each task's output goes to ``<task>.log`` in
@@ -26,8 +26,8 @@ from tui.config import salloc_options
 from tui.config.cluster import ClusterConfig, HostKind, HostSpec, Job
 from tui.config.slurm import SlurmSettings
 from tui.interop.tfjob import standalone_program
-from tui.launch.slurm_alloc import Node
-from tui.launch.slurm_steps import place
+from tui.launch.slurm.alloc import Node
+from tui.launch.slurm.steps import place
 from tui.plan.tasks import CONTROLLER_ONLY_ENV, TaskPlan, plan_run
 
 #: Seconds the ps tasks may take to end by themselves once every worker has.

@@ -160,7 +160,7 @@ class Launcher(Protocol):
 
 class HostLink(Protocol):
     """Whether a remote host answers the controller, and what to do when it stops
-    (:mod:`tui.launch.host_link`). One per host, kept across reconnections."""
+    (:mod:`tui.launch.ssh.host_link`). One per host, kept across reconnections."""
 
     @property
     def host(self) -> str: ...

@@ -17,19 +17,19 @@ from tui.launch.base import Launcher
 
 
 def _local(options: dict[str, Any]) -> Launcher:
-    from tui.launch.local import LocalLauncher
+    from tui.launch.local.launcher import LocalLauncher
 
     return LocalLauncher(**options)
 
 
 def _ssh(options: dict[str, Any]) -> Launcher:
-    from tui.launch.ssh import SSHLauncher
+    from tui.launch.ssh.launcher import SSHLauncher
 
     return SSHLauncher(**options)
 
 
 def _slurm(options: dict[str, Any]) -> Launcher:
-    from tui.launch.slurm import SlurmLauncher
+    from tui.launch.slurm.launcher import SlurmLauncher
 
     return SlurmLauncher(**options)
 

@@ -1,5 +1,5 @@
 """A folder's files and the digest that names them: what is uploaded to a remote host into a
-content-addressed directory ``<name>-<digest>`` (see :mod:`tui.launch.deploy`). Pure: no
+content-addressed directory ``<name>-<digest>`` (see :mod:`tui.launch.ssh.deploy`). Pure: no
 connection here, so plans can name the directory a task will run in. A package holds each
 file's path, mode and sha256, never its content (a 200 MB file was held whole)."""
 

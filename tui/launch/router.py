@@ -28,10 +28,10 @@ from tui.launch.base import (
 )
 from tui.launch.command_stream import CommandStream, CommandStreamer, StreamNotSupported, open_local_command
 from tui.launch.kinds import LAUNCHERS
-from tui.launch.local import run_local_command
+from tui.launch.local.launcher import run_local_command
 
 if TYPE_CHECKING:
-    from tui.launch.ssh import SSHLauncher
+    from tui.launch.ssh.launcher import SSHLauncher
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Router:
             self._launchers[HostKind.LOCAL] = local
         if remote is not None:
             self._launchers[HostKind.SSH] = remote
-        # warm: False (--cold) starts every task cold (tui.launch.warm). The Slurm launcher
+        # warm: False (--cold) starts every task cold (tui.launch.local.warm). The Slurm launcher
         # places the config's tasks on its allocation's nodes.
         self._options: dict[HostKind, dict[str, Any]] = {HostKind.SSH: {**ssh_options, "warm": warm},
                                                          HostKind.LOCAL: {"warm": warm},

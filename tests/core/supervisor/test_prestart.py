@@ -20,7 +20,7 @@ from tui.core.session import Session
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.task_state import TaskState
 from tui.launch.base import WARM_REASON
-from tui.launch.local import LocalLauncher
+from tui.launch.local.launcher import LocalLauncher
 from tui.launch.router import Router
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

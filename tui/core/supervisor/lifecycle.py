@@ -69,7 +69,7 @@ from tui.core.supervisor.summary import summarize
 from tui.core.supervisor.unreachable import watch_links
 from tui.core.task_state import RunPhase
 from tui.launch.base import Launcher, PoolStarter, TaskPrestarter
-from tui.launch.local import LocalLauncher
+from tui.launch.local.launcher import LocalLauncher
 from tui.plan.allocation import ResourceError, allocate_for
 from tui.plan.preflight import PreflightError, resolve_ports
 from tui.plan.tasks import plan_run, program_for

@@ -1,6 +1,6 @@
 """Hosts that stop answering: their tasks are *unreachable*, not failed.
 
-A link that is cut says nothing; only the host's beats stop (:mod:`tui.launch.host_link`).
+A link that is cut says nothing; only the host's beats stop (:mod:`tui.launch.ssh.host_link`).
 What the controller does, host by host:
 
 1. The host stops answering: its starting and running tasks become UNREACHABLE (the task

@@ -1,4 +1,4 @@
-"""Remote port checks, like :mod:`tui.launch.local_ports` but standard library only.
+"""Remote port checks, like :mod:`tui.launch.local.ports` but standard library only.
 
 ``python -c SOURCE check PORT...`` reports which ports a server could not listen on now
 (and, when /proc tells, which process holds each). ``python -c SOURCE hold N AVOID...``

@@ -23,10 +23,8 @@ from trainer.warm import IMPORT_TIME_ENV, POOL_ENV, POOL_RUN_ID, ROOM_BYTES, ROO
 from tui.launch.deathsig import DIE_WITH_PARENT
 from tui.launch.owner import CONTROLLER_ENV, RUN_ID_ENV, this_controller
 from tui.launch.package import trainer_root
+from tui.launch.warm_mode import READY_TIMEOUT
 
-#: How long a pool may take to import TensorFlow (a loaded 2-core machine: 4-15 s; three
-#: runs importing at once: more).
-READY_TIMEOUT = 180.0
 #: Lines of the server's stderr kept to say why it failed.
 _STDERR_TAIL = 20
 

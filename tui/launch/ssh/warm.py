@@ -25,11 +25,10 @@ from trainer.warm import IMPORT_TIME_ENV, POOL_RUN_ID, pool_key
 from tui.config.cluster import HostSpec
 from tui.launch.base import HostInfo
 from tui.launch.owner import CONTROLLER_ENV, RUN_ID_ENV, this_controller
-from tui.launch.remote_command import PID_PREFIX, RemoteCommand
-from tui.launch.remote_host import RemoteHost
+from tui.launch.ssh.remote_command import PID_PREFIX, RemoteCommand
+from tui.launch.ssh.remote_host import RemoteHost
 from tui.launch.streams import Prefixed, read_first_line
-from tui.launch.warm import servable_mode
-from tui.launch.warm_pool import READY_TIMEOUT
+from tui.launch.warm_mode import READY_TIMEOUT, servable_mode
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ class _PoolCommand:
     env: Mapping[str, str]
     workdir: str
     python_path: str
-    #: The host's lease (tui.launch.host_link), which the pool holds as its tasks do.
+    #: The host's lease (tui.launch.ssh.host_link), which the pool holds as its tasks do.
     lease_file: str = ""
     lease: float = 0.0
 

@@ -7,8 +7,8 @@ The package goes into a content-addressed directory,
 staging directory first, a marker file is written last, and the staging directory is then
 renamed into place: a directory with that name is always complete, so a later run (or
 another controller) that finds its marker skips the upload. The files are streamed
-(:mod:`tui.launch.upload`); a user's folder's earlier copies are removed once nothing uses
-them (:mod:`tui.launch.upload_copies`).
+(:mod:`tui.launch.ssh.upload`); a user's folder's earlier copies are removed once nothing uses
+them (:mod:`tui.launch.ssh.upload_copies`).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import asyncssh
 
 from tui.config.cluster import HostSpec
 from tui.launch import snippets
-from tui.launch.connect import where
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.package import FolderPackage, PackageFile, trainer_root
-from tui.launch.remote_command import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, python_command
-from tui.launch.upload import MARKER, write_package
+from tui.launch.ssh.connect import where
+from tui.launch.ssh.remote_command import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, python_command
+from tui.launch.ssh.upload import MARKER, write_package
 
 PACKAGE = "trainer"
 DEFAULT_PROBE_TIMEOUT = 120.0
@@ -94,7 +94,7 @@ async def probe(conn: asyncssh.SSHClientConnection, spec: HostSpec,
     args = [spec.workdir] if import_tf else [spec.workdir, "no-tf"]
     command = python_command(spec.interpreter, snippets.source("probe"), args, env=spec.env)
     try:
-        # The environment on stdin, never in the command line (tui.launch.remote_command).
+        # The environment on stdin, never in the command line (tui.launch.ssh.remote_command).
         env = command.env_input().decode("utf-8", "surrogateescape")
         result = await conn.run(command.shell_line(), input=env, timeout=timeout, encoding="utf-8",
                                 errors="replace")

@@ -49,12 +49,12 @@ EXIT_NO_ENVIRONMENT = 124
 # the group (TERM, KILL 5 s later; no "--": dash's kill refuses it).
 # $5, $6: the lease. A link that is cut (not closed) leaves the sshd session alive for as
 # long as TCP retries, so the session alone cannot tell: the controller renews a lease file
-# ($5) every second over its own channel (tui.launch.host_link), and the watcher ends the
+# ($5) every second over its own channel (tui.launch.ssh.host_link), and the watcher ends the
 # group once the file has not changed for $6 looks a second apart (so within $6 + 7 s).
 # The watcher ignores TERM itself and ends with the group's KILL; started before the
 # environment is read, it carries none of it (no secret, no run id). It leaves the task's
 # folder (cd /): it outlives the task by up to 6 s, and a folder is in use while a process
-# works in it (tui.launch.upload_copies).
+# works in it (tui.launch.ssh.upload_copies).
 _WATCHER = (
     'if [ "$4" = 1 ]; then tfdist_p=$PPID; tfdist_g=$$; tfdist_f=$5; tfdist_s=$6; '
     '( cd /; trap "" TERM; tfdist_b=; tfdist_n=0; '
@@ -83,7 +83,7 @@ _TASK_SCRIPT = (
     'exec "$@"'
 )
 #: The same without the pid line: for a command that prints it itself (the warm client
-#: prints the pid of the task it had forked: tui.launch.ssh_warm).
+#: prints the pid of the task it had forked: tui.launch.ssh.warm).
 _QUIET_TASK_SCRIPT = _TASK_SCRIPT.replace('echo "' + PID_PREFIX + '$$"; ', "")
 
 
@@ -101,7 +101,7 @@ class RemoteCommand:
     #: End the task when its connection is lost, even if it never reads stdin (tasks; not
     #: the controller's own short commands).
     watch_connection: bool = False
-    #: With ``watch_connection``: the host's lease file (tui.launch.host_link) and the seconds
+    #: With ``watch_connection``: the host's lease file (tui.launch.ssh.host_link) and the seconds
     #: the task runs on once it stops changing; "" for none.
     lease_file: str = ""
     lease: float = 0.0

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 import asyncssh
 
-from tui.launch import deploy, snippets
+from tui.launch import snippets
 from tui.launch.base import PortReservation
 from tui.launch.errors import HostFailure
 from tui.launch.lines import Stream
-from tui.launch.remote_command import parse_pid_line, python_command
-from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
+from tui.launch.ssh import deploy
+from tui.launch.ssh.remote_command import parse_pid_line, python_command
+from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, RemoteHost
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
 
 

@@ -20,37 +20,18 @@ import signal
 import socket
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
-from trainer.shim import BOOTSTRAP
-from trainer.warm import MODES, pool_key, wire
-from tui.launch.interpreter import Interpreter, identify, locate
+from trainer.warm import pool_key, wire
 from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
-from tui.launch.pipe_output import PipeOutput
-from tui.launch.pipes import output_pipe
-from tui.launch.warm_pool import PoolKey, PoolState, WarmPool
+from tui.launch.local.interpreter import Interpreter, identify, locate
+from tui.launch.local.pipe_output import PipeOutput
+from tui.launch.local.pipes import output_pipe
+from tui.launch.local.warm_pool import PoolKey, PoolState, WarmPool
+from tui.launch.warm_mode import servable_mode
 
 log = logging.getLogger(__name__)
 
 #: How long a pool may take to answer a request (it forks at once; a loaded machine).
 REQUEST_TIMEOUT = 30.0
-
-
-def servable_mode(argv: Sequence[str], python: str | None) -> tuple[str, tuple[str, ...]] | None:
-    """The pool mode and the arguments after the module for ``python -m trainer ...``, and
-    for the shim as the controller starts it (``python [-u] -c BOOTSTRAP ...``; ``python -m
-    trainer.shim ...`` by hand), with ``python`` as argv[0] when given (the host's
-    interpreter); or None: another interpreter, a plain script (``shim: false``), any other
-    command. ``-u`` is dropped: every task runs with PYTHONUNBUFFERED already."""
-    if len(argv) < 3 or (python is not None and argv[0] != python):
-        return None
-    words = [argv[0], *argv[2:]] if argv[1] == "-u" else list(argv)
-    if len(words) < 3:
-        return None
-    if words[1] == "-c" and words[2] == BOOTSTRAP:
-        return "shim", tuple(words[3:])
-    if words[1] != "-m":
-        return None
-    mode = next((m for m, module in MODES.items() if module == words[2]), None)
-    return (mode, tuple(words[3:])) if mode is not None else None
 
 
 class WarmTask:

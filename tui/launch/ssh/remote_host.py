@@ -13,10 +13,11 @@ from typing import Protocol
 import asyncssh
 
 from tui.config.cluster import HostSpec
-from tui.launch import deploy, snippets
-from tui.launch.connect import where
+from tui.launch import snippets
 from tui.launch.errors import HostError, HostFailure
-from tui.launch.remote_command import python_command, signal_groups_line
+from tui.launch.ssh import deploy
+from tui.launch.ssh.connect import where
+from tui.launch.ssh.remote_command import python_command, signal_groups_line
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from tui.config.cluster import ClusterConfig, Job, TaskSpec
 from tui.launch import snippets
-from tui.launch.slurm_alloc import Node
+from tui.launch.slurm.alloc import Node
 
 PID_MARK = "tfdist-step"
 #: The task's first line: its pid (its process group too) and its step id.

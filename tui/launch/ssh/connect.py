@@ -23,7 +23,7 @@ from tui.config.cluster import HostSpec
 from tui.config.network import LEASE_MARGIN
 from tui.launch.base import DEFAULT_CONNECT_TIMEOUT
 from tui.launch.errors import HostError, HostFailure
-from tui.launch.hostkeys import INSECURE_WARNING, SSH_DEFAULT_PORT, HostKeyChecker, HostKeyPolicy
+from tui.launch.ssh.hostkeys import INSECURE_WARNING, SSH_DEFAULT_PORT, HostKeyChecker, HostKeyPolicy
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """A user's ``upload:`` folder on the remote hosts: one copy per content,
-``<workdir>/<name>-<digest>`` (:func:`tui.launch.deploy.deploy`), and no pile of old ones.
+``<workdir>/<name>-<digest>`` (:func:`tui.launch.ssh.deploy.deploy`), and no pile of old ones.
 
 Each edit of the folder makes a new copy, and each used to stay forever (a 200 MB folder
 edited ten times left 2 GB). Whenever a controller places the current copy on a host it also
@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tui.launch import deploy
 from tui.launch.errors import HostError
 from tui.launch.package import FolderPackage, upload_package
-from tui.launch.remote_host import RemoteHost
+from tui.launch.ssh import deploy
+from tui.launch.ssh.remote_host import RemoteHost
 
 log = logging.getLogger(__name__)
 

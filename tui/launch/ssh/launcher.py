@@ -4,16 +4,16 @@ Per host there is one connection, shared by all its tasks and checks (a second o
 only if sshd's ``MaxSessions`` refuses another channel). Before a host is used it is
 *prepared* once: connected, probed (python, TensorFlow, workdir: :func:`deploy.probe`) and
 given the trainer package (:func:`deploy.deploy`) and the ``upload:`` folder
-(:mod:`tui.launch.upload_copies`). :meth:`SSHLauncher.connect_all` prepares
+(:mod:`tui.launch.ssh.upload_copies`). :meth:`SSHLauncher.connect_all` prepares
 every host concurrently, so a cluster on many hosts starts about as fast as one on a single
 host; any other method prepares its host lazily.
 
 A remote task is ``sh`` printing its pid, then exec'ing the trainer
-(:mod:`tui.launch.remote_command`). sshd makes it a session and process group leader, so
+(:mod:`tui.launch.ssh.remote_command`). sshd makes it a session and process group leader, so
 stopping it signals that group (``kill -s TERM -- -PGID``) over the same connection. Its stdin
 is the SSH channel: when the controller closes it, the connection drops or the controller
 dies, the trainer reads EOF and exits. A link that is cut rather than closed is noticed by
-the host's lease (:mod:`tui.launch.host_link`): the controller sees the host stop answering,
+the host's lease (:mod:`tui.launch.ssh.host_link`): the controller sees the host stop answering,
 and the task stops itself once its lease runs out.
 """
 
@@ -30,7 +30,6 @@ import asyncssh
 
 from tui.config.cluster import HostSpec, TaskSpec
 from tui.config.network import NetworkSettings
-from tui.launch import deploy
 from tui.launch import leftover_search as sweep
 from tui.launch.base import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -41,19 +40,20 @@ from tui.launch.base import (
     PortReservation,
 )
 from tui.launch.command_stream import SshCommandStream
-from tui.launch.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.errors import HostError, HostFailure
-from tui.launch.host_link import SSHHostLink
-from tui.launch.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.lines import MAX_LINE_BYTES
-from tui.launch.remote_command import EXIT_NO_WORKDIR, RemoteCommand
-from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost, close_connections
-from tui.launch.remote_ports import hold_ports
-from tui.launch.ssh_prepare import prepare_host
-from tui.launch.ssh_task import SSHTask
-from tui.launch.ssh_warm import RemotePools, parse_pid
+from tui.launch.ssh import deploy
+from tui.launch.ssh.connect import ConnectOptions, jump_route, open_connection, where
+from tui.launch.ssh.host_link import SSHHostLink
+from tui.launch.ssh.hostkeys import INSECURE_WARNING, HostKeyPolicy
+from tui.launch.ssh.prepare import prepare_host
+from tui.launch.ssh.remote_command import EXIT_NO_WORKDIR, RemoteCommand
+from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, RemoteHost, close_connections
+from tui.launch.ssh.remote_ports import hold_ports
+from tui.launch.ssh.task import SSHTask
+from tui.launch.ssh.upload_copies import UploadCopies
+from tui.launch.ssh.warm import RemotePools, parse_pid
 from tui.launch.streams import read_first_line
-from tui.launch.upload_copies import UploadCopies
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +110,12 @@ class SSHLauncher:
                  warm_mode: str | None = None,
                  lease: float = NetworkSettings().lease) -> None:
         self._specs = dict(hosts or {})
-        # Each host's beats and lease (tui.launch.host_link), kept across reconnections.
+        # Each host's beats and lease (tui.launch.ssh.host_link), kept across reconnections.
         self._lease = lease
         self._links: dict[str, SSHHostLink] = {}
         # What preparing each host found: a reconnection needs no new probe or upload.
         self._infos: dict[str, HostInfo] = {}
-        # Warm pools per host (tui.launch.ssh_warm), made on the first task; off with --cold.
+        # Warm pools per host (tui.launch.ssh.warm), made on the first task; off with --cold.
         self._warm_on = warm
         self._warm: RemotePools | None = None
         self._warm_mode = warm_mode  # the pool every host starts while it is prepared

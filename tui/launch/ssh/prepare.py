@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from tui.launch import deploy
 from tui.launch.base import HostInfo
 from tui.launch.errors import HostFailure
-from tui.launch.host_link import SSHHostLink
 from tui.launch.probe import HostResources
-from tui.launch.remote_host import RemoteHost
-from tui.launch.ssh_warm import RemotePools
-from tui.launch.upload_copies import UploadCopies
+from tui.launch.ssh import deploy
+from tui.launch.ssh.host_link import SSHHostLink
+from tui.launch.ssh.remote_host import RemoteHost
+from tui.launch.ssh.upload_copies import UploadCopies
+from tui.launch.ssh.warm import RemotePools
 
 log = logging.getLogger(__name__)
 

@@ -2,9 +2,9 @@
 for ``kind: slurm`` hosts entries.
 
 :meth:`SlurmLauncher.connect_all` asks for each entry's allocation
-(:class:`~tui.launch.slurm_alloc.Allocation`), places the entry's tasks on its nodes
-(:func:`~tui.launch.slurm_steps.place`) and probes each node's cores and GPUs through a job
-step. Each task is then its own step (:func:`~tui.launch.slurm_steps.srun_argv`), its srun a
+(:class:`~tui.launch.slurm.alloc.Allocation`), places the entry's tasks on its nodes
+(:func:`~tui.launch.slurm.steps.place`) and probes each node's cores and GPUs through a job
+step. Each task is then its own step (:func:`~tui.launch.slurm.steps.srun_argv`), its srun a
 child of the controller whose pipes carry the task's stdin, stdout and stderr, so a task looks
 like any local one to the supervisor. The allocation is released by :meth:`close`; if the
 controller dies instead, the kernel kills each srun (which ends its step) and closes the
@@ -27,13 +27,13 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from dataclasses import replace
 
 from tui.config.cluster import ClusterConfig, HostSpec, TaskSpec
-from tui.launch import slurm_steps
 from tui.launch.base import ConnectReport, HostInfo, LaunchError, PortProblem, PortReservation
 from tui.launch.deathsig import DIE_WITH_PARENT
 from tui.launch.leftover_search import DEFAULT_STOP_GRACE, LeftoverTask, StoppedLeftover
 from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
 from tui.launch.probe import HostResources
-from tui.launch.slurm_alloc import Allocation, Node, SlurmError, run_slurm, slurm_message
+from tui.launch.slurm import steps as slurm_steps
+from tui.launch.slurm.alloc import Allocation, Node, SlurmError, run_slurm, slurm_message
 from tui.launch.streams import read_first_line, task_output
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ seconds, and the keeper writes the beat to the host's lease file and echoes it b
   the host is *silent* (:meth:`SSHHostLink.silent_for`), and the supervisor marks its tasks
   unreachable (tui.core.supervisor.unreachable).
 - The lease file tells the tasks the controller is there: the watcher beside each task
-  (tui.launch.remote_command) ends the task's process group once the file has not changed
+  (tui.launch.ssh.remote_command) ends the task's process group once the file has not changed
   for the lease. A task whose host is cut off therefore stops itself, and one whose host
   answers again before the lease ran out carries on over the same connection.
 
@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 import asyncssh
 
 from tui.launch.errors import HostFailure
-from tui.launch.remote_host import COMMAND_TIMEOUT, RemoteHost
+from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, RemoteHost
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def keeper_line(name: str) -> str:
 
 class SSHHostLink:
     """One host's beats and echoes (implements :class:`tui.launch.base.HostLink`).
-    ``reconnect`` and ``abandon`` are the launcher's (tui.launch.ssh)."""
+    ``reconnect`` and ``abandon`` are the launcher's (tui.launch.ssh.launcher)."""
 
     def __init__(self, host: str, where: str, lease: float, *, reconnect: Callable[[], Awaitable[None]],
                  abandon: Callable[[], None]) -> None:

@@ -1,4 +1,4 @@
-"""A task running on a remote host, as the SSH launcher (:mod:`tui.launch.ssh`) started it:
+"""A task running on a remote host, as the SSH launcher (:mod:`tui.launch.ssh.launcher`) started it:
 its output, its exit, its stdin, and signals to its process group over the host's
 connection."""
 
@@ -10,9 +10,9 @@ from collections.abc import AsyncGenerator
 import asyncssh
 
 from tui.launch.errors import HostError, HostFailure
-from tui.launch.host_link import SSHHostLink
 from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
-from tui.launch.remote_host import RemoteHost
+from tui.launch.ssh.host_link import SSHHostLink
+from tui.launch.ssh.remote_host import RemoteHost
 from tui.launch.streams import task_output
 
 
@@ -64,7 +64,7 @@ class SSHTask:
             raise self._host.error(HostFailure.CONNECTION_LOST,
                                    f"the connection closed before pid {self._pid} reported its exit; "
                                    f"on the host the task ends too (EOF on its stdin, or the watcher "
-                                   f"beside it: tui.launch.remote_command)")
+                                   f"beside it: tui.launch.ssh.remote_command)")
         return code
 
     async def send(self, line: str) -> None:

@@ -9,14 +9,14 @@ import signal
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 
 from tui.config.cluster import HostSpec, TaskSpec
-from tui.launch import local_ports
 from tui.launch.base import ConnectReport, LaunchError, PortProblem, PortReservation
 from tui.launch.command_stream import LocalCommandStream, open_local_command
 from tui.launch.deathsig import dying_with_parent
 from tui.launch.lines import MAX_LINE_BYTES, OutputBatch
-from tui.launch.pipe_output import PipeOutput
-from tui.launch.pipes import output_pipe
-from tui.launch.warm import WarmPools, WarmTask
+from tui.launch.local import ports as local_ports
+from tui.launch.local.pipe_output import PipeOutput
+from tui.launch.local.pipes import output_pipe
+from tui.launch.local.warm import WarmPools, WarmTask
 
 
 class LocalTask:
@@ -79,7 +79,7 @@ class LocalTask:
 class LocalLauncher:
     """Starts tasks on this machine. Implements :class:`tui.launch.base.Launcher` for the
     host ``localhost`` only; remote hosts need the SSH launcher. With ``warm``, tasks it can
-    serve are forked from a pool that imported TensorFlow once (:mod:`tui.launch.warm`)."""
+    serve are forked from a pool that imported TensorFlow once (:mod:`tui.launch.local.warm`)."""
 
     def __init__(self, max_line: int = MAX_LINE_BYTES, warm: bool = True) -> None:
         self._max_line = max_line

@@ -1,0 +1,1 @@
+"""The Slurm launcher: an allocation (``salloc``) and one job step per task."""
