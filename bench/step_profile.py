@@ -10,7 +10,7 @@ rest. Ops run in parallel, so categories can add up to more than the step; the s
 time and what Python spends around ``session.run`` (the trainer's event writing) are shown
 beside them.
 
-    python -m bench.step_profile [--model mlp] [--steps 200]
+    python -m bench.step_profile [--model mlp] [--steps 200] [--fuse true|false]
 """
 
 from __future__ import annotations
@@ -62,12 +62,13 @@ def start_ps(cluster: Cluster) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def profile(model: str, steps: int) -> dict[str, Any]:
+def profile(model: str, steps: int, fuse: bool = True) -> dict[str, Any]:
     """The breakdown: per-category op milliseconds per step, step and Python times."""
     from trainer.tfimport import import_tf
 
     tf = import_tf()
-    settings = TrainingSettings().replace(model=model, dataset="digits" if model == "mlp" else "synthetic")
+    settings = TrainingSettings().replace(model=model, dataset="digits" if model == "mlp" else "synthetic",
+                                           fuse=fuse)
     reservations = reserve_free_ports(2)
     cluster = Cluster((f"localhost:{reservations[0].port}",), (f"localhost:{reservations[1].port}",))
     for reservation in reservations:
@@ -86,7 +87,7 @@ def profile(model: str, steps: int) -> dict[str, Any]:
         sess.run(graph.local_init_op)
         sess.run(graph.iterator_init, feed_dict={graph.x_feed: loaded.train.images,
                                                  graph.y_feed: loaded.train.labels})
-        fetches = [graph.train_op, graph.loss]
+        fetches = graph.fetches()
         for _ in range(20):
             sess.run(fetches)
         # Untraced: the step as the trainer runs it, and the event writing around it.
@@ -97,7 +98,7 @@ def profile(model: str, steps: int) -> dict[str, Any]:
         try:
             for k in range(steps):
                 before = time.perf_counter()
-                step, loss = sess.run(fetches)
+                step, loss, *_ = sess.run(fetches)
                 in_run += time.perf_counter() - before
                 if k % 10 == 0:
                     emit(protocol.Step(role="worker", index=0, global_step=int(step), local_step=k,
@@ -141,10 +142,12 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="mlp")
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--fuse", default="true", choices=("true", "false"),
+                        help="one transfer per ps each way a step (the trainer's fuse setting)")
     args = parser.parse_args(argv)
-    result = profile(args.model, args.steps)
+    result = profile(args.model, args.steps, args.fuse == "true")
     result["solo_step_ms"] = solo_step_ms(args.model, args.steps)
-    print(f"model {result['model']}: step {result['step_ms']:.2f} ms (session.run "
+    print(f"fuse {args.fuse}, model {result['model']}: step {result['step_ms']:.2f} ms (session.run "
           f"{result['in_run_ms']:.2f} ms, Python around it incl. event writing "
           f"{result['python_ms']:.3f} ms); alone without a ps: {result['solo_step_ms']:.2f} ms")
     for name, ms in result["ops_ms"].items():

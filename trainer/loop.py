@@ -261,15 +261,17 @@ class Worker:
         any other error, such a failure that stays, or a refill of the input for the retry that
         does not end (:data:`REFILL_DEADLINE_SECS`) ends it. (Sync, a failed step may have
         taken its round's token: a second try could wait for a token forever.)"""
-        fetches = [self.graph.train_op, self.graph.loss]
+        fetches = self.graph.fetches()
         if self.settings.mode is not Mode.ASYNC:
-            return self.sess.run(fetches)
+            step, loss, *_ = self.sess.run(fetches)
+            return step, loss
         errors = self.tf.errors
         waits: list[float] | None = None  # what is left of the first failure's schedule
         says = ""
         while True:
             try:
-                return self.sess.run(fetches)
+                step, loss, *_ = self.sess.run(fetches)
+                return step, loss
             except (errors.UnavailableError, errors.AbortedError) as exc:
                 passing = self._passing(exc) if isinstance(exc, errors.UnavailableError) else None
                 if waits is None:
