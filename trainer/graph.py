@@ -137,7 +137,8 @@ def build(tf: Any, settings: TrainingSettings, cluster: Cluster, task_index: int
             with tf.device(setter(devices[0])):
                 model_fn(vm, image_slices[0], True, settings.hidden_units)
             fused = FusedReads(tf, tf.trainable_variables(), worker_device, global_step)
-        tower_grads, losses, accuracies = [], [], []
+        tower_grads: list[Any] = []
+        losses, accuracies = [], []
         for k, device in enumerate(devices):
             reuse = True if k or fused else None
             with tf.device(setter(device)), \

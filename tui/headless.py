@@ -65,11 +65,12 @@ clean_text = inert
 class Printer:
     """Formats controller events as prefixed lines (``worker1 | ...``)."""
 
-    def __init__(self, out: TextIO, colour: bool) -> None:
+    def __init__(self, out: TextIO, colour: bool, anatomy: bool = False) -> None:
         # Every write is gathered and goes out at the next flush, in order: a task's lines
         # within a tick (BatchedWriter), anything else at once.
         self._out = BatchedWriter(out)
         self._colour = colour
+        self._anatomy = anatomy
         self._width = len(CONTROLLER)
         self._colours: dict[str, int] = {}
         self._progress: ProgressSnapshot | None = None
@@ -211,6 +212,8 @@ class Printer:
         inner = event.event
         if isinstance(inner, protocol.Step):
             return  # summarised by the progress line
+        if isinstance(inner, protocol.StepAnatomy) and not self._anatomy:
+            return  # one every few hundred steps a worker: on request (--anatomy)
         if isinstance(inner, protocol.Placement):
             if not self._placement_shown:
                 self._placement_shown = True
@@ -406,7 +409,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     if options.json_output:
         printer = JsonPrinter(out_stream, session.traffic)
     else:
-        printer = Printer(out_stream, colour=out_stream.isatty() and "NO_COLOR" not in os.environ)
+        printer = Printer(out_stream, colour=out_stream.isatty() and "NO_COLOR" not in os.environ,
+                          anatomy=options.anatomy)
     supervisor.subscribe(printer.handle)
 
     loop = asyncio.get_running_loop()

@@ -26,8 +26,9 @@ from tui.app.controls import CONTROLS, TOGGLES, Section, Toggle
 from tui.app.state import Dashboard
 from tui.common.terminal import inert
 from tui.common.units import format_bytes
-from tui.core.run_facts import Figures, RateUnit
+from tui.core.run_facts import Figures, RateUnit, setting_text
 from tui.core.task_state import TaskState
+from tui.program.base import Setting
 
 STATE_STYLES: dict[TaskState, str] = {
     TaskState.PENDING: "dim",
@@ -64,6 +65,8 @@ def duration(seconds: float) -> str:
 
 
 def _shown(settings: TrainingSettings, toggle: Toggle) -> str:
+    if toggle.setting is Setting.FUSE:
+        return setting_text(settings, toggle.setting)
     value = getattr(settings, toggle.setting.value)
     return str(getattr(value, "value", value))
 

@@ -45,4 +45,19 @@ def describe_event(event: protocol.Event) -> str:
         return f"done ({event.reason}) at step {event.global_step}"
     if isinstance(event, protocol.Error):
         return f"error: {event.type}: {event.message}"
+    if isinstance(event, protocol.StepAnatomy):
+        return anatomy_line(event)
     return event.KIND
+
+
+def part_name(part: protocol.AnatomyPart) -> str:
+    """``compute``, ``read ps0``, ``push ps1``, ..."""
+    return part.part if part.ps is None else f"{part.part} ps{part.ps}"
+
+
+def anatomy_line(event: protocol.StepAnatomy) -> str:
+    """A sampled step's parts as shares of it, largest first; parts of no time left out."""
+    parts = sorted((p for p in event.parts if p.share >= 0.005), key=lambda p: -p.share)
+    shown = " · ".join(f"{part_name(p)} {p.share:.0%}" for p in parts)
+    return (f"step {event.global_step} took {event.seconds * 1000:.2f} ms: {shown} "
+            f"(1 step in {event.every} traced, costing {event.cost:.1%})")

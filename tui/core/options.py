@@ -31,6 +31,8 @@ class RunOptions:
     on_stall: StallPolicy = StallPolicy.WARN
     #: ``--cold``: no warm pools; every task imports TensorFlow itself.
     cold: bool = False
+    #: ``--anatomy``: headless prints each worker's sampled step anatomy as it comes.
+    anatomy: bool = False
 
     def supervisor_options(self) -> SupervisorOptions:
         """How the front ends' supervisor runs tasks, as the command line says."""
