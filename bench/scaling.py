@@ -6,7 +6,11 @@ figure comes from a time-based window (``--window``, 10 s by default; :mod:`benc
 after every process is warm; the windows' lengths are printed and reported beside the
 ratios.
 
-    python -m bench.scaling [--window 10] [--models mlp,cnn] [--workers 1,2] [--no-write]
+Each configuration is measured with the trainer's ``fuse`` setting on and off (a row each),
+and the workers' sampled step anatomy (``trainer.anatomy``: mean share of each part over
+the window's sampled steps) is reported beside each cluster measurement.
+
+    python -m bench.scaling [--window 10] [--models mlp,cnn] [--workers 1,2] [--fuse true,false] [--no-write]
 
 Prints the table and the ratios; writes its section of BENCHMARKS.md unless ``--no-write``.
 """
@@ -25,6 +29,7 @@ from pathlib import Path
 from bench import window as windows
 from bench.report import Machine, Section, load_average, replace_section, table
 from bench.scaling_runs import DATASETS, Measured, MeasureError, measure_cluster, measure_limit
+from trainer.settings import convert
 from tui.config.resources import ThreadsMode
 from tui.launch.probe import probe_local
 
@@ -64,6 +69,7 @@ class Row:
     limit: Measured | None
     cluster: dict[ThreadsMode, Measured | None]
     shares: str = ""
+    fuse: bool = True
 
     def of_limit(self, mode: ThreadsMode) -> float | None:
         """The cluster's examples/sec in ``mode`` over the limit."""
@@ -99,9 +105,14 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _fused(fuse: bool) -> str:
+    return "on" if fuse else "off"
+
+
 def measure(models: Sequence[str], worker_counts: Sequence[int], seconds: float,
-            say: Callable[[str], None] = print) -> list[Row]:
-    """Every measurement, models x worker counts x thread modes."""
+            say: Callable[[str], None] = print, fuse_settings: Sequence[bool] = (True, False)) -> list[Row]:
+    """Every measurement, models x worker counts x fuse settings x thread modes (the limit
+    once per model and worker count, shared by its fuse rows)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="tfdist-scaling-") as scratch:
         for model in models:
@@ -111,22 +122,30 @@ def measure(models: Sequence[str], worker_counts: Sequence[int], seconds: float,
                 except MeasureError as exc:
                     limit = None
                     print(f"limit {model} x{n}: {exc}", file=sys.stderr)
-                row = Row(model, n, limit, {})
                 say(f"{model} N={n}: limit {_number(limit)} examples/s{_over(limit)}")
-                for mode in MODES:
-                    try:
-                        row.cluster[mode], allocation = measure_cluster(
-                            model, n, mode, seconds, Path(scratch) / f"{model}-{n}-{mode.value}")
-                        if mode is ThreadsMode.AUTO:
-                            row.shares = "; ".join(f"{name} {share.describe()}"
-                                                   for name, share in allocation.shares.items())
-                    except MeasureError as exc:
-                        row.cluster[mode] = None
-                        print(f"cluster {model} x{n} {mode.value}: {exc}", file=sys.stderr)
-                    say(f"{model} N={n} {mode.value}: cluster {_number(row.cluster[mode])} examples/s"
-                        f"{_over(row.cluster[mode])}")
-                rows.append(row)
+                for fuse in fuse_settings:
+                    rows.append(_measure_row(model, n, fuse, limit, seconds, Path(scratch), say))
     return rows
+
+
+def _measure_row(model: str, n: int, fuse: bool, limit: Measured | None, seconds: float,
+                 scratch: Path, say: Callable[[str], None]) -> Row:
+    """One configuration's cluster in each thread mode."""
+    row = Row(model, n, limit, {}, fuse=fuse)
+    for mode in MODES:
+        try:
+            row.cluster[mode], allocation = measure_cluster(
+                model, n, mode, seconds,
+                scratch / f"{model}-{n}-{mode.value}-fuse-{_fused(fuse)}", fuse=fuse)
+            if mode is ThreadsMode.AUTO:
+                row.shares = "; ".join(f"{name} {share.describe()}"
+                                       for name, share in allocation.shares.items())
+        except MeasureError as exc:
+            row.cluster[mode] = None
+            print(f"cluster {model} x{n} {mode.value}: {exc}", file=sys.stderr)
+        say(f"{model} N={n} fuse {_fused(fuse)} {mode.value}: cluster "
+            f"{_number(row.cluster[mode])} examples/s{_over(row.cluster[mode])}")
+    return row
 
 
 def section(rows: Sequence[Row], seconds: float) -> Section:
@@ -149,12 +168,20 @@ def section(rows: Sequence[Row], seconds: float) -> Section:
         f"Measured on {machine.describe()}; probed: {host.describe()}; load average "
         f"{load_average()} at the end.")
     result = Section(TITLE, COMMAND, intro)
-    body = [[row.model, str(row.workers),
+    body = [[row.model, str(row.workers), _fused(row.fuse),
              _number(row.limit), *(_number(row.cluster[m]) for m in MODES),
              *(_ratio(row.of_limit(m)) for m in MODES), _ratio(row.allocation_gain), _windows(row)]
             for row in rows]
-    result.tables.append(table(["model", "N", "limit", "cluster TF", "cluster alloc",
+    result.tables.append(table(["model", "N", "fuse", "limit", "cluster TF", "cluster alloc",
                                 "cluster/limit TF", "cluster/limit alloc", "alloc/TF", "windows"], body))
+    anatomy = [f"- {row.model}, N={row.workers}, fuse {_fused(row.fuse)}, {mode.value}: {measured.anatomy()} "
+               f"({len(measured.anatomies)} sampled steps)"
+               for row in rows for mode in MODES
+               if (measured := row.cluster.get(mode)) is not None and measured.anatomies]
+    if anatomy:
+        result.notes.append("Where the workers' steps went (`trainer.anatomy`: the mean share of "
+                            "each part over the window's sampled steps, each a full trace):\n\n"
+                            + "\n".join(anatomy))
     shares = [f"- {row.model}, N={row.workers}: {row.shares}" for row in rows if row.shares]
     if shares:
         result.notes.append("The shares the controller gave (alloc):\n\n" + "\n".join(shares))
@@ -177,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--models", default="mlp,cnn", help=f"comma-separated, of {', '.join(DATASETS)}")
     parser.add_argument("--workers", default=None, help="comma-separated worker counts "
                                                           "(default: 1, 2, 4, ... up to the cores)")
+    parser.add_argument("--fuse", default="true,false",
+                        help="comma-separated fuse settings, a row each (default %(default)s)")
     parser.add_argument("--output", type=Path, default=OUTPUT, help="the report to update")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
@@ -184,7 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     workers = tuple(int(w) for w in args.workers.split(",")) if args.workers else default_workers()
     if args.window <= 0 or not models or min(workers) < 1:
         parser.error("--window must be > 0, --models non-empty, --workers >= 1")
-    rows = measure(models, workers, args.window)
+    fuse_settings = [convert("fuse", word) for word in args.fuse.split(",") if word]
+    rows = measure(models, workers, args.window, fuse_settings=fuse_settings)
     text = section(rows, args.window).markdown()
     print(text)
     if not args.no_write:

@@ -43,10 +43,24 @@ class MeasureError(Exception):
 
 @dataclass(frozen=True)
 class Measured:
-    """Examples per second of all processes together over one window."""
+    """Examples per second of all processes together over one window; a cluster's workers'
+    sampled step anatomies too (:mod:`trainer.anatomy`)."""
 
     examples_per_sec: float
     seconds: float
+    anatomies: tuple[protocol.StepAnatomy, ...] = ()
+
+    def anatomy(self) -> str:
+        """The mean share of each part over the sampled steps, largest first ("" if none)."""
+        if not self.anatomies:
+            return ""
+        shares: dict[str, float] = {}
+        for event in self.anatomies:
+            for part in event.parts:
+                name = part.part if part.ps is None else f"{part.part} ps{part.ps}"
+                shares[name] = shares.get(name, 0.0) + part.share / len(self.anatomies)
+        shown = sorted(((n, s) for n, s in shares.items() if s >= 0.005), key=lambda item: -item[1])
+        return " · ".join(f"{name} {share:.0%}" for name, share in shown)
 
 
 def settings_for(model: str) -> TrainingSettings:
@@ -68,15 +82,16 @@ def _wait(check: Callable[[], bool], timeout: float, children: list[Child]) -> N
 
 
 def measure_cluster(model: str, workers: int, threads: ThreadsMode, seconds: float,
-                    directory: Path) -> tuple[Measured, Allocation]:
+                    directory: Path, fuse: bool = True) -> tuple[Measured, Allocation]:
     """1 ps + ``workers`` workers on this machine: examples/sec over ``seconds`` once every
-    worker is warm, from their step events; and the allocation they ran with."""
+    worker is warm, from their step events, and the step anatomies sampled meanwhile; and
+    the allocation they ran with."""
     settings = settings_for(model)
     directory.mkdir(parents=True, exist_ok=True)
     document = {
         "cluster": {"ps": ["localhost:auto"], "worker": ["localhost:auto"] * workers},
         "training": {"model": model, "dataset": settings.dataset.value, "mode": "async",
-                     "steps": settings.steps, "log_every": settings.log_every},
+                     "steps": settings.steps, "log_every": settings.log_every, "fuse": fuse},
         "resources": {"threads": threads.value},
         "run_dir": str(directory / "runs"),
     }
@@ -91,6 +106,7 @@ def measure_cluster(model: str, workers: int, threads: ThreadsMode, seconds: flo
     for reservation in reservations:
         reservation.release()
     steps: dict[str, list[protocol.Step]] = {p.name: [] for p in plans if p.spec.job is Job.WORKER}
+    anatomies: list[protocol.StepAnatomy] = []
     lock = threading.Lock()
 
     def collector(name: str) -> Callable[[str], None]:
@@ -99,6 +115,9 @@ def measure_cluster(model: str, workers: int, threads: ThreadsMode, seconds: flo
             if isinstance(event, protocol.Step) and name in steps:
                 with lock:
                     steps[name].append(event)
+            elif isinstance(event, protocol.StepAnatomy):
+                with lock:
+                    anatomies.append(event)
         return on_line
 
     tag = uuid.uuid4().hex
@@ -126,7 +145,8 @@ def measure_cluster(model: str, workers: int, threads: ThreadsMode, seconds: flo
         kill_tagged(tag)
     assert measured is not None  # window_done held
     # Async: one batch per global step.
-    return Measured(measured.examples_per_sec(settings.batch_size), measured.seconds), allocation
+    return Measured(measured.examples_per_sec(settings.batch_size), measured.seconds,
+                    tuple(anatomies)), allocation
 
 
 def solo_allocation(workers: int, threads: ThreadsMode) -> Allocation:

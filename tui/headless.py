@@ -26,6 +26,7 @@ from tui.common.streams import BatchedWriter, SurvivingStream
 from tui.common.terminal import inert
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
+from tui.core.anatomy import AnatomyBoard
 from tui.core.describe import describe_event, format_number
 from tui.core.events import (
     ControllerEvent,
@@ -71,6 +72,7 @@ class Printer:
         self._out = BatchedWriter(out)
         self._colour = colour
         self._anatomy = anatomy
+        self._board = AnatomyBoard()
         self._width = len(CONTROLLER)
         self._colours: dict[str, int] = {}
         self._progress: ProgressSnapshot | None = None
@@ -94,7 +96,7 @@ class Printer:
         elif isinstance(event, TaskStateChanged):
             self._state(event)
         elif isinstance(event, TrainerEvent):
-            if isinstance(event.event, protocol.Step):
+            if isinstance(event.event, protocol.Step) and not self._board.fold(event.task, event.event):
                 return  # summarised by the progress line: nothing written, nothing to flush
             self._trainer_event(event)
         elif isinstance(event, ProgressUpdate):
@@ -210,6 +212,10 @@ class Printer:
 
     def _trainer_event(self, event: TrainerEvent) -> None:
         inner = event.event
+        if isinstance(inner, protocol.StepAnatomy):
+            self._board.fold(event.task, inner)
+        for line in self._board.news():  # (a step may have named a straggler)
+            self._line(CONTROLLER, line)
         if isinstance(inner, protocol.Step):
             return  # summarised by the progress line
         if isinstance(inner, protocol.StepAnatomy) and not self._anatomy:

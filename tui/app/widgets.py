@@ -282,6 +282,8 @@ class ThroughputView(VerticalScroll):
         yield Sparkline([], id="rate-chart")
         yield Static("loss", classes="chart-title", id="loss-title")
         yield Sparkline([], id="loss-chart")
+        yield Static("step anatomy", classes="chart-title", id="anatomy-title")
+        yield Static(id="anatomy-text")
         yield WorkerCharts(id="worker-charts")
 
     def show(self, dashboard: Dashboard, *, workers: bool = True) -> None:
@@ -306,6 +308,11 @@ class ThroughputView(VerticalScroll):
         put(self.query_one("#loss-title", Static),
             scaled("training loss", losses, "{:.4g}", "a step report") if losses
             else "training loss: none reported yet")
+        lines = dashboard.anatomy.lines()
+        put(self.query_one("#anatomy-title", Static),
+            "step anatomy (a sampled step of each worker, from TensorFlow's step stats)" if lines
+            else "step anatomy: no step sampled yet")
+        put(self.query_one("#anatomy-text", Static), "\n".join(lines))
         if workers:
             self._show_workers(dashboard, examples)
 
