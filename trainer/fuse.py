@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Tensor = Any
+#: Variables (shards) larger than this move alone, fused or not: a transfer's fixed cost is
+#: nothing beside their bytes, and packing them would only copy them twice more a step
+#: (seed 000's CNN's 12.8 MB fc1 on each side).
+ALONE_BYTES = 1 << 20
 #: float32 words that carry the int64 global step in a packed read.
 STEP_WORDS = 2
 
@@ -41,8 +45,12 @@ class FusedReads:
     def __init__(self, tf: Any, variables: list[Any], worker_device: str, global_step: Any):
         self.tf = tf
         self._order = {var.op.name: k for k, var in enumerate(variables)}
+        #: Variables read and pushed alone (over :data:`ALONE_BYTES`), as unfused.
+        self.alone = [v for v in variables if _bytes(v) > ALONE_BYTES]
         by_device: dict[str, PsGroup] = {}
         for var in variables:
+            if _bytes(var) > ALONE_BYTES:
+                continue
             group = by_device.setdefault(var.device, PsGroup(var.device, [], []))
             group.variables.append(var)
             group.sizes.append(int(var.shape.num_elements()))
@@ -89,14 +97,18 @@ class FusedReads:
         return self._view(var)
 
     def gradients(self, loss: Tensor) -> list[Tensor | None]:
-        """The gradient of ``loss`` with respect to each ps's packed values (on the worker)."""
-        return list(self.tf.gradients(loss, [g.received for g in self.groups]))
+        """The gradient of ``loss`` with respect to each ps's packed values (on the worker),
+        then to each variable read alone."""
+        return list(self.tf.gradients(loss, [g.received for g in self.groups] + self.alone))
 
     def grads_and_vars(self, flat: list[Tensor | None]) -> list[tuple[Tensor, Any]]:
-        """Each packed gradient split on its ps into the variables' gradients."""
+        """Each packed gradient split on its ps into the variables' gradients (and those of
+        the variables read alone, as they are)."""
         tf = self.tf
-        pairs: list[tuple[Tensor, Any]] = []
-        for group, grad in zip(self.groups, flat, strict=True):
+        packed, alone = flat[:len(self.groups)], flat[len(self.groups):]
+        pairs: list[tuple[Tensor, Any]] = [(g, v) for g, v in zip(alone, self.alone, strict=True)
+                                           if g is not None]
+        for group, grad in zip(self.groups, packed, strict=True):
             if grad is None or not group.variables:
                 continue
             with tf.device(group.device):
@@ -107,3 +119,7 @@ class FusedReads:
         # In the variables' order, as unfused: the optimizer creates its slots in this order,
         # which the placement report lists (and trainer.layout predicts).
         return sorted(pairs, key=lambda pair: self._order[pair[1].op.name])
+
+
+def _bytes(var: Any) -> int:
+    return int(var.shape.num_elements()) * var.dtype.base_dtype.size

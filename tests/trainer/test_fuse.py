@@ -9,6 +9,7 @@ import pytest
 
 from tests.trainer.test_graph import assemble, in_process_cluster
 from trainer import data
+from trainer.fuse import ALONE_BYTES
 from trainer.settings import TrainingSettings
 
 pytestmark = pytest.mark.integration
@@ -68,7 +69,11 @@ def test_fused_steps_apply_the_unfused_update(tf, model: str, partitions: int, n
     assert fused_placement.ps_bytes == plain_placement.ps_bytes
     # One packed read per ps that holds variables (or the global step), nothing else; unfused
     # each shard is read apart, and the increment's value comes back too.
-    holding = len({v.ps for v in plain_placement.variables if v.trainable or v.name == "global_step"})
+    # Variables over ALONE_BYTES move alone, fused or not.
+    alone = [v for v in plain_placement.variables if v.trainable and v.bytes > ALONE_BYTES]
+    holding = len({v.ps for v in plain_placement.variables
+                   if (v.trainable and v not in alone) or v.name == "global_step"})
     shards = sum(1 for v in plain_placement.variables if v.trainable)
-    assert received_from_ps(fused_trace) == holding
+    assert received_from_ps(fused_trace) == holding + len(alone)
+    assert (model == "cifar_cnn") == bool(alone)  # (its local3 weights: 6.3 MB)
     assert received_from_ps(plain_trace) >= shards + 1
