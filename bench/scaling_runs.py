@@ -60,7 +60,10 @@ class Measured:
                 name = part.part if part.ps is None else f"{part.part} ps{part.ps}"
                 shares[name] = shares.get(name, 0.0) + part.share / len(self.anatomies)
         shown = sorted(((n, s) for n, s in shares.items() if s >= 0.005), key=lambda item: -item[1])
-        return " · ".join(f"{name} {share:.0%}" for name, share in shown)
+        # Each worker's latest figure is its tracing's cost over the whole run so far.
+        latest = {event.index: event.cost for event in self.anatomies}
+        return (" · ".join(f"{name} {share:.0%}" for name, share in shown)
+                + f"; tracing cost at most {max(latest.values()):.1%} of a worker's time")
 
 
 def settings_for(model: str) -> TrainingSettings:

@@ -53,21 +53,12 @@ def test_the_sampler_keeps_its_cost_under_the_budget() -> None:
 
 @pytest.mark.integration
 def test_a_real_traced_step_reads_and_pushes_its_ps() -> None:
-    from tests.trainer.test_graph import in_process_cluster
-    from trainer import data
-    from trainer.graph import build
+    from tests.trainer.test_graph import ready_session
     from trainer.settings import TrainingSettings
     from trainer.tfimport import import_tf
 
     tf = import_tf()
-    s = TrainingSettings().replace(batch_size=16)
-    cluster, worker = in_process_cluster(tf, 1)
-    d = data.load(s)
-    g = build(tf, s, cluster, 0, data.input_shape(s))
-    with tf.Session(worker.target, graph=g.graph) as sess:
-        sess.run(g.iterator_init, {g.x_feed: d.train.images, g.y_feed: d.train.labels})
-        sess.run(g.init_op)
-        sess.run(g.local_init_op)
+    with ready_session(tf, TrainingSettings().replace(batch_size=16)) as (g, sess):
         sess.run(g.fetches())
         metadata = tf.RunMetadata()
         began = time.time()

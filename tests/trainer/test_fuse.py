@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.trainer.test_graph import assemble, in_process_cluster
-from trainer import data
+from tests.trainer.test_graph import assemble, ready_session
 from trainer.fuse import ALONE_BYTES
 from trainer.settings import TrainingSettings
 
@@ -25,15 +24,7 @@ def tf():
 def two_steps(tf, s: TrainingSettings, num_ps: int) -> tuple[dict[str, np.ndarray], list[int], object]:
     """The trainable variables after two steps, the global steps the steps said, and the
     step's traced metadata."""
-    from trainer.graph import build
-
-    cluster, worker = in_process_cluster(tf, num_ps)
-    d = data.load(s)
-    g = build(tf, s, cluster, 0, data.input_shape(s))
-    with tf.Session(worker.target, graph=g.graph) as sess:
-        sess.run(g.iterator_init, {g.x_feed: d.train.images, g.y_feed: d.train.labels})
-        sess.run(g.init_op)
-        sess.run(g.local_init_op)
+    with ready_session(tf, s, num_ps) as (g, sess):
         said = [int(sess.run(g.fetches())[0])]
         metadata = tf.RunMetadata()
         said.append(int(sess.run(g.fetches(), options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
