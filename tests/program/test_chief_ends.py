@@ -105,3 +105,34 @@ async def test_an_evaluator_that_fails_never_ends_training(tmp_path: Path) -> No
                       and e.exit_code is not None)
     assert up.t < chief_done
     assert not processes_of_runs(runs)
+
+
+async def test_a_worker_in_backoff_when_the_chief_succeeds_is_stopped_not_failed(tmp_path: Path) -> None:
+    """By the roles' rules: worker1 is SIGKILLed mid-training and waits out its restart
+    backoff; the chief finishes meanwhile and exits 0. The run succeeded; worker1's restart
+    is called off and it is counted as stopped, with why."""
+    command = ("python coordinated.py --job={job} --index={index} --address={address} "
+               "--workers={worker_hosts} --sigkill-worker=1 --chief-seconds=4")
+    yaml = f"""\
+        program: {{command: '{command}'}}
+        cluster: {{ps: [localhost:auto], chief: [localhost:auto], worker: [localhost:auto, localhost:auto]}}
+        restart: {{policy: on-failure, max_restarts: 3, backoff: 60}}
+        """
+    runs = tmp_path / "runs"
+    run = await run_program(load(program_folder(tmp_path, "coordinated.py", yaml)), runs)
+
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    (run_dir,) = runs.iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "succeeded"
+    tasks = {t["name"]: t for t in summary["tasks"]}
+    assert tasks["chief0"]["state"] == tasks["worker0"]["state"] == tasks["ps0"]["state"] == "succeeded"
+    assert tasks["worker1"]["state"] == "stopped"
+    assert tasks["worker1"]["reason"] == ("restart called off: chief0 finished while it waited to restart "
+                                          "(it was killed by SIGKILL)")
+    assert "worker1: restart called off" in summary["reason"]
+    # It was in its backoff when the chief finished, and never started again.
+    changes = [e for e in run.events if isinstance(e, TaskStateChanged) and e.task == "worker1"]
+    assert [e.new.value for e in changes][-2:] == ["backoff", "stopped"]
+    assert sum(e.new.value == "starting" for e in changes) == 1
+    assert not processes_of_runs(runs)

@@ -133,6 +133,10 @@ class TaskRecord:
         #: Ended by the controller past the target (tui.core.supervisor.after_target), so it
         #: never told the ps it was done: they wait for its token in vain.
         self.ended_after_target = False
+        #: Its restart was called off because training was over while it waited in its
+        #: backoff (:func:`tui.core.supervisor.stopping.call_off_restarts`): STOPPED, and no
+        #: failure of the run's.
+        self.restart_called_off = False
         self.new_launch()
 
     @property

@@ -23,10 +23,11 @@ def summarize(run: RunRecord) -> RunSummary:
         outcome = RunOutcome.FAILED
         reason = (run.stop_reason if run.stop_outcome is RunOutcome.FAILED
                   else f"{failed[0].name} {failed[0].reason}")
-    elif all(t.state is TaskState.SUCCEEDED for t in tasks if t not in evaluators):
+    elif all(t.state is TaskState.SUCCEEDED or t.restart_called_off for t in tasks if t not in evaluators):
         outcome, reason = RunOutcome.SUCCEEDED, "; ".join(
-            f"{t.name} {t.reason} (training went on without it)"
-            for t in evaluators if t.state is TaskState.FAILED)
+            [f"{t.name} {t.reason} (training went on without it)"
+             for t in evaluators if t.state is TaskState.FAILED]
+            + [f"{t.name}: {t.reason}" for t in tasks if t.restart_called_off])
     else:
         outcome, reason = RunOutcome.STOPPED, run.stop_reason or "stopped"
     snapshot = run.progress.snapshot()
