@@ -206,12 +206,13 @@ class Step(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class Eval(Event):
-    """Held-out accuracy (the built-in trainer's chief, an evaluator task). ``global_step``
-    0 from a task that does not know the step (an evaluator's log lines): the run's step then."""
+    """Held-out accuracy and loss (the built-in trainer's chief, an evaluator task, a
+    ``Model.evaluate`` after ``fit``: None for a figure it did not print). ``global_step`` 0
+    from a task that does not know the step (log lines): the run's step then."""
 
     KIND: ClassVar[str] = "eval"
     global_step: int
-    accuracy: float
+    accuracy: float | None
     loss: float | None
     examples: int
 

@@ -123,6 +123,8 @@ class Printer:
             metrics += f"  training accuracy {shown.train_accuracy:.4f}"
         if shown.accuracy is not None:
             metrics += f"  held-out accuracy {shown.accuracy:.4f}"
+        if shown.eval_loss is not None:
+            metrics += f"  held-out loss {format_number(shown.eval_loss)}"
         self._line(CONTROLLER, f"step {shown.step}{target}{percent}  {_rate(snap)}{metrics}")
         self._out.flush()
 
@@ -145,6 +147,8 @@ class Printer:
               + (" (held-out)" if summary.final_accuracy is not None else "") + "\n")
         if summary.final_train_accuracy is not None:
             write(f"  training acc {format_number(summary.final_train_accuracy)}\n")
+        if summary.final_eval_loss is not None:
+            write(f"  held-out loss {format_number(summary.final_eval_loss)}\n")
         for result in summary.tasks:
             code = "not started" if result.exit_code is None else f"exit code {result.exit_code}"
             detail = f" ({result.reason})" if result.reason else ""

@@ -411,6 +411,8 @@ def progress_text(shown: Figures) -> Text:
         text.append(f"  │ training accuracy {shown.train_accuracy:.3f}")
     if shown.accuracy is not None:
         text.append(f"  │ held-out accuracy {shown.accuracy:.3f}")
+    if shown.eval_loss is not None:
+        text.append(f"  │ held-out loss {shown.eval_loss:.4f}")
     return text
 
 

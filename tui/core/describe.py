@@ -28,7 +28,7 @@ def describe_event(event: protocol.Event) -> str:
         return (f"step {event.global_step}{target} loss {format_number(event.loss)} "
                 f"{event.examples_per_sec:.1f} ex/s")
     if isinstance(event, protocol.Eval):
-        return (f"eval at step {event.global_step}: accuracy {event.accuracy:.4f} "
+        return (f"eval at step {event.global_step}: accuracy {format_number(event.accuracy)} "
                 f"loss {format_number(event.loss)} ({event.examples} examples)")
     if isinstance(event, protocol.Checkpoint):
         text = f"checkpoint {event.action} at step {event.global_step}"

@@ -249,6 +249,9 @@ class RunSummary:
     incidents: tuple[Incident, ...] = ()
     #: The training accuracy the workers last reported (Keras' bars, ``tfdist_report``).
     final_train_accuracy: float | None = None
+    #: Held-out loss (the last evaluation's: an evaluator, ``Model.evaluate``), never the
+    #: training loss of :attr:`final_loss`.
+    final_eval_loss: float | None = None
 
     @property
     def failed_tasks(self) -> tuple[TaskResult, ...]:

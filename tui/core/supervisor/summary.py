@@ -43,6 +43,7 @@ def summarize(run: RunRecord) -> RunSummary:
         final_loss=run.progress.final_loss,
         final_accuracy=run.progress.final_accuracy,
         final_train_accuracy=run.progress.final_train_accuracy,
+        final_eval_loss=run.progress.final_eval_loss,
         tasks=tuple(TaskResult(name=t.name, state=t.state, exit_code=t.exit_code, reason=t.reason,
                                restarts=t.restarts, last_lines=tuple(t.tail), hint=t.hint)
                     for t in tasks),
