@@ -223,7 +223,10 @@ class Dashboard:
         self.started = event.t
         self.finished = None
         self.placement = None
-        self.progress = ProgressSnapshot.empty(event.settings.steps)
+        # The step the program trains to as the core knows it: none for a program whose
+        # command never says (no "0 / 1,000" before its first step).
+        self.progress = ProgressSnapshot.empty(event.facts.target if event.facts is not None
+                                               else event.settings.steps)
         self.worker_history.clear()
         self._rated.clear()
         self._sampled.clear()
