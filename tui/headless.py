@@ -26,7 +26,7 @@ from tui.common.streams import BatchedWriter, SurvivingStream
 from tui.common.terminal import inert
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
-from tui.core.describe import describe_event, format_number
+from tui.core.describe import describe_event, format_number, reported_at, same_placement
 from tui.core.events import (
     ControllerEvent,
     Notice,
@@ -73,7 +73,7 @@ class Printer:
         self._width = len(CONTROLLER)
         self._colours: dict[str, int] = {}
         self._progress: ProgressSnapshot | None = None
-        self._placement_shown = False
+        self._placement_shown: protocol.Placement | None = None
         self._last_progress: tuple[int, float] | None = None
         self._prefixes: dict[str, str] = {}  # made once per name and run (every line has one)
 
@@ -181,7 +181,7 @@ class Printer:
 
     def _run_started(self, event: RunStarted) -> None:
         self._progress = None
-        self._placement_shown = False
+        self._placement_shown = None
         self._last_progress = None
         self.fit([t.name for t in event.tasks])
         self._prefixes.clear()
@@ -216,16 +216,21 @@ class Printer:
         if isinstance(inner, protocol.Step):
             return  # summarised by the progress line
         if isinstance(inner, protocol.Placement):
-            if not self._placement_shown:
-                self._placement_shown = True
-                self._placement(inner)
+            before = self._placement_shown
+            if before is None or not same_placement(before, inner):
+                self._placement_shown = inner
+                self._placement(inner, before)
             return
         self._line(event.task, f"-- {describe_event(inner)}")
 
-    def _placement(self, placement: protocol.Placement) -> None:
+    def _placement(self, placement: protocol.Placement, before: protocol.Placement | None) -> None:
+        """The placement as reported at its time; a later, different report is printed
+        whole again as the one that holds now (the app's Placement pane shows the latest)."""
         total = sum(placement.ps_bytes) or 1
-        self._line(CONTROLLER, f"placement of {placement.model}: {placement.strategy}, "
-                               f"{placement.partitions} partition(s), {placement.num_ps} ps")
+        replaces = f", replaces the one of {reported_at(before)}" if before is not None else ""
+        self._line(CONTROLLER, f"placement of {placement.model} at {reported_at(placement)}{replaces}: "
+                               f"{placement.strategy}, {placement.partitions} partition(s), "
+                               f"{placement.num_ps} ps")
         for ps, size in enumerate(placement.ps_bytes):
             shards = sum(1 for v in placement.variables if v.ps == ps)
             self._line(CONTROLLER, f"  ps{ps:<4} {shards:>4} shards  {format_bytes(size):>10}  "

@@ -171,8 +171,8 @@ class ProgressTracker:
             self._chief_done = self._chief_done or is_chief
             if event.accuracy is not None and (is_chief or self._final_accuracy is None):
                 self._final_accuracy = event.accuracy
-        elif isinstance(event, protocol.Placement) and self.placement is None:
-            self.placement = event
+        elif isinstance(event, protocol.Placement):
+            self.placement = event  # the latest: every screen shows it (more variables, later)
             return False
         else:
             return False
