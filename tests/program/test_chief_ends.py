@@ -135,4 +135,10 @@ async def test_a_worker_in_backoff_when_the_chief_succeeds_is_stopped_not_failed
     changes = [e for e in run.events if isinstance(e, TaskStateChanged) and e.task == "worker1"]
     assert [e.new.value for e in changes][-2:] == ["backoff", "stopped"]
     assert sum(e.new.value == "starting" for e in changes) == 1
+    # Never restarted: no claim that it "did not rejoin".
+    (incident,) = summary["incidents"]
+    assert (incident["task"], incident["restarted"], incident["resumed_step"]) == ("worker1", False, None)
+    assert ("worker1 was killed by SIGKILL at step 0: not restarted (the run's training was over "
+            "first)") in run.out
+    assert "rejoin" not in run.out
     assert not processes_of_runs(runs)

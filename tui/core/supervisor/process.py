@@ -304,6 +304,8 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
         index = run.awaiting_resume.pop(task.name)
         run.incidents[index] = dataclasses.replace(run.incidents[index],
                                                    resumed_step=event.global_step)
+    elif isinstance(event, protocol.Done):
+        task.last_step = event.global_step
     # Readiness: with --hold, `loaded` means the graph is built and `go` may be sent;
     # `ready` means its server is up.
     if isinstance(event, protocol.Loaded):
@@ -317,12 +319,30 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
 
 def _on_step(run: RunRecord, task: TaskRecord, event: protocol.Step, now: float) -> None:
     """:func:`on_event` for a step."""
+    task.last_step = event.global_step
+    if event.coordinator and event.by_worker:
+        _functions_finished(run, event)
     progressed = run.progress.update(task.name, event, now)
     run.publish(_make_trainer_event(task=task.name, event=event, t=now))
     if progressed:
         run.publish_progress()
     if run.trains(task):
         _stepped(run, task, event)
+
+
+def _functions_finished(run: RunRecord, event: protocol.Step) -> None:
+    """The coordinator's count of each worker's finished functions: a restarted worker
+    whose count grows past what it was at its restart has rejoined (it reports nothing
+    itself), at the coordinator's step."""
+    run.worker_functions = event.by_worker
+    for name, baseline in list(run.resume_baseline.items()):
+        index = run.tasks[name].plan.spec.index
+        if index < len(event.by_worker) and event.by_worker[index] > baseline:
+            del run.resume_baseline[name]
+            number = run.awaiting_resume.pop(name, None)
+            if number is not None:
+                run.incidents[number] = dataclasses.replace(run.incidents[number],
+                                                            resumed_step=event.global_step)
 
 
 def _stepped(run: RunRecord, task: TaskRecord, event: protocol.Step) -> None:
