@@ -72,6 +72,9 @@ REASON_ALREADY_COMPLETE = "already_complete"
 REASON_CLUSTER_DONE = "cluster_done"
 #: A user's program run by ``trainer.shim`` returned from its main normally.
 REASON_PROGRAM_ENDED = "program_ended"
+#: A server of a user's program ended in ``server.join()`` by the controller's ``end``: by
+#: hand that call never returns, so what the program does after it never runs here either.
+REASON_ENDED_IN_JOIN = "ended_in_join"
 
 #: Actions carried by :class:`Checkpoint`.
 CHECKPOINT_SAVED = "saved"

@@ -53,6 +53,8 @@ def describe_event(event: protocol.Event) -> str:
             text += f" ({event.reason})"
         return text
     if isinstance(event, protocol.Done):
+        if event.reason == protocol.REASON_ENDED_IN_JOIN:
+            return "ended by the controller in server.join()"
         if event.role == "ps":  # a ps has no step of its own: it leaves once every worker is done
             return f"done ({event.reason})"
         if event.reason == protocol.REASON_PROGRAM_ENDED and not event.global_step:
