@@ -2,7 +2,7 @@
 says (with 2 ps, so the partitioner shards a variable across them): the coordinator trains,
 its placement and progress reach the controller through ``tfdist_report`` (the shim's own
 TF2 placement then stays quiet), and once it has exited 0 the servers (worker and ps) are
-sent ``end``: their ``join()`` returns and each exits 0 by itself at once, every task
+sent ``end``: each ends inside its ``join()`` with exit 0 at once, every task
 succeeded, no process left."""
 
 from __future__ import annotations
