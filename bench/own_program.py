@@ -6,7 +6,7 @@
   process; the ps is killed as soon as both workers have exited (a person at once, which
   flatters this side); a sync chief is left to end by itself, as it does by hand;
 - **shim**: each task ``python -m trainer.shim train.py ...``; the ps is sent ``end`` when
-  both workers have exited, and, as the controller does (issue 12), a worker stuck after
+  both workers have exited, and, as the controller does, a worker stuck after
   its last step (the sync chief's end-of-run hang) is ended with SIGTERM and counted as
   succeeded: once the target step is reached, a worker whose last ``step`` event is
   ``--stall`` seconds old is ended.
@@ -175,7 +175,7 @@ def run(example: str, mode: str, shim: bool, steps: int, stall: float) -> Result
 
 
 def _end_stalled(workers: list[Task], steps: int, stall: float) -> None:
-    """The controller's rule (issue 12): once the target step is reached, a worker whose
+    """The controller's rule: once the target step is reached, a worker whose
     last ``step`` event is ``stall`` seconds old and that is still running is ended."""
     progress = {w.name: w.steps() for w in workers}
     if not any(e.global_step >= steps for events in progress.values() for e in events):

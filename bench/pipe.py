@@ -1,4 +1,4 @@
-"""The log pipe: how fast a task can print through the controller (issue 23, item 9).
+"""The log pipe: how fast a task can print through the controller, and whether its pipe slows training.
 
 Each worker of a ``program:`` cluster (``shim: false``, one ps that exits at once) prints
 ``--lines`` lines of 100 bytes as fast as Python's ``print`` goes (``bench/pipe_task.py``)

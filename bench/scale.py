@@ -1,4 +1,4 @@
-"""What watching many tasks costs the controller (issue 35): lightweight tasks
+"""What watching many tasks costs the controller: lightweight tasks
 (:mod:`bench.scale_task`: a ``program:`` that binds its port and prints ``step N loss X``,
 ``metrics:`` reading it, ``shim: false``), idle (a line every 5 s each) and stepping (5 lines/s
 each), for 16 / 64 / 256 tasks, under the headless controller (``--no-ui``) and the app

@@ -1,4 +1,4 @@
-"""Warm start (issue 25) against cold start, side by side in one run, on this machine:
+"""Warm start (TensorFlow imported once) against cold start, side by side in one run, on this machine:
 1 ps + 2 workers (``--workers N``: N), mlp on digits, the controller's own session (the one
 every front end uses: ``tui.core.session.Session``, commands from ``tui.core.commands``).
 

@@ -19,7 +19,7 @@ from trainer import protocol
 #: the first steps pay for graph optimisation and connection set-up.
 WARMUP_LOCAL_STEPS = 20
 #: The default window: long enough that a ratio of two runs does not scatter with the
-#: moment a run happens to start or stop (issue 13: 2 s windows did).
+#: moment a run happens to start or stop (2 s windows did).
 DEFAULT_SECONDS = 10.0
 #: A run sized from a calibration trains this much longer than the window it is for, so
 #: that a slower side or a busier machine still gets the whole window.

@@ -317,7 +317,7 @@ class WorkerCharts(Widget):
     """Each worker's examples/sec: a title line and a sparkline under it, as the aggregate's
     (a :class:`Static` and a :class:`Sparkline` of two lines), but one widget drawn a line at
     a time: a widget per chart made hundreds of them with 240 workers, and showing the pane
-    laid every one out (hundreds of ms on the UI thread, issue 35). Only the lines on screen
+    laid every one out (hundreds of ms on the UI thread). Only the lines on screen
     are rendered, each chart once until its points change."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
