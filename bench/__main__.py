@@ -1,16 +1,16 @@
 """``python -m bench``: run every benchmark and write BENCHMARKS.md.
 
-1. time to first step (:mod:`bench.startup`), 2. throughput under supervision
-(:mod:`bench.throughput`), 3. our trainer versus the seed-style program
-(:mod:`bench.seed_compare`) and 6. sync end (:mod:`bench.sync_end`) read their figures from
-one campaign of interleaved cluster runs (:mod:`bench.campaign`): in every repetition each
+1. time to first step (:mod:`bench.controller.startup`), 2. throughput under supervision
+(:mod:`bench.training.throughput`), 3. our trainer versus the seed-style program
+(:mod:`bench.training.seed_compare`) and 6. sync end (:mod:`bench.training.sync_end`) read their figures from
+one campaign of interleaved cluster runs (:mod:`bench.training.campaign`): in every repetition each
 configuration (mlp and cnn, async and sync) runs on the bare trainer, under the controller
 (``--no-ui``) and under the Textual app, and (async) as the seed-style program, one after
-the other. Then 5. the log flood (:mod:`bench.flood`) and 4. placement balance
-(:mod:`bench.placement`).
+the other. Then 5. the log flood (:mod:`bench.controller.flood`) and 4. placement balance
+(:mod:`bench.training.placement`).
 
 Every run trains for a measurement window of ``--window`` seconds (default 10) once warm,
-its step target calibrated on this machine first (:mod:`bench.campaign`). The default size
+its step target calibrated on this machine first (:mod:`bench.training.campaign`). The default size
 takes about 20 minutes on 2 cores (4 calibration runs and 42 cluster runs); ``--reps``,
 ``--window`` and the flood's size make it shorter (the smoke test runs it tiny).
 """
@@ -26,11 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import flood, placement, seed_compare, startup, sync_end, throughput
-from bench import window as windows
-from bench.campaign import Plan, run_campaign, size_arguments, size_from
-from bench.report import Figure, Machine, Section, Target, load_average, table
-from bench.run_records import Side
+from bench.controller import flood, startup
+from bench.harness import window as windows
+from bench.harness.report import Figure, Machine, Section, Target, load_average, table
+from bench.training import placement, seed_compare, sync_end, throughput
+from bench.training.campaign import Plan, run_campaign, size_arguments, size_from
+from bench.training.run_records import Side
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 FLOOD_P99_TARGET = Target("<", 100.0, " ms")
@@ -72,8 +73,8 @@ def flood_section(result: flood.FloodResult, command: str, load: str) -> Section
                            f"p50 under flood was {result.flood_p50_ms:.1f} ms and the idle p99 "
                            f"{result.idle_p99_ms:.1f} ms, so the tail, not the typical press, "
                            "is what is slow")
-    text = (f"{result.tasks} stand-in tasks (`bench/flood_task.py`: the trainer's start-up protocol, "
-            "then numbered lines with ANSI colour codes) each print "
+    text = (f"{result.tasks} stand-in tasks (`bench/controller/flood_task.py`: the trainer's "
+            "start-up protocol, then numbered lines with ANSI colour codes) each print "
             f"{result.rate:,.0f} lines/s for {result.seconds:g} s into the real app (Textual's "
             "headless test driver), supervised by the real supervisor on its own thread. A key "
             "press is timed from its arrival in the app's queue until the pane it switches has "
@@ -172,7 +173,7 @@ class Report:
     failures: list[str]
     text: str
     #: The tag of every cluster run, the calibration runs' too (see
-    #: :data:`bench.processes.TAG_ENV`).
+    #: :data:`bench.harness.processes.TAG_ENV`).
     tags: list[str]
 
     @property
@@ -205,13 +206,13 @@ def generate(argv: Sequence[str]) -> Report:
 
     print("log flood…", file=sys.stderr)
     result = asyncio.run(flood.measure(args.flood_tasks, args.flood_rate, args.flood_seconds))
-    sections.append(flood_section(result, f"python -m bench.flood --tasks {args.flood_tasks} "
+    sections.append(flood_section(result, f"python -m bench.controller.flood --tasks {args.flood_tasks} "
                                           f"--rate {args.flood_rate:g} --seconds {args.flood_seconds:g}",
                                   load_average()))
     print("placement…", file=sys.stderr)
     models = tuple(m.strip() for m in args.placement_models.split(",") if m.strip())
     ps_counts = tuple(int(n) for n in args.placement_ps.split(",") if n.strip())
-    sections.append(placement_section(models, ps_counts, "python -m bench.placement"))
+    sections.append(placement_section(models, ps_counts, "python -m bench.training.placement"))
 
     loads.append(load_average())
     text = render(machine, command, (time.monotonic() - started) / 60, (loads[0], loads[1]),

@@ -1,10 +1,10 @@
 """The lab benchmarks' tables from known figures (the runs themselves need a lab and minutes:
-``python -m bench.lab_start``, ``python -m bench.placement_links``)."""
+``python -m bench.hosts.lab_start``, ``python -m bench.hosts.placement_links``)."""
 
 from __future__ import annotations
 
-from bench import lab_start, placement_links
-from bench.placement_links import Point
+from bench.hosts import lab_start, placement_links
+from bench.hosts.placement_links import Point
 
 
 def test_the_first_start_table_gives_medians_and_the_warm_over_cold_ratio() -> None:

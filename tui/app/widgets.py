@@ -168,7 +168,7 @@ _PANE_ACTIONS = frozenset(c.action for c in CONTROLS if c.action is not None and
 class QuietFooter(Footer):
     """Textual's footer, rebuilt only when the keys it shows change. The stock one rebuilds
     every key widget on each focus change; under a log flood that stalled pane switches that
-    move the focus (into and out of the Runs list) by 100-300 ms (``python -m bench.flood``).
+    move the focus (into and out of the Runs list) by 100-300 ms (``python -m bench.controller.flood``).
     A pane's own keys take the place of the task keys (:data:`_MAKE_ROOM`)."""
 
     _shown: tuple[tuple[str, str, str, bool, str], ...] | None = None
