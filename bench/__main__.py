@@ -1,4 +1,6 @@
-"""``python -m bench``: run every benchmark and write BENCHMARKS.md.
+"""``python -m bench``: run every benchmark and write BENCHMARKS.md. ``python -m bench --list``
+names every benchmark with its run time; ``python -m bench NAME [ARGS]`` runs one
+(``controller.flood``, or ``flood`` where that is unique).
 
 1. time to first step (:mod:`bench.controller.startup`), 2. throughput under supervision
 (:mod:`bench.training.throughput`), 3. our trainer versus the seed-style program
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.controller import flood, startup
+from bench.harness import catalog
 from bench.harness import window as windows
 from bench.harness.report import Figure, Machine, Section, Target, load_average, table
 from bench.training import placement, seed_compare, sync_end, throughput
@@ -222,8 +225,19 @@ def generate(argv: Sequence[str]) -> Report:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run everything and write the report; exit 1 if any run failed (the report says which)."""
+    """``--list``: name every benchmark; ``NAME [ARGS]``: run one; else run everything and
+    write the report, exit 1 if any run failed (the report says which)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["--list"]:
+        print(catalog.listing(catalog.discover()))
+        return 0
+    if args_list and not args_list[0].startswith("-"):
+        try:
+            benchmark = catalog.find(args_list[0], catalog.discover())
+        except catalog.UnknownBenchmark as error:
+            print(f"python -m bench: {error}", file=sys.stderr)
+            return 2
+        catalog.run(benchmark, args_list[1:])
     output = parse_args(args_list).output
     report = generate(args_list)
     output.write_text(report.text, encoding="utf-8")

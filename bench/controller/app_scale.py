@@ -28,7 +28,8 @@ from tempfile import TemporaryDirectory
 from textual.widgets import TabbedContent
 
 from bench.controller.cores import CORES, busy_loops, core_factory, core_list
-from bench.controller.flood import _hosts, _press_latencies, percentile
+from bench.controller.flood import _hosts, _press_latencies
+from bench.harness.stats import percentile
 from tui.app.app import TfdistApp
 from tui.app.runs import RunsView
 from tui.config.cluster import ClusterConfig
@@ -37,6 +38,9 @@ from tui.core.commands import StartRun, StopAll
 from tui.core.options import RunOptions
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
+
+#: At its default size, on 2 cores.
+RUN_TIME = "about 5 min"
 
 #: The tasks print a line a second for this long: "running" long enough to press keys.
 TASK_SECONDS = 600.0

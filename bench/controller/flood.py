@@ -26,11 +26,15 @@ from textual import events
 from textual.widgets import TabbedContent
 
 from bench.controller.cores import CORES, busy_loops, controller_rss_mb, core_factory, core_list
+from bench.harness.stats import percentile
 from tui.app.app import TfdistApp
 from tui.config.load import load_config
 from tui.core.commands import StartRun
 from tui.core.options import RunOptions
 from tui.core.supervisor.records import SupervisorOptions
+
+#: At its default size, on 2 cores.
+RUN_TIME = "about 3 min"
 
 
 @dataclass(frozen=True)
@@ -77,11 +81,6 @@ def _hosts(directory: Path, tasks: int) -> Path:
                     f"  worker: [{', '.join(['localhost:auto'] * (tasks - ps))}]\n"
                     "training: {steps: 1000}\n")
     return path
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def _press_latencies(app: TfdistApp, until: float) -> list[float]:

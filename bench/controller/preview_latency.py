@@ -1,5 +1,6 @@
-"""``python -m bench.controller.preview_latency [HOSTS.yaml] [--presses N] [--busy K]``: how long the
-app's placement preview takes to show after ``+``, as an operator sees it.
+"""How long the app's placement preview takes to show after ``+``, as an operator sees it.
+
+    python -m bench.controller.preview_latency [HOSTS.yaml] [--presses N] [--busy K]
 
 The real app (Textual's test driver, nothing started: the preview does not need a running
 cluster) on the default hosts.yaml; each ``+`` asks for a partition count not previewed yet
@@ -20,6 +21,9 @@ from pathlib import Path
 from tui.app.app import TfdistApp
 from tui.config.load import load_config
 from tui.core.options import RunOptions
+
+#: At its default size, on 2 cores.
+RUN_TIME = "about 1 min"
 
 REPO = Path(__file__).resolve().parents[2]
 SIZE = (120, 40)

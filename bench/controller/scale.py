@@ -29,8 +29,11 @@ from enum import Enum
 from pathlib import Path
 
 from bench.controller.cores import busy_loops
-from bench.controller.flood import percentile
 from bench.harness.processes import REPO, Child, environment, kill_tagged, wait
+from bench.harness.stats import percentile
+
+#: At its default size, on 2 cores.
+RUN_TIME = "about 15 min"
 
 TASK = REPO / "bench" / "scale_task.py"
 #: How long all tasks may take to show running, seconds.

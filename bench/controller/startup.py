@@ -15,9 +15,13 @@ import sys
 from collections.abc import Callable
 
 from bench.harness.report import Figure, Section, Target, plural, table
+from bench.harness.stats import median_of
 from bench.training import run_records
 from bench.training.campaign import Campaign, paired, per_rep, run_alone
 from bench.training.run_records import RunConfig, RunRecord, Side
+
+#: At its default size, on 2 cores.
+RUN_TIME = "about 3 min"
 
 TARGET = Target("<=", 1.10)
 #: A non-chief first step this long after the chief's means SessionManager's 30 s wait.
@@ -66,8 +70,8 @@ def _held_back(campaign: Campaign, config: RunConfig) -> str:
     controller = per_rep(campaign, config, Side.HEADLESS, every_worker)
     bare = per_rep(campaign, config, Side.BARE, every_worker)
     extra = [c - b for c, b in zip(controller, bare, strict=True) if c == c and b == b]
-    own = _median(per_rep(campaign, config, Side.HEADLESS, own_start))
-    handoffs = _median(per_rep(campaign, config, Side.HEADLESS, run_records.staged_handoffs))
+    own = median_of(per_rep(campaign, config, Side.HEADLESS, own_start))
+    handoffs = median_of(per_rep(campaign, config, Side.HEADLESS, run_records.staged_handoffs))
     spread = [b for b in bare if b == b]
     if not extra or own is None or handoffs is None or not spread:
         return "see the table"
@@ -79,10 +83,6 @@ def _held_back(campaign: Campaign, config: RunConfig) -> str:
             f"between repetitions on this shared machine (bare: {min(spread):.1f}–"
             f"{max(spread):.1f} s)")
 
-
-def _median(samples: tuple[float, ...]) -> float | None:
-    valid = [s for s in samples if s == s]
-    return statistics.median(valid) if valid else None
 
 
 def section(campaign: Campaign, command: str = COMMAND) -> Section:

@@ -27,8 +27,12 @@ from pathlib import Path
 
 import yaml
 
-from bench.harness.report import run_footer
+from bench.harness.report import run_footer, table
+from bench.harness.stats import spread
 from tests.support.netlab import NetLab, missing_requirements
+
+#: At its default size, on 2 cores.
+RUN_TIME = "about 5 min"
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = "python -m bench.hosts.lab_start"
@@ -83,21 +87,20 @@ def run_once(hosts: Path, cold: bool, workers: int) -> Start:
 
 
 def figure(values: Sequence[float | None]) -> str:
-    seen = [v for v in values if v is not None]
-    if not seen:
-        return "-"
-    return f"{statistics.median(seen):.1f} s ({min(seen):.1f}-{max(seen):.1f})"
+    """The median (min–max) of the repetitions that produced a time."""
+    return spread(values, missing="-")
 
 
 def report(starts: Sequence[Start], hosts: int) -> str:
     lines = [f"First start over {hosts} lab hosts (2 ps, {hosts - 2} workers, each on port {PORT} of its "
-             "own host); median (min-max)", "",
-             "| start | hosts checked (run_started) | every task up | every worker stepping |",
-             "|---|---|---|---|"]
+             "own host); median (min-max)", ""]
+    rows = []
     for kind in ("warm", "cold"):
         mine = [s for s in starts if s.kind == kind]
-        lines.append(f"| {kind} | {figure([s.checked for s in mine])} | {figure([s.up for s in mine])} | "
-                     f"{figure([s.every_worker for s in mine])} |")
+        rows.append([kind, figure([s.checked for s in mine]), figure([s.up for s in mine]),
+                     figure([s.every_worker for s in mine])])
+    lines.append(table(["start", "hosts checked (run_started)", "every task up", "every worker stepping"],
+                       rows))
     warm = [s.up for s in starts if s.kind == "warm" and s.up]
     cold = [s.up for s in starts if s.kind == "cold" and s.up]
     if warm and cold:

@@ -31,8 +31,11 @@ from pathlib import Path
 
 import yaml
 
-from bench.harness.report import run_footer
+from bench.harness.report import run_footer, table
 from tests.support.netlab import NetLab, missing_requirements
+
+#: At its default size, on 2 cores.
+RUN_TIME = "about 10 min"
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = "python -m bench.hosts.placement_links"
@@ -99,10 +102,8 @@ def report(points: Sequence[Point], rate: str) -> str:
     base_rate = statistics.median(p.examples_per_sec for p in base)
     base_busiest = max(base[0].ps_bytes)
     lines = [f"2 ps (links capped at {rate}) and 2 workers on lab hosts, mlp 4096 on digits, async; "
-             "medians over repetitions", "",
-             "| placement x partitions | bytes per ps | examples/s | measured vs round-robin x 1 | "
-             "predicted (busiest ps's bytes) | measured traffic max/mean |",
-             "|---|---|---|---|---|---|"]
+             "medians over repetitions", ""]
+    rows = []
     for placement, partitions in POINTS:
         mine = [p for p in points if (p.placement, p.partitions) == (placement, partitions)]
         speed = statistics.median(p.examples_per_sec for p in mine)
@@ -110,8 +111,10 @@ def report(points: Sequence[Point], rate: str) -> str:
         imbalances = [p.traffic_imbalance for p in mine if p.traffic_imbalance is not None]
         measured_imbalance = f"{statistics.median(imbalances):.2f}" if imbalances else "-"
         placed = " / ".join(f"{b / 2**20:.2f} MiB" for b in mine[0].ps_bytes)
-        lines.append(f"| {placement} x {partitions} | {placed} | {speed:.0f} | {speed / base_rate:.2f}x | "
-                     f"{base_busiest / busiest:.2f}x | {measured_imbalance} |")
+        rows.append([f"{placement} x {partitions}", placed, f"{speed:.0f}", f"{speed / base_rate:.2f}x",
+                     f"{base_busiest / busiest:.2f}x", measured_imbalance])
+    lines.append(table(["placement x partitions", "bytes per ps", "examples/s", "measured vs round-robin x 1",
+                        "predicted (busiest ps's bytes)", "measured traffic max/mean"], rows))
     return "\n".join(lines)
 
 

@@ -28,6 +28,9 @@ import yaml
 
 from tests.support.slurm import PARTITION, SlurmCluster, missing_binaries, running_slurm
 
+#: At its default size, on 2 cores.
+RUN_TIME = "about 3 min"
+
 REPO = Path(__file__).resolve().parents[2]
 JOB_NAME = "tfdist-hpc"
 

@@ -40,6 +40,9 @@ from pathlib import Path
 from trainer import protocol
 from tui.launch.local.ports import reserve_free_ports
 
+#: At its default size, on 2 cores.
+RUN_TIME = "about 5 min"
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 #: A worker's last progress line: the flags program prints one after its loop; the other's

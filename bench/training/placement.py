@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import sys
 
+from bench.harness.report import table as markdown_table
 from trainer import data
 from trainer.cluster import Cluster
 from trainer.graph import build
 from trainer.settings import TrainingSettings
 from trainer.tfimport import import_tf
 
+#: At its default size, on 2 cores.
+RUN_TIME = "about 1 min"
+
 PS_COUNTS = (2, 3, 4, 8)
 
 
 def table(models: tuple[str, ...] = ("cnn", "vgg19"), ps_counts: tuple[int, ...] = PS_COUNTS) -> str:
     tf = import_tf()
-    lines = ["| model, placement, partitions | " + " | ".join(f"{n} ps" for n in ps_counts) + " |",
-             "|---|" + "---|" * len(ps_counts)]
+    rows = []
     for model in models:
         for strategy in ("round_robin", "greedy"):
             for per_ps in (False, True):
@@ -33,8 +36,8 @@ def table(models: tuple[str, ...] = ("cnn", "vgg19"), ps_counts: tuple[int, ...]
                     placement = build(tf, settings, cluster, 0, data.input_shape(settings)).placement
                     cells.append(f"{placement.max_mean_ratio:.2f}")
                 label = f"{model}, {strategy}, partitions {'= ps' if per_ps else '1'}"
-                lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+                rows.append([label, *cells])
+    return markdown_table(["model, placement, partitions", *(f"{n} ps" for n in ps_counts)], rows)
 
 
 def main() -> int:

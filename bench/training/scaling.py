@@ -28,6 +28,9 @@ from bench.training.scaling_runs import DATASETS, Measured, MeasureError, measur
 from tui.config.resources import ThreadsMode
 from tui.launch.probe import probe_local
 
+#: At its default size, on 2 cores.
+RUN_TIME = "about 10 min"
+
 COMMAND = "python -m bench.training.scaling"
 TITLE = "7. Scaling against the compute limit"
 OUTPUT = Path(__file__).resolve().parents[2] / "BENCHMARKS.md"

@@ -17,6 +17,9 @@ from bench.training.campaign import Campaign, paired, per_rep, run_alone
 from bench.training.run_records import Side
 from bench.training.throughput import examples_per_sec, window_cell
 
+#: At its default size, on 2 cores.
+RUN_TIME = "about 6 min"
+
 TARGET = Target(">=", 1.0)
 COMMAND = "python -m bench.training.seed_compare"
 #: When the trainer was slower in every repetition: what differs per step (not measured

@@ -33,6 +33,9 @@ from trainer.loop import server_config
 from trainer.settings import TrainingSettings
 from tui.launch.local.ports import reserve_free_ports
 
+#: At its default size, on 2 cores.
+RUN_TIME = "about 2 min"
+
 CATEGORIES = ("variable reads (worker <- ps)", "gradient pushes (ps <- worker)",
               "apply gradients (ps)", "global step update (ps)", "input pipeline (worker)",
               "model compute (worker)", "other")

@@ -21,9 +21,13 @@ import sys
 
 from bench.harness import window as windows
 from bench.harness.report import Figure, Section, Target, table, within_noise
+from bench.harness.stats import median_of
 from bench.training import run_records
 from bench.training.campaign import Campaign, paired, per_rep, run_alone
 from bench.training.run_records import RunConfig, RunRecord, Side
+
+#: At its default size, on 2 cores.
+RUN_TIME = "about 15 min"
 
 TARGET = Target(">=", 0.97)
 COMMAND = "python -m bench.training.throughput"
@@ -96,15 +100,11 @@ def events_per_sec(record: RunRecord) -> float | None:
     return None if usage is None else usage[1] / usage[2]
 
 
-def _median(samples: tuple[float, ...]) -> float | None:
-    valid = [s for s in samples if s == s]
-    return statistics.median(valid) if valid else None
-
 
 def _held_back(campaign: Campaign, config: RunConfig, side: Side) -> str:
     """What the numbers say holds a front end's throughput back: its own CPU, or noise."""
-    share = _median(per_rep(campaign, config, side, core_share))
-    cost = _median(per_rep(campaign, config, side, cpu_per_1000_events))
+    share = median_of(per_rep(campaign, config, side, core_share))
+    cost = median_of(per_rep(campaign, config, side, cpu_per_1000_events))
     ratio_samples = [r for r in paired(campaign, config, side, Side.BARE, examples_per_sec) if r == r]
     if share is None or cost is None or not ratio_samples:
         return "see the table"

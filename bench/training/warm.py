@@ -36,7 +36,6 @@ import dataclasses
 import json
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -48,6 +47,8 @@ import psutil
 import yaml
 
 from bench.controller.app_start import app_start
+from bench.harness.report import ratios, table
+from bench.harness.stats import spread
 from trainer import protocol
 from trainer.settings import Mode
 from tui.config.load import load_config
@@ -56,6 +57,9 @@ from tui.core.events import ControllerEvent, RunStarted, TaskStateChanged, Train
 from tui.core.options import RunOptions
 from tui.core.session import Session
 from tui.core.task_state import TaskState
+
+#: At its default size, on 2 cores.
+RUN_TIME = "about 3 min"
 
 COMMAND = "python -m bench.training.warm"
 TITLE = "8. Warm start"
@@ -257,13 +261,6 @@ async def measure(reps: int, steps_seeded: int, workers: int = 2) -> Results:
     return results
 
 
-def _fig(values: Sequence[float], digits: int = 1, unit: str = " s") -> str:
-    good = [v for v in values if v == v]
-    if not good:
-        return "n/a"
-    return f"{statistics.median(good):.{digits}f}{unit} ({min(good):.{digits}f}–{max(good):.{digits}f})"
-
-
 def report(results: Results) -> str:
     """The BENCHMARKS.md section."""
     warm, cold = results.samples["warm"], results.samples["cold"]
@@ -283,23 +280,20 @@ def report(results: Results) -> str:
             ("ps failure → whole cluster stepping again", "ps_restart", "≤ 0.3")):
         w, c = pair(name)
         base = [s.first_start for s in cold] if name == "relaunch" else c
-        ratios = [a / b for a, b in zip(w, base, strict=True) if a == a and b == b and b > 0]
-        rows.append(f"| {label} | {_fig(w)} | {_fig(c)} | {_fig(ratios, 2, '')} | {target} |")
+        rows.append([label, spread(w), spread(c), spread(ratios(zip(w, base, strict=True)), 2, ""), target])
     w_rss, c_rss = pair("rss_mib")
     w_pss, c_pss = pair("pss_mib")
     for label, (w, c) in (("RSS of the task processes (warm: + pool), MiB", (w_rss, c_rss)),
                           ("PSS of the same, MiB", (w_pss, c_pss))):
-        ratios = [a / b for a, b in zip(w, c, strict=True)]
-        rows.append(f"| {label} | {_fig(w, 0, '')} | {_fig(c, 0, '')} | {_fig(ratios, 2, '')} | report |")
+        rows.append([label, spread(w, 0, ""), spread(c, 0, ""), spread(ratios(zip(w, c, strict=True)), 2, ""),
+                     "report"])
     curve_w, curve_c = results.losses.get("warm", []), results.losses.get("cold", [])
     same = curve_w == curve_c and bool(curve_w)
     common = dict(curve_c)
     diff = max((abs(loss - common[s]) for s, loss in curve_w if s in common), default=float("nan"))
     warm_tasks = sorted({s.warm_tasks for s in warm})
     return "\n".join([
-        "| measure | warm | cold | warm / cold | target |",
-        "|---|---|---|---|---|",
-        *rows,
+        table(["measure", "warm", "cold", "warm / cold", "target"], rows),
         "",
         f"Warm-started tasks per warm first start: {warm_tasks} of {results.workers + 1}. "
         f"Repetitions: {len(warm)}.",
