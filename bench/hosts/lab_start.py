@@ -93,7 +93,7 @@ def figure(values: Sequence[float | None]) -> str:
 
 def report(starts: Sequence[Start], hosts: int) -> str:
     lines = [f"First start over {hosts} lab hosts (2 ps, {hosts - 2} workers, each on port {PORT} of its "
-             "own host); median (min-max)", ""]
+             "own host); median (min–max)", ""]
     rows = []
     for kind in ("warm", "cold"):
         mine = [s for s in starts if s.kind == kind]
