@@ -1,5 +1,7 @@
 """Figures (median with min–max over repetitions, an optional target and a verdict), the
-machine they were measured on, and the Markdown they are written as."""
+machine they were measured on, and the Markdown they are written as: BENCHMARKS.md, whose
+every section names the run that produced it (:class:`Stamp`) and whose Targets table is
+built from the sections' target lines (:func:`with_targets`), so the two cannot disagree."""
 
 from __future__ import annotations
 
@@ -7,10 +9,13 @@ import importlib.metadata
 import math
 import os
 import platform
+import re
 import statistics
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 
 import psutil
 
@@ -154,26 +159,33 @@ class Section:
     tables: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
+    #: The run that produced it; None: this run, on this machine, now.
+    stamp: Stamp | None = None
 
     def markdown(self, within_report: bool = False) -> str:
         """The section; ``within_report``: its figures come from the report's own command,
         so its standalone command is only mentioned."""
+        stamp = self.stamp or Stamp.now()
         if within_report:
-            parts = [f"## {self.title}", "", f"On its own: `{self.command}`.", ""]
+            parts = [f"## {self.title}", "", stamp.line(), "", f"On its own: `{self.command}`.", ""]
         else:
-            parts = [f"## {self.title}", "", "```sh", self.command, "```", ""]
+            parts = [f"## {self.title}", "", stamp.line(), "", "```sh", self.command, "```", ""]
         parts += [self.intro.strip(), ""]
         for table in self.tables:
             parts += [table, ""]
         targeted = [f for f in self.figures if f.target is not None]
-        for figure in targeted:
-            parts.append(f"- {figure.label}: {figure.cell()}, target {figure.target}: "
-                         f"{figure.verdict()}")
-        if targeted:
-            parts.append("")
+        parts += target_lines(targeted)
         for note in self.notes:
             parts += [note.strip(), ""]
         return "\n".join(parts).rstrip() + "\n"
+
+
+def target_lines(figures: Iterable[Figure]) -> list[str]:
+    """A section's target lines, one a figure with a target, then a blank line: what the
+    Targets table is built from (:func:`targets_table`)."""
+    lines = [f"- {f.label}: {f.cell()}, target {f.target}: {f.verdict()}"
+             for f in figures if f.target is not None]
+    return [*lines, ""] if lines else []
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -268,3 +280,111 @@ def replace_section(report: str, title: str, markdown: str) -> str:
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     tail = "".join(lines[end:])
     return "".join(lines[:start]) + markdown + ("\n" + tail if tail else "")
+
+
+# -- the dated report -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """The run a section's figures come from: its date, the machine, and how busy the
+    machine was (it is shared). Written as the first line under the section's heading."""
+
+    date: str
+    machine: str
+    load: str
+
+    def line(self) -> str:
+        """``Run: 2026-11-23 · machine: ... · load: ...``."""
+        return f"Run: {self.date} · machine: {self.machine} · load: {self.load}"
+
+    @classmethod
+    def now(cls, load: str = "") -> Stamp:
+        """Today, this machine, and ``load`` (else the 1-minute load average now)."""
+        return cls(datetime.now(timezone.utc).strftime("%Y-%m-%d"), Machine.here().describe(),
+                   load or f"1-minute load average {load_average()} at the end")
+
+    @classmethod
+    def parse(cls, line: str) -> Stamp | None:
+        """The stamp ``line`` writes, or None."""
+        match = _STAMP.fullmatch(line.strip())
+        return cls(*match.groups()) if match else None
+
+
+_STAMP = re.compile(r"Run: (\d{4}-\d{2}-\d{2}) · machine: (.+?) · load: (.+)")
+#: A target line as :func:`target_lines` writes it.
+_TARGET_LINE = re.compile(r"- (?P<label>.+): (?P<cell>[^:]+?), target (?P<target>[<≤≥] [^:]+): "
+                          r"(?P<verdict>.+)")
+TARGETS = "Targets"
+#: Headings that are the report's own, not a benchmark's section.
+NOT_SECTIONS = frozenset({TARGETS, "Failed runs"})
+TARGETS_INTRO = ("Every target line of the sections below, with the date of the run that "
+                 "measured it; built from them (`bench/harness/report.py`), so it cannot "
+                 "disagree with them.")
+
+
+def sections_of(report: str) -> list[tuple[str, str]]:
+    """Each ``## `` section of ``report``: its title and its body (up to the next one)."""
+    found: list[tuple[str, list[str]]] = []
+    for line in report.splitlines():
+        if line.startswith("## "):
+            found.append((line[3:].strip(), []))
+        elif found:
+            found[-1][1].append(line)
+    return [(title, "\n".join(body)) for title, body in found]
+
+
+def stamp_of(body: str) -> Stamp | None:
+    """The stamp of a section: its first non-empty line, if that is one."""
+    first = next((line for line in body.splitlines() if line.strip()), "")
+    return Stamp.parse(first)
+
+
+def targets_table(report: str) -> str:
+    """The Targets table of ``report``: every target line of its sections, in their order,
+    with the section's number (or title) and the date of its run."""
+    rows = []
+    for title, body in sections_of(report):
+        if title in NOT_SECTIONS:
+            continue
+        stamp = stamp_of(body)
+        where = title.split(".", 1)[0] if title.split(".", 1)[0].isdigit() else title
+        for line in body.splitlines():
+            match = _TARGET_LINE.fullmatch(line.strip())
+            if match:
+                rows.append([where, stamp.date if stamp else "undated", match["label"],
+                             match["cell"], match["target"], match["verdict"]])
+    return table(["§", "measured", "figure", "median (min–max)", "target", "verdict"], rows)
+
+
+def with_targets(report: str) -> str:
+    """``report`` with its Targets section built afresh from its other sections, placed
+    before the first of them when it had none."""
+    block = f"## {TARGETS}\n\n{TARGETS_INTRO}\n\n{targets_table(report)}\n"
+    if any(title == TARGETS for title, _ in sections_of(report)):
+        return replace_section(report, TARGETS, block)
+    lines = report.splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))
+    head = "".join(lines[:first]).rstrip("\n")
+    rest = "".join(lines[first:])
+    return (head + "\n\n" if head else "") + block + ("\n" + rest if rest else "")
+
+
+def merge(existing: str, new: str) -> str:
+    """``existing`` (a report) with ``new``'s heading part and sections in place of its own,
+    its other sections kept (each with the stamp of its own run) and the Targets rebuilt."""
+    new_sections = [(t, b) for t, b in sections_of(new) if t != TARGETS]
+    titles = {t for t, _ in new_sections}
+    kept = [(t, b) for t, b in sections_of(existing) if t not in NOT_SECTIONS or t in titles]
+    head = new.split("\n## ", 1)[0].rstrip("\n") + "\n\n"
+    text = head + "".join(f"## {t}\n{b.rstrip()}\n\n" for t, b in kept if t != TARGETS)
+    for title, body in new_sections:
+        text = replace_section(text, title, f"## {title}\n{body.rstrip()}\n")
+    return with_targets(text.rstrip("\n") + "\n")
+
+
+def write_section(path: Path, title: str, markdown: str) -> None:
+    """Put one section (``markdown``, its heading included) into the report at ``path``,
+    in place of its old one, and rebuild the Targets table."""
+    existing = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    path.write_text(with_targets(replace_section(existing, title, markdown)), encoding="utf-8")

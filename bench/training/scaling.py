@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.harness import window as windows
-from bench.harness.report import Machine, Section, load_average, replace_section, table
+from bench.harness.report import Machine, Section, load_average, table, write_section
 from bench.training.scaling_runs import DATASETS, Measured, MeasureError, measure_cluster, measure_limit
 from tui.config.resources import ThreadsMode
 from tui.launch.probe import probe_local
@@ -191,8 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = section(rows, args.window).markdown()
     print(text)
     if not args.no_write:
-        existing = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
-        args.output.write_text(replace_section(existing, TITLE, text), encoding="utf-8")
+        write_section(args.output, TITLE, text)
     failed = any(m is None for row in rows for m in (row.limit, *row.cluster.values()))
     return 1 if failed else 0
 

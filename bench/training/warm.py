@@ -47,7 +47,16 @@ import psutil
 import yaml
 
 from bench.controller.app_start import app_start
-from bench.harness.report import ratios, table
+from bench.harness.report import (
+    Figure,
+    Stamp,
+    Target,
+    load_average,
+    ratios,
+    table,
+    target_lines,
+    write_section,
+)
 from bench.harness.stats import spread
 from trainer import protocol
 from trainer.settings import Mode
@@ -63,6 +72,9 @@ RUN_TIME = "about 3 min"
 
 COMMAND = "python -m bench.training.warm"
 TITLE = "8. Warm start"
+#: Warm / cold for a first start, and for a restart or relaunch.
+FIRST_START_TARGET = Target("<=", 0.7)
+RESTART_TARGET = Target("<=", 0.3)
 REPO = Path(__file__).resolve().parents[2]
 OUTPUT = REPO / "BENCHMARKS.md"
 #: How long one phase may take before the benchmark gives up on it.
@@ -269,18 +281,22 @@ def report(results: Results) -> str:
         return [getattr(s, name) for s in warm], [getattr(s, name) for s in cold]
 
     rows = []
+    figures = []
     for label, name, target in (
-            ("first start, every worker stepping", "first_start", "≤ 0.7"),
-            ("first start from the command (`tfdist-tui HOSTS.yaml --json`)", "command_start", "≤ 0.7"),
+            ("first start, every worker stepping", "first_start", FIRST_START_TARGET),
+            ("first start from the command (`tfdist-tui HOSTS.yaml --json`)", "command_start",
+             FIRST_START_TARGET),
             ("first start in the app, from the command (`tfdist-tui HOSTS.yaml` in a terminal)",
-             "app_start", "≤ 0.7"),
+             "app_start", FIRST_START_TARGET),
             ("R after a toggle → every worker stepping (ratio: warm R / cold first start)",
-             "relaunch", "≤ 0.3"),
-            ("failed worker restarted → its next step", "worker_restart", "≤ 0.3"),
-            ("ps failure → whole cluster stepping again", "ps_restart", "≤ 0.3")):
+             "relaunch", RESTART_TARGET),
+            ("failed worker restarted → its next step", "worker_restart", RESTART_TARGET),
+            ("ps failure → whole cluster stepping again", "ps_restart", RESTART_TARGET)):
         w, c = pair(name)
         base = [s.first_start for s in cold] if name == "relaunch" else c
-        rows.append([label, spread(w), spread(c), spread(ratios(zip(w, base, strict=True)), 2, ""), target])
+        of_cold = ratios(zip(w, base, strict=True))
+        rows.append([label, spread(w), spread(c), spread(of_cold, 2, ""), str(target)])
+        figures.append(Figure(f"warm / cold, {label}", of_cold, target=target))
     w_rss, c_rss = pair("rss_mib")
     w_pss, c_pss = pair("pss_mib")
     for label, (w, c) in (("RSS of the task processes (warm: + pool), MiB", (w_rss, c_rss)),
@@ -295,6 +311,7 @@ def report(results: Results) -> str:
     return "\n".join([
         table(["measure", "warm", "cold", "warm / cold", "target"], rows),
         "",
+        *target_lines(figures),
         f"Warm-started tasks per warm first start: {warm_tasks} of {results.workers + 1}. "
         f"Repetitions: {len(warm)}.",
         f"Seeded loss curve (1 ps + 1 worker, sync, seed 11): {len(curve_w)} logged losses warm, "
@@ -315,15 +332,13 @@ INTRO = (
     "within a repetition.")
 
 
-def section(text: str, conditions: str) -> str:
+def section(text: str, conditions: str, stamp: Stamp) -> str:
     """The BENCHMARKS.md section around :func:`report`'s table."""
-    return (f"## {TITLE}\n\nOn its own: `{COMMAND}` (not part of `python -m bench`).\n\n"
-            f"{INTRO}\n\n{conditions}\n\n{text}\n")
+    return (f"## {TITLE}\n\n{stamp.line()}\n\nOn its own: `{COMMAND}` (not part of `python -m bench`)."
+            f"\n\n{INTRO}\n\n{conditions}\n\n{text}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bench.harness.report import load_average, replace_section
-
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
@@ -339,11 +354,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{(time.time() - started) / 60:.1f} minutes, "
                   f"{os.cpu_count()} cores; 1-minute load average {load_before} at its start and "
                   f"{load_average()} at its end (the machine is shared).")
-    markdown = section(text, conditions)
+    stamp = Stamp.now(f"1-minute load average {load_before} at the start, {load_average()} at the end")
+    markdown = section(text, conditions, stamp)
     print(markdown)
     if not args.no_write:
-        existing = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
-        args.output.write_text(replace_section(existing, TITLE, markdown), encoding="utf-8")
+        write_section(args.output, TITLE, markdown)
     return 0
 
 

@@ -92,7 +92,7 @@ def test_every_section_and_target_row_is_written(tiny_report: Report) -> None:
                   "3. Our trainer versus the seed-style program", "4. Placement balance",
                   "5. Log flood into the Textual app", "6. Sync end", "Targets"):
         assert f"## {title}" in text
-    assert "python -m bench --reps 1" in text and "Machine: " in text
+    assert "python -m bench --reps 1" in text and "\nRun: " in text and " · machine: " in text
     assert "Textual " in text and "TensorFlow " in text
     for row in ("| mlp sync | ", "| worker0's first step (chief) | ", "| cnn, greedy, partitions 1 |",
                 "lines missing from the run directory | 0 of 800"):
