@@ -6,7 +6,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def alternating(reps: int, sides: Sequence[T]) -> Iterator[tuple[int, T]]:
+    """Each repetition's sides, one after the other, in reverse order every second repetition,
+    so that neither side always runs first (on a warmer or a busier machine)."""
+    for rep in range(reps):
+        for side in (sides if rep % 2 == 0 else tuple(reversed(sides))):
+            yield rep, side
 
 
 def valid(samples: Iterable[float | None]) -> list[float]:

@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from bench.harness.report import run_footer, table
-from bench.harness.stats import spread
+from bench.harness.stats import alternating, spread
 from tests.support.netlab import NetLab, missing_requirements
 
 #: At its default size, on 2 cores.
@@ -126,10 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     starts: list[Start] = []
     with tempfile.TemporaryDirectory(prefix="lab-start-") as temp, NetLab(args.hosts, Path(temp)) as lab:
         hosts = hosts_file(lab, Path(temp), args.steps)
-        for rep in range(args.reps):
-            for cold in ((False, True) if rep % 2 == 0 else (True, False)):
-                starts.append(run_once(hosts, cold, args.hosts - 2))
-                print(f"{starts[-1]}", file=sys.stderr, flush=True)
+        for _, cold in alternating(args.reps, (False, True)):
+            starts.append(run_once(hosts, cold, args.hosts - 2))
+            print(f"{starts[-1]}", file=sys.stderr, flush=True)
     print(report(starts, args.hosts))
     print()
     print(run_footer(args.reps, started, load))

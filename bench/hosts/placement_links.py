@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from bench.harness.report import run_footer, table
+from bench.harness.stats import alternating
 from tests.support.netlab import NetLab, missing_requirements
 
 #: At its default size, on 2 cores.
@@ -134,12 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="placement-links-") as temp, NetLab(4, Path(temp)) as lab:
         for name in ("h0", "h1"):
             lab.cap(name, args.rate)
-        for rep in range(args.reps):
-            order = POINTS if rep % 2 == 0 else tuple(reversed(POINTS))
-            for placement, partitions in order:
-                hosts = hosts_file(lab, Path(temp), args.steps, placement, partitions)
-                points.append(run_point(hosts, placement, partitions))
-                print(f"{points[-1]}", file=sys.stderr, flush=True)
+        for _, (placement, partitions) in alternating(args.reps, POINTS):
+            hosts = hosts_file(lab, Path(temp), args.steps, placement, partitions)
+            points.append(run_point(hosts, placement, partitions))
+            print(f"{points[-1]}", file=sys.stderr, flush=True)
     print(report(points, args.rate))
     print()
     print(run_footer(args.reps, started, load))

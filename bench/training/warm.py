@@ -57,7 +57,7 @@ from bench.harness.report import (
     target_lines,
     write_section,
 )
-from bench.harness.stats import spread
+from bench.harness.stats import alternating, spread
 from trainer import protocol
 from trainer.settings import Mode
 from tui.config.load import load_config
@@ -260,14 +260,13 @@ async def measure(reps: int, steps_seeded: int, workers: int = 2) -> Results:
     results = Results(workers=workers)
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         folder = Path(tmp)
-        for rep in range(reps):
-            for side in SIDES if rep % 2 == 0 else SIDES[::-1]:
-                sample = await _one_side(side, folder, workers)
-                sample.command_start = await _command_start(side, folder, workers)
-                sample.app_start = await app_start(
-                    _hosts(folder, workers, 10_000_000, "async"), folder / f"app-{side}-{rep}",
-                    workers, cold=side == "cold", repo=REPO, timeout=PHASE_TIMEOUT)
-                results.samples[side].append(sample)
+        for rep, side in alternating(reps, SIDES):
+            sample = await _one_side(side, folder, workers)
+            sample.command_start = await _command_start(side, folder, workers)
+            sample.app_start = await app_start(
+                _hosts(folder, workers, 10_000_000, "async"), folder / f"app-{side}-{rep}",
+                workers, cold=side == "cold", repo=REPO, timeout=PHASE_TIMEOUT)
+            results.samples[side].append(sample)
         for side in SIDES:
             results.losses[side] = await _losses(side, folder, steps_seeded)
     return results
