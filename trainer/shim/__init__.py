@@ -1,5 +1,5 @@
 """The shim: run a user's own TensorFlow program, unchanged, as one task of a run the
-controller drives (issues 12 and 22).
+controller drives, TF1 or TF2, a script or a module, with the same panes and a clean end.
 
 The contract with the controller (its plan builds the command line):
 

@@ -1,4 +1,4 @@
-"""Warm start (issue 25): a fork server that imports TensorFlow once per host and forks each
+"""Warm start: a fork server that imports TensorFlow once per host and forks each
 task from it, so a start, a restart or a relaunch does not pay the 4-15 s import again.
 
 ``python -m trainer.warm MODE`` (MODE ``trainer`` or ``shim``) imports TensorFlow the way

@@ -65,7 +65,7 @@ class TaskRow:
     last_output: float | None = None
     tf_version: str = ""
     hint: str = ""  # the known-failure hint of the current launch (tui.core.hints), if any
-    warm: bool = False  # the current launch was forked from a warm pool (issue 25)
+    warm: bool = False  # the current launch was forked from a warm pool (TensorFlow already imported)
     #: TF2's coordinator: its rate is the whole cluster's (the workers show their parts).
     coordinates: bool = False
 

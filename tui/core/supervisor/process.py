@@ -63,7 +63,7 @@ async def _launch(run: RunRecord, task: TaskRecord) -> str | None:
         ending.cancel()
     if not starting.done():
         # Stopped while it was starting (a warm pool importing TensorFlow takes 5-180 s):
-        # the stop does not wait for that (a core asked to close did, issue 33). The task
+        # the stop does not wait for that (a core asked to close did, and outlived its app). The task
         # stays not started; what the launcher still makes is killed when it comes.
         _ABANDONED.add(starting)
         starting.add_done_callback(_kill_abandoned)
@@ -176,7 +176,7 @@ async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
         if isinstance(process, HandsOutput):
             # Each batch acted on from the read that completed it: a task's wake-up, a future
             # and two generators' resumptions per line were a tenth of the CPU that 256 tasks
-            # stepping five times a second cost (issue 35).
+            # stepping five times a second cost.
             await process.hand_output(functools.partial(on_output, run, task))
             return
         async for batch in process.output():
@@ -204,7 +204,7 @@ def on_output(run: RunRecord, task: TaskRecord, batch: OutputBatch) -> None:
     """A batch of the task's output lines: publish them, keep the last ones for the tail,
     offer the hint a line shows, and act on the protocol events lines carry, in the order of
     the lines. The work per line is a few searches of the whole batch: a flood's plain lines
-    cost no Python call each (issue 23's log pipe)."""
+    cost no Python call each, so a task that prints fast is not slowed by its pipe."""
     now = run.clock.time()
     task.last_activity = run.clock.monotonic()
     lines = batch.lines
