@@ -72,6 +72,9 @@ REASON_ALREADY_COMPLETE = "already_complete"
 REASON_CLUSTER_DONE = "cluster_done"
 #: A user's program run by ``trainer.shim`` returned from its main normally.
 REASON_PROGRAM_ENDED = "program_ended"
+#: A server of a user's program ended in ``server.join()`` by the controller's ``end``: by
+#: hand that call never returns, so what the program does after it never runs here either.
+REASON_ENDED_IN_JOIN = "ended_in_join"
 
 #: Actions carried by :class:`Checkpoint`.
 CHECKPOINT_SAVED = "saved"
@@ -206,12 +209,13 @@ class Step(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class Eval(Event):
-    """Held-out accuracy (the built-in trainer's chief, an evaluator task). ``global_step``
-    0 from a task that does not know the step (an evaluator's log lines): the run's step then."""
+    """Held-out accuracy and loss (the built-in trainer's chief, an evaluator task, a
+    ``Model.evaluate`` after ``fit``: None for a figure it did not print). ``global_step`` 0
+    from a task that does not know the step (log lines): the run's step then."""
 
     KIND: ClassVar[str] = "eval"
     global_step: int
-    accuracy: float
+    accuracy: float | None
     loss: float | None
     examples: int
 

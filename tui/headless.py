@@ -27,7 +27,7 @@ from tui.common.terminal import inert
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
 from tui.core.anatomy import AnatomyBoard
-from tui.core.describe import describe_event, format_number
+from tui.core.describe import describe_event, format_number, reported_at, same_placement
 from tui.core.events import (
     ControllerEvent,
     Notice,
@@ -76,7 +76,7 @@ class Printer:
         self._width = len(CONTROLLER)
         self._colours: dict[str, int] = {}
         self._progress: ProgressSnapshot | None = None
-        self._placement_shown = False
+        self._placement_shown: protocol.Placement | None = None
         self._last_progress: tuple[int, float] | None = None
         self._prefixes: dict[str, str] = {}  # made once per name and run (every line has one)
 
@@ -126,6 +126,8 @@ class Printer:
             metrics += f"  training accuracy {shown.train_accuracy:.4f}"
         if shown.accuracy is not None:
             metrics += f"  held-out accuracy {shown.accuracy:.4f}"
+        if shown.eval_loss is not None:
+            metrics += f"  held-out loss {format_number(shown.eval_loss)}"
         self._line(CONTROLLER, f"step {shown.step}{target}{percent}  {_rate(snap)}{metrics}")
         self._out.flush()
 
@@ -148,6 +150,8 @@ class Printer:
               + (" (held-out)" if summary.final_accuracy is not None else "") + "\n")
         if summary.final_train_accuracy is not None:
             write(f"  training acc {format_number(summary.final_train_accuracy)}\n")
+        if summary.final_eval_loss is not None:
+            write(f"  held-out loss {format_number(summary.final_eval_loss)}\n")
         for result in summary.tasks:
             code = "not started" if result.exit_code is None else f"exit code {result.exit_code}"
             detail = f" ({result.reason})" if result.reason else ""
@@ -180,7 +184,7 @@ class Printer:
 
     def _run_started(self, event: RunStarted) -> None:
         self._progress = None
-        self._placement_shown = False
+        self._placement_shown = None
         self._last_progress = None
         self.fit([t.name for t in event.tasks])
         self._prefixes.clear()
@@ -221,16 +225,21 @@ class Printer:
         if isinstance(inner, protocol.StepAnatomy) and not self._anatomy:
             return  # one every few hundred steps a worker: on request (--anatomy)
         if isinstance(inner, protocol.Placement):
-            if not self._placement_shown:
-                self._placement_shown = True
-                self._placement(inner)
+            before = self._placement_shown
+            if before is None or not same_placement(before, inner):
+                self._placement_shown = inner
+                self._placement(inner, before)
             return
         self._line(event.task, f"-- {describe_event(inner)}")
 
-    def _placement(self, placement: protocol.Placement) -> None:
+    def _placement(self, placement: protocol.Placement, before: protocol.Placement | None) -> None:
+        """The placement as reported at its time; a later, different report is printed
+        whole again as the one that holds now (the app's Placement pane shows the latest)."""
         total = sum(placement.ps_bytes) or 1
-        self._line(CONTROLLER, f"placement of {placement.model}: {placement.strategy}, "
-                               f"{placement.partitions} partition(s), {placement.num_ps} ps")
+        replaces = f", replaces the one of {reported_at(before)}" if before is not None else ""
+        self._line(CONTROLLER, f"placement of {placement.model} at {reported_at(placement)}{replaces}: "
+                               f"{placement.strategy}, {placement.partitions} partition(s), "
+                               f"{placement.num_ps} ps")
         for ps, size in enumerate(placement.ps_bytes):
             shards = sum(1 for v in placement.variables if v.ps == ps)
             self._line(CONTROLLER, f"  ps{ps:<4} {shards:>4} shards  {format_bytes(size):>10}  "

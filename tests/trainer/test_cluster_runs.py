@@ -59,7 +59,7 @@ def test_default_async_run(tmp_path) -> None:
     # A non-chief worker polls for the model every 50 ms, where the seeds' SessionManager
     # sleeps 30 s between checks: it steps seconds, not tens of seconds, after the chief
     # finished initialising (the bound is loose: a loaded CI machine is slow, not 30 s slow;
-    # bench.startup measures the real figure).
+    # bench.controller.startup measures the real figure).
     (init,) = [e for e in chief.of(protocol.Initialized) if e.is_chief]
     first = other.of(protocol.Step)[0]
     assert first.local_step == 1

@@ -66,7 +66,7 @@ class TaskRow:
     last_output: float | None = None
     tf_version: str = ""
     hint: str = ""  # the known-failure hint of the current launch (tui.core.hints), if any
-    warm: bool = False  # the current launch was forked from a warm pool (issue 25)
+    warm: bool = False  # the current launch was forked from a warm pool (TensorFlow already imported)
     #: TF2's coordinator: its rate is the whole cluster's (the workers show their parts).
     coordinates: bool = False
 
@@ -226,7 +226,10 @@ class Dashboard:
         self.started = event.t
         self.finished = None
         self.placement = None
-        self.progress = ProgressSnapshot.empty(event.settings.steps)
+        # The step the program trains to as the core knows it: none for a program whose
+        # command never says (no "0 / 1,000" before its first step).
+        self.progress = ProgressSnapshot.empty(event.facts.target if event.facts is not None
+                                               else event.settings.steps)
         self.worker_history.clear()
         self._rated.clear()
         self._sampled.clear()

@@ -171,7 +171,7 @@ _PANE_ACTIONS = frozenset(c.action for c in CONTROLS if c.action is not None and
 class QuietFooter(Footer):
     """Textual's footer, rebuilt only when the keys it shows change. The stock one rebuilds
     every key widget on each focus change; under a log flood that stalled pane switches that
-    move the focus (into and out of the Runs list) by 100-300 ms (``python -m bench.flood``).
+    move the focus (into and out of the Runs list) by 100-300 ms (``python -m bench.controller.flood``).
     A pane's own keys take the place of the task keys (:data:`_MAKE_ROOM`)."""
 
     _shown: tuple[tuple[str, str, str, bool, str], ...] | None = None
@@ -327,7 +327,7 @@ class WorkerCharts(Widget):
     """Each worker's examples/sec: a title line and a sparkline under it, as the aggregate's
     (a :class:`Static` and a :class:`Sparkline` of two lines), but one widget drawn a line at
     a time: a widget per chart made hundreds of them with 240 workers, and showing the pane
-    laid every one out (hundreds of ms on the UI thread, issue 35). Only the lines on screen
+    laid every one out (hundreds of ms on the UI thread). Only the lines on screen
     are rendered, each chart once until its points change."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -421,6 +421,8 @@ def progress_text(shown: Figures) -> Text:
         text.append(f"  │ training accuracy {shown.train_accuracy:.3f}")
     if shown.accuracy is not None:
         text.append(f"  │ held-out accuracy {shown.accuracy:.3f}")
+    if shown.eval_loss is not None:
+        text.append(f"  │ held-out loss {shown.eval_loss:.4f}")
     return text
 
 
