@@ -38,7 +38,7 @@ from tui.launch.probe import probe_local
 RUN_TIME = "about 20 min"  # (each cluster twice: fuse on and off)
 
 COMMAND = "python -m bench.training.scaling"
-TITLE = "7. Scaling against the compute limit"
+TITLE = "11. Scaling against the compute limit"
 OUTPUT = Path(__file__).resolve().parents[2] / "BENCHMARKS.md"
 MODES = (ThreadsMode.TENSORFLOW, ThreadsMode.AUTO)
 
