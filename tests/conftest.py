@@ -53,6 +53,12 @@ SLOW_WITHOUT_PARTS = frozenset({
     "tests/trainer/test_warm_hostile.py",
     "tests/launch/test_warm_local.py",
     "tests/launch/test_warm_venv.py",
+    "tests/trainer/test_warm_imports.py",
+    # Leases of real shells run out in seconds of real time.
+    "tests/launch/test_lease_watcher.py",
+    "tests/program/test_ending.py::test_the_cores_a_busy_process_group_of_this_machine_uses",
+    "tests/test_cli.py::test_the_cores_process_and_its_warm_pool_start_before_the_app_loads",
+    "tests/config/test_yamlload.py::test_deep_nesting_is_located",
     "tests/test_lint.py",
     "tests/test_controller_process.py",
     "tests/app/test_readme.py",
