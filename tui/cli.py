@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cold", action="store_true",
                         help="start every task in a fresh interpreter (no warm pool that imported "
                              "TensorFlow once per host); hosts.yaml's warm: false does it per host")
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="start TensorBoard for each run's directory (its address is printed); "
+                             "it stops with the controller")
     parser.add_argument("--stop-leftovers", action="store_true",
                         help="stop tasks of earlier runs found still running on the hosts")
     parser.add_argument("--stall-timeout", type=_seconds_or_zero, default=DEFAULT_STALL_TIMEOUT,
@@ -161,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                          json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,
                          insecure_no_host_key_check=args.insecure_no_host_key_check,
                          connect_timeout=args.connect_timeout, stop_leftovers=args.stop_leftovers,
-                         cold=args.cold,
+                         cold=args.cold, tensorboard=args.tensorboard,
                          stall_timeout=args.stall_timeout, on_stall=StallPolicy(args.on_stall))
     program = options.program
     for setting in Setting:

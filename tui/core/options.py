@@ -31,6 +31,8 @@ class RunOptions:
     on_stall: StallPolicy = StallPolicy.WARN
     #: ``--cold``: no warm pools; every task imports TensorFlow itself.
     cold: bool = False
+    #: ``--tensorboard``: TensorBoard for the run's directory, from its start to the end.
+    tensorboard: bool = False
 
     def supervisor_options(self) -> SupervisorOptions:
         """How the front ends' supervisor runs tasks, as the command line says."""
