@@ -57,6 +57,9 @@ class Subcommand:
 
 #: The subcommands, by their first word; the main command is ``tfdist-tui HOSTS.yaml``.
 SUBCOMMANDS = {
+    "check": Subcommand("tui.plan.dryrun:check_main",
+                        "check every host and print the plan, starting nothing",
+                        "tui.plan.dryrun:check_parser"),
     "export": Subcommand("tui.interop.cli:export_main",
                          "print the cluster for another launcher (TFJob, TF_CONFIG, shell, sbatch)",
                          "tui.interop.cli:export_parser"),

@@ -80,10 +80,7 @@ def test_the_tensorboard_key_opens_it_for_the_run_and_quitting_ends_it(tmp_path:
         assert pid is not None
         board = psutil.Process(pid)
         assert "tensorboard.main" in " ".join(board.cmdline()) and str(run_dir) in board.cmdline()
-        tmux.send("q")
-        tmux.wait_for(r"Quit\?")
-        tmux.send("y")
-        wait_until(status.exists, 60, interval=0.2, what=tmux.screen)
+        tmux.quit_app(status)
     finally:
         tmux.close()
     assert status.read_text().strip() == "130"
