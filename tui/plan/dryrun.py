@@ -100,7 +100,8 @@ async def check(config: ClusterConfig, runs_root: Path, router: Router) -> Check
     plan_problems: list[str] = []
     try:
         allocation = await allocate_for(config, {})
-        shares = {name: share.describe() for name, share in allocation.shares.items() if share.describe()}
+        # Only what is known: another host's cores are probed when the run starts.
+        shares = {name: share.describe() for name, share in allocation.shares.items() if share.cores}
     except ResourceError as exc:
         plan_problems.append(str(exc))
     try:
