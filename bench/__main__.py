@@ -1,16 +1,18 @@
-"""``python -m bench``: run every benchmark and write BENCHMARKS.md.
+"""``python -m bench``: run every benchmark and write BENCHMARKS.md. ``python -m bench --list``
+names every benchmark with its run time; ``python -m bench NAME [ARGS]`` runs one
+(``controller.flood``, or ``flood`` where that is unique).
 
-1. time to first step (:mod:`bench.startup`), 2. throughput under supervision
-(:mod:`bench.throughput`), 3. our trainer versus the seed-style program
-(:mod:`bench.seed_compare`) and 6. sync end (:mod:`bench.sync_end`) read their figures from
-one campaign of interleaved cluster runs (:mod:`bench.campaign`): in every repetition each
+1. time to first step (:mod:`bench.controller.startup`), 2. throughput under supervision
+(:mod:`bench.training.throughput`), 3. our trainer versus the seed-style program
+(:mod:`bench.training.seed_compare`) and 6. sync end (:mod:`bench.training.sync_end`) read their figures from
+one campaign of interleaved cluster runs (:mod:`bench.training.campaign`): in every repetition each
 configuration (mlp and cnn, async and sync) runs on the bare trainer, under the controller
 (``--no-ui``) and under the Textual app, and (async) as the seed-style program, one after
-the other. Then 5. the log flood (:mod:`bench.flood`) and 4. placement balance
-(:mod:`bench.placement`).
+the other. Then 5. the log flood (:mod:`bench.controller.flood`) and 4. placement balance
+(:mod:`bench.training.placement`).
 
 Every run trains for a measurement window of ``--window`` seconds (default 10) once warm,
-its step target calibrated on this machine first (:mod:`bench.campaign`). The default size
+its step target calibrated on this machine first (:mod:`bench.training.campaign`). The default size
 takes about 20 minutes on 2 cores (4 calibration runs and 42 cluster runs); ``--reps``,
 ``--window`` and the flood's size make it shorter (the smoke test runs it tiny).
 """
@@ -26,11 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import flood, placement, seed_compare, startup, sync_end, throughput
-from bench import window as windows
-from bench.campaign import Plan, run_campaign, size_arguments, size_from
-from bench.report import Figure, Machine, Section, Target, load_average, table
-from bench.run_records import Side
+from bench.controller import flood, startup
+from bench.harness import catalog
+from bench.harness import window as windows
+from bench.harness.report import Figure, Machine, Section, Stamp, Target, load_average, merge, with_targets
+from bench.training import placement, seed_compare, sync_end, throughput
+from bench.training.campaign import Plan, run_campaign, size_arguments, size_from
+from bench.training.run_records import Side
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 FLOOD_P99_TARGET = Target("<", 100.0, " ms")
@@ -72,8 +76,8 @@ def flood_section(result: flood.FloodResult, command: str, load: str) -> Section
                            f"p50 under flood was {result.flood_p50_ms:.1f} ms and the idle p99 "
                            f"{result.idle_p99_ms:.1f} ms, so the tail, not the typical press, "
                            "is what is slow")
-    text = (f"{result.tasks} stand-in tasks (`bench/flood_task.py`: the trainer's start-up protocol, "
-            "then numbered lines with ANSI colour codes) each print "
+    text = (f"{result.tasks} stand-in tasks (`bench/controller/flood_task.py`: the trainer's "
+            "start-up protocol, then numbered lines with ANSI colour codes) each print "
             f"{result.rate:,.0f} lines/s for {result.seconds:g} s into the real app (Textual's "
             "headless test driver), supervised by the real supervisor on its own thread. A key "
             "press is timed from its arrival in the app's queue until the pane it switches has "
@@ -105,28 +109,31 @@ def placement_section(models: tuple[str, ...], ps_counts: tuple[int, ...], comma
     return section
 
 
-def summary(sections: list[Section]) -> str:
-    """Every figure that has a target, with its verdict, in one table."""
-    rows = [[f.label, f.cell(), str(f.target), f.verdict()]
-            for s in sections for f in s.figures if f.target is not None]
-    return table(["figure", "median (min–max)", "target", "verdict"], rows)
-
-
 def render(machine: Machine, command: str, minutes: float, loads: tuple[str, str], reps: int,
            sections: list[Section], failures: list[str]) -> str:
-    """The whole of BENCHMARKS.md."""
+    """This run's BENCHMARKS.md: the heading part, the Targets built from the sections, and
+    the sections, each stamped with this run (:func:`bench.harness.report.merge` puts them
+    into a report that holds other benchmarks' sections too)."""
+    stamp = Stamp(time.strftime("%Y-%m-%d", time.gmtime()), machine.describe(),
+                  f"1-minute load average {loads[0]} at the start of `{command}`, {loads[1]} "
+                  f"at its end ({minutes:.1f} minutes)")
     ordered = sorted(sections, key=lambda s: s.title)
+    for section in ordered:
+        section.stamp = stamp
     parts = [
         "# Benchmarks",
         "",
-        "Generated by one command; every figure below comes from this run of it:",
+        "Each section names the run that produced it on its first line: the date, the machine "
+        "and how busy the machine was (it is shared). `python -m bench` writes the sections of "
+        "its campaign (time to first step, throughput, the seed-style program, placement, the log "
+        "flood, sync end) in one run:",
         "",
         "```sh",
         command,
         "```",
         "",
-        f"Machine: {machine.describe()}. The run took {minutes:.1f} minutes; the 1-minute load "
-        f"average was {loads[0]} at its start and {loads[1]} at its end (the machine is shared).",
+        "Others are written by their own commands (`python -m bench --list`), each with the "
+        "stamp of its own run.",
         "",
         "The machines are shared and noisy, so every cluster figure is a ratio of two things "
         "measured side by side in the same run: each repetition runs every configuration on "
@@ -135,10 +142,6 @@ def render(machine: Machine, command: str, minutes: float, loads: tuple[str, str
         f"{reps} repetitions, with the minimum and maximum in brackets; a ratio is taken "
         "within one repetition, then the median of those ratios is quoted.",
         "",
-        "## Targets",
-        "",
-        summary(ordered),
-        "",
     ]
     parts += [s.markdown(within_report=True) for s in ordered]
     if failures:
@@ -146,7 +149,7 @@ def render(machine: Machine, command: str, minutes: float, loads: tuple[str, str
                   "(marked `[n of m runs]`):", ""]
         parts += [f"- {f}" for f in failures]
         parts.append("")
-    return "\n".join(parts).rstrip() + "\n"
+    return with_targets("\n".join(parts).rstrip() + "\n")
 
 
 def _without_output(args: list[str]) -> list[str]:
@@ -172,7 +175,7 @@ class Report:
     failures: list[str]
     text: str
     #: The tag of every cluster run, the calibration runs' too (see
-    #: :data:`bench.processes.TAG_ENV`).
+    #: :data:`bench.harness.processes.TAG_ENV`).
     tags: list[str]
 
     @property
@@ -205,13 +208,13 @@ def generate(argv: Sequence[str]) -> Report:
 
     print("log flood…", file=sys.stderr)
     result = asyncio.run(flood.measure(args.flood_tasks, args.flood_rate, args.flood_seconds))
-    sections.append(flood_section(result, f"python -m bench.flood --tasks {args.flood_tasks} "
+    sections.append(flood_section(result, f"python -m bench.controller.flood --tasks {args.flood_tasks} "
                                           f"--rate {args.flood_rate:g} --seconds {args.flood_seconds:g}",
                                   load_average()))
     print("placement…", file=sys.stderr)
     models = tuple(m.strip() for m in args.placement_models.split(",") if m.strip())
     ps_counts = tuple(int(n) for n in args.placement_ps.split(",") if n.strip())
-    sections.append(placement_section(models, ps_counts, "python -m bench.placement"))
+    sections.append(placement_section(models, ps_counts, "python -m bench.training.placement"))
 
     loads.append(load_average())
     text = render(machine, command, (time.monotonic() - started) / 60, (loads[0], loads[1]),
@@ -221,11 +224,23 @@ def generate(argv: Sequence[str]) -> Report:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run everything and write the report; exit 1 if any run failed (the report says which)."""
+    """``--list``: name every benchmark; ``NAME [ARGS]``: run one; else run everything and
+    write the report, exit 1 if any run failed (the report says which)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["--list"]:
+        print(catalog.listing(catalog.discover()))
+        return 0
+    if args_list and not args_list[0].startswith("-"):
+        try:
+            benchmark = catalog.find(args_list[0], catalog.discover())
+        except catalog.UnknownBenchmark as error:
+            print(f"python -m bench: {error}", file=sys.stderr)
+            return 2
+        catalog.run(benchmark, args_list[1:])
     output = parse_args(args_list).output
     report = generate(args_list)
-    output.write_text(report.text, encoding="utf-8")
+    existing = output.read_text(encoding="utf-8") if output.exists() else ""
+    output.write_text(merge(existing, report.text) if existing else report.text, encoding="utf-8")
     print(f"wrote {output}", file=sys.stderr)
     return 0 if not report.failures else 1
 

@@ -35,12 +35,61 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 MARKED_FIXTURES = ("sshd", "slurm", "netlab")
 
 
+#: Markers of the real parts a test starts (TensorFlow servers, sshd, tmux, Slurm, a lab of
+#: namespace hosts): a test with none of them, and not in :data:`SLOW_WITHOUT_PARTS`, is
+#: ``quick``: ``python -m pytest -m quick`` is a contributor's inner loop.
+REAL_PARTS = ("integration", "sshd", "tmux", "slurm", "netlab")
+#: Test files, and single tests (``FILE::NAME``, every parameter of it), that start none of
+#: those parts yet take seconds all the same: TensorFlow graphs and warm pools (TensorFlow
+#: imported in a subprocess), the trainer's command line, real controller processes, mypy on
+#: the examples, and the largest generated-input searches. From ``--durations`` of the
+#: candidate subset on 2 cores (loaded: 973 tests in 32 min at a load average of 10-23;
+#: these were the slowest third of its time).
+SLOW_WITHOUT_PARTS = frozenset({
+    "tests/trainer/test_graph.py",
+    "tests/trainer/test_layout.py",
+    "tests/trainer/test_cli_errors.py",
+    "tests/trainer/test_warm_server.py",
+    "tests/trainer/test_warm_hostile.py",
+    "tests/launch/test_warm_local.py",
+    "tests/launch/test_warm_venv.py",
+    "tests/test_lint.py",
+    "tests/test_controller_process.py",
+    "tests/app/test_readme.py",
+    "tests/app/test_process_bridge.py::test_a_run_crosses_from_the_core_process",
+    "tests/test_headless.py::test_a_flooding_task_loses_no_line_on_screen_or_in_its_log",
+    "tests/config/test_load.py::test_schema_shaped_structure_loads_or_raises_config_error",
+    "tests/config/test_load.py::test_any_structure_loads_or_raises_config_error",
+    "tests/config/test_load.py::test_any_text_loads_or_raises_config_error",
+    "tests/config/test_yamlload.py::test_too_many_values",
+    "tests/core/test_events.py::test_objects_of_a_valid_kind_with_random_fields_never_raise",
+    "tests/core/test_events.py::test_events_between_random_bytes_survive_any_chunking",
+    "tests/core/test_hints.py::test_a_failures_clues_are_in_every_line_its_pattern_matches",
+    "tests/launch/test_lines.py::test_carriage_returns_split_the_same_in_any_chunking",
+    # A pytest of its own, collecting two files.
+    "tests/test_quick.py::test_quick_leaves_out_real_parts_and_known_slow_tests",
+})
+
+
+def is_quick(item: pytest.Item) -> bool:
+    """Whether ``item`` starts none of :data:`REAL_PARTS` and is not known to be slow."""
+    if any(item.get_closest_marker(name) for name in REAL_PARTS):
+        return False
+    path = item.nodeid.split("::", 1)[0]
+    return path not in SLOW_WITHOUT_PARTS and item.nodeid.split("[", 1)[0] not in SLOW_WITHOUT_PARTS
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by the real parts its fixtures start (a marker, not a folder)."""
+    """Mark each test by the real parts its fixtures start (a marker, not a folder), and
+    mark ``quick`` each test that starts none and is not known to be slow; first, so that
+    ``-m`` selects by these markers."""
     for item in items:
         for name in MARKED_FIXTURES:
             if name in getattr(item, "fixturenames", ()):
                 item.add_marker(name)
+        if is_quick(item):
+            item.add_marker("quick")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -3,6 +3,7 @@ trainer (real processes, real ports)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import socket
@@ -19,6 +20,7 @@ from trainer.settings import TrainingSettings
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job
 from tui.config.load import load_config
+from tui.core.describe import reported_at
 from tui.core.events import (
     RunOutcome,
     RunStarted,
@@ -115,6 +117,18 @@ def test_placement_table_is_printed_once_with_totals_and_ratio() -> None:
     assert "tfdist  |   ps0       0 shards     1.0 KiB   25.0%" in text
     assert "tfdist  |   ps1       1 shards     3.0 KiB   75.0%" in text
     assert "max/mean bytes per ps: 1.50" in text
+
+
+def test_a_later_different_placement_is_printed_as_the_one_that_holds_with_its_time() -> None:
+    """A TF2 program reports its placement again once more variables exist: the latest is
+    the run's (as in the app's Placement pane), said with when it came."""
+    first = placement()
+    later = dataclasses.replace(first, t=first.t + 5, ps_bytes=(2048, 3072))
+    text = printed(started(), TrainerEvent(task="chief0", event=first),
+                   TrainerEvent(task="chief0", event=later))
+    assert text.count("placement of mlp at ") == 2
+    assert f"replaces the one of {reported_at(first)}" in text
+    assert "max/mean bytes per ps: 1.20" in text
 
 
 def test_progress_line_sums_workers_and_skips_repeats() -> None:

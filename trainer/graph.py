@@ -7,6 +7,7 @@ from typing import Any
 
 from trainer import placement
 from trainer.cluster import Cluster
+from trainer.fuse import FusedReads
 from trainer.models import MODELS, VariableMaker
 from trainer.settings import Mode, Optimizer, PlacementStrategy, TrainingSettings
 
@@ -81,6 +82,16 @@ class TrainGraph:
     placement: Any
     chief_sync_op: Any = None  # sync only: one round of aggregate-apply-enqueue tokens
     release_tokens: Any = None  # sync only: frees workers still waiting after the last round
+    #: Fused async only: the global step after this step as read at its start plus one (other
+    #: workers' steps in between not counted), fetched instead of ``train_op``'s value, which
+    #: is then run as a target: one transfer from the ps fewer a step.
+    step_after: Tensor = None
+
+    def fetches(self) -> list[Any]:
+        """What a training step runs: the global step after it, the loss, and what must run."""
+        if self.step_after is None:
+            return [self.train_op, self.loss]
+        return [self.step_after, self.loss, self.train_op.op]
 
 
 def build(tf: Any, settings: TrainingSettings, cluster: Cluster, task_index: int,
@@ -119,23 +130,37 @@ def build(tf: Any, settings: TrainingSettings, cluster: Cluster, task_index: int
         devices = tower_devices(worker_device, settings.gpus, use_gpu)
         image_slices = tf.split(images, len(devices)) if len(devices) > 1 else [images]
         label_slices = tf.split(labels, len(devices)) if len(devices) > 1 else [labels]
-        tower_grads, losses, accuracies = [], [], []
+        fused = None
+        if settings.fuse:
+            # The variables first, exactly as unfused (same order, so the same placement),
+            # by a pass of the model whose ops are never run; then one read per ps.
+            with tf.device(setter(devices[0])):
+                model_fn(vm, image_slices[0], True, settings.hidden_units)
+            fused = FusedReads(tf, tf.trainable_variables(), worker_device, global_step)
+        tower_grads: list[Any] = []
+        losses, accuracies = [], []
         for k, device in enumerate(devices):
+            reuse = True if k or fused else None
             with tf.device(setter(device)), \
-                    tf.variable_scope(tf.get_variable_scope(), reuse=True if k else None):
+                    tf.variable_scope(tf.get_variable_scope(), reuse=reuse,
+                                      custom_getter=fused.getter if fused else None):
                 logits = model_fn(vm, image_slices[k], True, settings.hidden_units)
                 loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                     labels=label_slices[k], logits=logits))
                 correct = tf.equal(tf.argmax(logits, 1), label_slices[k])
                 accuracies.append(tf.reduce_mean(tf.cast(correct, tf.float32)))
                 losses.append(loss)
-                tower_grads.append(optimizer.compute_gradients(loss))
+                tower_grads.append(fused.gradients(loss) if fused else
+                                   optimizer.compute_gradients(loss))
 
         with tf.device(setter(worker_device)):
-            grads_and_vars = _average(tf, tower_grads)
+            if fused:
+                grads_and_vars = fused.grads_and_vars(_average_flat(tf, tower_grads))
+            else:
+                grads_and_vars = _average(tf, tower_grads)
             mean_loss = tf.add_n(losses) / len(losses)
             mean_accuracy = tf.add_n(accuracies) / len(accuracies)
-            chief_sync_op = release_tokens = None
+            chief_sync_op = release_tokens = step_after = None
             if settings.mode is Mode.SYNC:
                 sync = tf.train.SyncReplicasOptimizer(
                     optimizer, replicas_to_aggregate=settings.effective_replicas(num_workers),
@@ -150,12 +175,20 @@ def build(tf: Any, settings: TrainingSettings, cluster: Cluster, task_index: int
                     release_tokens = sync._sync_token_queue.enqueue_many(
                         (tf.fill([num_workers], tf.identity(global_step)),))
             else:
-                apply = optimizer.apply_gradients(grads_and_vars)
-                with tf.control_dependencies([apply]):
-                    # use_locking: concurrent workers must never lose an increment, so the
-                    # workers' local steps add up to the global step.
-                    train_op = tf.assign_add(global_step, 1, use_locking=True)
+                # Fused, the apply's constants (the learning rate, the increment) and the op
+                # that groups it live on a ps: on the worker, each would be one more transfer
+                # a step (and the group's control edge to the increment, two).
+                with tf.device(global_step.device if fused else None):
+                    apply = optimizer.apply_gradients(grads_and_vars)
+                    with tf.control_dependencies([apply]):
+                        # use_locking: concurrent workers must never lose an increment, so the
+                        # workers' local steps add up to the global step.
+                        train_op = tf.assign_add(global_step, 1, use_locking=True)
                 sync_local_init = tf.no_op()
+                if fused:
+                    # The step after this one as the worker knows it from its read, so that
+                    # the increment's value need not come back from the ps (run as a target).
+                    step_after = fused.step_read + 1
 
             # Evaluation and checkpoints are the chief's: another worker builds neither (a
             # tenth of its start-up CPU, on the path to its first step). Built after every
@@ -186,7 +219,7 @@ def build(tf: Any, settings: TrainingSettings, cluster: Cluster, task_index: int
         eval_x=eval_x, eval_y=eval_y, eval_correct=eval_correct, eval_loss_sum=eval_loss_sum,
         init_op=init_op, ready_op=ready_op, local_init_op=local_init_op, saver=saver,
         done_enqueue=done_enqueue, placement=report, chief_sync_op=chief_sync_op,
-        release_tokens=release_tokens)
+        release_tokens=release_tokens, step_after=step_after)
 
 
 def _average(tf: Any, tower_grads: list[list[tuple[Tensor, Any]]]) -> list[tuple[Tensor, Any]]:
@@ -198,4 +231,15 @@ def _average(tf: Any, tower_grads: list[list[tuple[Tensor, Any]]]) -> list[tuple
         grads = [g for g, _ in pairs if g is not None]
         if grads:
             averaged.append((tf.add_n(grads) / len(grads), pairs[0][1]))
+    return averaged
+
+
+def _average_flat(tf: Any, tower_grads: list[list[Tensor]]) -> list[Tensor]:
+    """Average each ps's packed gradient over the towers."""
+    if len(tower_grads) == 1:
+        return tower_grads[0]
+    averaged = []
+    for grads in zip(*tower_grads, strict=True):
+        present = [g for g in grads if g is not None]
+        averaged.append(tf.add_n(present) / len(present) if present else None)
     return averaged

@@ -16,6 +16,7 @@ import numpy as np
 
 from trainer import data as datasets
 from trainer import lifecycle, portclaim, protocol, threads
+from trainer.anatomy import Sampler, anatomy
 from trainer.cluster import Cluster, Role
 from trainer.graph import TrainGraph, build, done_queue
 from trainer.lifecycle import PROCESS_START, emit, log, root_cause
@@ -231,10 +232,19 @@ class Worker:
         next_checkpoint = (step // self.settings.checkpoint_every + 1) * self.settings.checkpoint_every
         next_eval = (step // self.settings.eval_every + 1) * self.settings.eval_every \
             if self.settings.eval_every else None
+        sampler = Sampler()
         while step < target:
-            step, loss = self.step()
+            metadata = self.tf.RunMetadata() if sampler.due(self.local_step + 1) else None
+            began = time.time()
+            step, loss = self.step(metadata)
+            ended = time.time()
             step = int(step)
             self.local_step += 1
+            sampler.ran(self.local_step, ended - began, traced=metadata is not None)
+            if metadata is not None:
+                emit(anatomy(metadata, worker=self.role.index, num_ps=len(self.cluster.ps),
+                             sync=self.settings.mode is Mode.SYNC, start=began, end=ended,
+                             global_step=step, local_step=self.local_step, sampler=sampler))
             window.steps += 1
             self.last_loss = float(loss)
             now = time.monotonic()
@@ -254,22 +264,31 @@ class Worker:
             round_runner.join()
         return protocol.REASON_TARGET_REACHED
 
-    def step(self) -> tuple[Any, Any]:
+    def _run(self, fetches: list[Any], metadata: Any) -> tuple[Any, Any]:
+        """Run the step's fetches (traced into ``metadata`` unless None): (step, loss)."""
+        if metadata is None:
+            step, loss, *_ = self.sess.run(fetches)
+        else:
+            step, loss, *_ = self.sess.run(fetches, options=self.tf.RunOptions(
+                trace_level=self.tf.RunOptions.FULL_TRACE), run_metadata=metadata)
+        return step, loss
+
+    def step(self, metadata: Any = None) -> tuple[Any, Any]:
         """One training step: (global step, loss). Async, a step failed by a connection reset
         (:data:`RESET_RETRY_SECS`) or by a ps that could not connect to this worker's address
         (:data:`REFUSED_RETRY_SECS`) is retried, as is the cancelled step that may follow it;
         any other error, such a failure that stays, or a refill of the input for the retry that
         does not end (:data:`REFILL_DEADLINE_SECS`) ends it. (Sync, a failed step may have
         taken its round's token: a second try could wait for a token forever.)"""
-        fetches = [self.graph.train_op, self.graph.loss]
+        fetches = self.graph.fetches()
         if self.settings.mode is not Mode.ASYNC:
-            return self.sess.run(fetches)
+            return self._run(fetches, metadata)
         errors = self.tf.errors
         waits: list[float] | None = None  # what is left of the first failure's schedule
         says = ""
         while True:
             try:
-                return self.sess.run(fetches)
+                return self._run(fetches, metadata)
             except (errors.UnavailableError, errors.AbortedError) as exc:
                 passing = self._passing(exc) if isinstance(exc, errors.UnavailableError) else None
                 if waits is None:

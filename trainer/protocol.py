@@ -72,6 +72,9 @@ REASON_ALREADY_COMPLETE = "already_complete"
 REASON_CLUSTER_DONE = "cluster_done"
 #: A user's program run by ``trainer.shim`` returned from its main normally.
 REASON_PROGRAM_ENDED = "program_ended"
+#: A server of a user's program ended in ``server.join()`` by the controller's ``end``: by
+#: hand that call never returns, so what the program does after it never runs here either.
+REASON_ENDED_IN_JOIN = "ended_in_join"
 
 #: Actions carried by :class:`Checkpoint`.
 CHECKPOINT_SAVED = "saved"
@@ -206,12 +209,13 @@ class Step(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class Eval(Event):
-    """Held-out accuracy (the built-in trainer's chief, an evaluator task). ``global_step``
-    0 from a task that does not know the step (an evaluator's log lines): the run's step then."""
+    """Held-out accuracy and loss (the built-in trainer's chief, an evaluator task, a
+    ``Model.evaluate`` after ``fit``: None for a figure it did not print). ``global_step`` 0
+    from a task that does not know the step (log lines): the run's step then."""
 
     KIND: ClassVar[str] = "eval"
     global_step: int
-    accuracy: float
+    accuracy: float | None
     loss: float | None
     examples: int
 
@@ -250,11 +254,47 @@ class Error(Event):
     message: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class AnatomyPart:
+    """One part of a sampled step: ``compute``, ``input``, ``read`` (variables from ps
+    ``ps``), ``push`` (gradients to ps ``ps`` and their apply there), ``wait`` (sync: for
+    the other replicas) or ``rest``; its seconds and its share of the step."""
+
+    part: str
+    seconds: float
+    share: float
+    ps: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepAnatomy(Event):
+    """Where one sampled training step of a worker went, from TensorFlow's own step
+    statistics of that step (a full trace, one step in ``every``). The parts add up to the
+    step: where several overlap, the time goes to the first of compute, input, wait, reads,
+    pushes (split evenly among the ps read or pushed at once), and what none covers is the
+    rest (the session's own work, Python, gRPC outside any op). ``cost``: the traced steps'
+    extra time over all steps' time so far, what the sampling costs the throughput."""
+
+    KIND: ClassVar[str] = "step_anatomy"
+    global_step: int
+    local_step: int
+    seconds: float
+    parts: tuple[AnatomyPart, ...]
+    every: int
+    cost: float = 0.0
+
+    def seconds_of(self, part: str) -> float:
+        """Seconds of every part so named (reads or pushes: summed over the ps)."""
+        return sum(p.seconds for p in self.parts if p.part == part)
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.KIND: cls for cls in (Loaded, Ready, Initialized, Placement, Step, Eval, Checkpoint, Done, Error)
+    cls.KIND: cls for cls in (Loaded, Ready, Initialized, Placement, Step, Eval, Checkpoint, Done,
+                              Error, StepAnatomy)
 }
 
-AnyEvent = Union[Loaded, Ready, Initialized, Placement, Step, Eval, Checkpoint, Done, Error]
+AnyEvent = Union[Loaded, Ready, Initialized, Placement, Step, Eval, Checkpoint, Done, Error,
+                 StepAnatomy]
 
 
 class _Invalid(Exception):

@@ -71,6 +71,7 @@ class TrainingSettings:
     mode: Mode = Mode.ASYNC
     replicas_to_aggregate: int | None = None
     partitions: int = 1
+    fuse: bool = True
     placement: PlacementStrategy = PlacementStrategy.GREEDY
     seed: int = 0
     checkpoint_dir: str | None = None
@@ -122,6 +123,8 @@ class TrainingSettings:
                 continue
             if isinstance(value, Enum):
                 value = value.value
+            if isinstance(value, bool):
+                value = "true" if value else "false"
             argv += [flag_name(f.name), str(value)]
         return argv
 
@@ -139,7 +142,7 @@ def flag_name(field_name: str) -> str:
 
 FIELD_TYPES: dict[str, Any] = {
     "model": Model, "dataset": Dataset, "optimizer": Optimizer, "mode": Mode,
-    "placement": PlacementStrategy,
+    "placement": PlacementStrategy, "fuse": bool,
     "data_path": str, "checkpoint_dir": str, "summary_dir": str,
     "learning_rate": float,
     "input_size": int, "batch_size": int, "steps": int, "replicas_to_aggregate": int,
@@ -172,6 +175,11 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
+#: How a yes/no setting may be written on a command line.
+_BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True,
+               "false": False, "no": False, "off": False, "0": False}
+
+
 def convert(field_name: str, value: Any) -> Any:
     """Convert one raw value (string from a flag, or a YAML scalar) to the field's type.
     Raises ValueError with a message saying what was expected."""
@@ -185,6 +193,12 @@ def convert(field_name: str, value: Any) -> Any:
         if not isinstance(value, str) or value not in allowed:
             raise ValueError(f"expected one of {', '.join(allowed)}, got {shown(value)}")
         return kind(value)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _BOOL_WORDS:
+            return _BOOL_WORDS[value.strip().lower()]
+        raise ValueError(f"expected true or false, got {shown(value)}")
     if kind is int:
         if isinstance(value, bool):
             raise ValueError(f"expected an integer, got {shown(value)}")
@@ -220,6 +234,8 @@ def add_arguments(parser: argparse._ActionsContainer) -> None:
         default = getattr(defaults, name)
         if isinstance(default, Enum):
             default = default.value
+        if isinstance(default, bool):
+            default = "true" if default else "false"
         help_text = f"default: {default}" + (f"; one of {', '.join(allowed)}" if allowed else "")
         parser.add_argument(flag_name(name), dest=name, default=None, metavar=name.upper(),
                             help=help_text)

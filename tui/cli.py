@@ -103,7 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                         help="stop every task and exit 3 after this long")
     for name in OVERRIDES:
-        if choices := training_settings.choices(name):
+        if training_settings.FIELD_TYPES[name] is bool:
+            parser.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=None,
+                                help=f"override training.{name}")
+        elif choices := training_settings.choices(name):
             parser.add_argument(f"--{name}", choices=choices, help=f"override training.{name}")
         else:
             parser.add_argument(f"--{name}", type=positive_int, metavar="N",
@@ -121,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="do not verify SSH host keys at all (logged as a warning on every run)")
     parser.add_argument("--connect-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                         help="how long to wait for each SSH host (default 10)")
+    parser.add_argument("--anatomy", action="store_true",
+                        help="headless: print each worker's sampled step anatomy (where its "
+                             "step's time goes) as it comes")
     parser.add_argument("--cold", action="store_true",
                         help="start every task in a fresh interpreter (no warm pool that imported "
                              "TensorFlow once per host); hosts.yaml's warm: false does it per host")
@@ -167,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                          json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,
                          insecure_no_host_key_check=args.insecure_no_host_key_check,
                          connect_timeout=args.connect_timeout, stop_leftovers=args.stop_leftovers,
-                         cold=args.cold, tensorboard=args.tensorboard,
+                         cold=args.cold, anatomy=args.anatomy, tensorboard=args.tensorboard,
                          stall_timeout=args.stall_timeout, on_stall=StallPolicy(args.on_stall))
     program = options.program
     for setting in Setting:

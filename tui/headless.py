@@ -25,7 +25,8 @@ from tui.common.streams import BatchedWriter, SurvivingStream
 from tui.common.terminal import inert, wants_colour
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
-from tui.core.describe import describe_event, format_number
+from tui.core.anatomy import AnatomyBoard
+from tui.core.describe import describe_event, format_number, reported_at, same_placement
 from tui.core.events import (
     ControllerEvent,
     Notice,
@@ -64,15 +65,17 @@ clean_text = inert
 class Printer:
     """Formats controller events as prefixed lines (``worker1 | ...``)."""
 
-    def __init__(self, out: TextIO, colour: bool) -> None:
+    def __init__(self, out: TextIO, colour: bool, anatomy: bool = False) -> None:
         # Every write is gathered and goes out at the next flush, in order: a task's lines
         # within a tick (BatchedWriter), anything else at once.
         self._out = BatchedWriter(out)
         self._colour = colour
+        self._anatomy = anatomy
+        self._board = AnatomyBoard()
         self._width = len(CONTROLLER)
         self._colours: dict[str, int] = {}
         self._progress: ProgressSnapshot | None = None
-        self._placement_shown = False
+        self._placement_shown: protocol.Placement | None = None
         self._last_progress: tuple[int, float] | None = None
         self._prefixes: dict[str, str] = {}  # made once per name and run (every line has one)
 
@@ -92,7 +95,7 @@ class Printer:
         elif isinstance(event, TaskStateChanged):
             self._state(event)
         elif isinstance(event, TrainerEvent):
-            if isinstance(event.event, protocol.Step):
+            if isinstance(event.event, protocol.Step) and not self._board.fold(event.task, event.event):
                 return  # summarised by the progress line: nothing written, nothing to flush
             self._trainer_event(event)
         elif isinstance(event, ProgressUpdate):
@@ -122,6 +125,8 @@ class Printer:
             metrics += f"  training accuracy {shown.train_accuracy:.4f}"
         if shown.accuracy is not None:
             metrics += f"  held-out accuracy {shown.accuracy:.4f}"
+        if shown.eval_loss is not None:
+            metrics += f"  held-out loss {format_number(shown.eval_loss)}"
         self._line(CONTROLLER, f"step {shown.step}{target}{percent}  {_rate(snap)}{metrics}")
         self._out.flush()
 
@@ -144,6 +149,8 @@ class Printer:
               + (" (held-out)" if summary.final_accuracy is not None else "") + "\n")
         if summary.final_train_accuracy is not None:
             write(f"  training acc {format_number(summary.final_train_accuracy)}\n")
+        if summary.final_eval_loss is not None:
+            write(f"  held-out loss {format_number(summary.final_eval_loss)}\n")
         for result in summary.tasks:
             code = "not started" if result.exit_code is None else f"exit code {result.exit_code}"
             detail = f" ({result.reason})" if result.reason else ""
@@ -176,7 +183,7 @@ class Printer:
 
     def _run_started(self, event: RunStarted) -> None:
         self._progress = None
-        self._placement_shown = False
+        self._placement_shown = None
         self._last_progress = None
         self.fit([t.name for t in event.tasks])
         self._prefixes.clear()
@@ -208,19 +215,30 @@ class Printer:
 
     def _trainer_event(self, event: TrainerEvent) -> None:
         inner = event.event
+        if isinstance(inner, protocol.StepAnatomy):
+            self._board.fold(event.task, inner)
+        for line in self._board.news():  # (a step may have named a straggler)
+            self._line(CONTROLLER, line)
         if isinstance(inner, protocol.Step):
             return  # summarised by the progress line
+        if isinstance(inner, protocol.StepAnatomy) and not self._anatomy:
+            return  # one every few hundred steps a worker: on request (--anatomy)
         if isinstance(inner, protocol.Placement):
-            if not self._placement_shown:
-                self._placement_shown = True
-                self._placement(inner)
+            before = self._placement_shown
+            if before is None or not same_placement(before, inner):
+                self._placement_shown = inner
+                self._placement(inner, before)
             return
         self._line(event.task, f"-- {describe_event(inner)}")
 
-    def _placement(self, placement: protocol.Placement) -> None:
+    def _placement(self, placement: protocol.Placement, before: protocol.Placement | None) -> None:
+        """The placement as reported at its time; a later, different report is printed
+        whole again as the one that holds now (the app's Placement pane shows the latest)."""
         total = sum(placement.ps_bytes) or 1
-        self._line(CONTROLLER, f"placement of {placement.model}: {placement.strategy}, "
-                               f"{placement.partitions} partition(s), {placement.num_ps} ps")
+        replaces = f", replaces the one of {reported_at(before)}" if before is not None else ""
+        self._line(CONTROLLER, f"placement of {placement.model} at {reported_at(placement)}{replaces}: "
+                               f"{placement.strategy}, {placement.partitions} partition(s), "
+                               f"{placement.num_ps} ps")
         for ps, size in enumerate(placement.ps_bytes):
             shards = sum(1 for v in placement.variables if v.ps == ps)
             self._line(CONTROLLER, f"  ps{ps:<4} {shards:>4} shards  {format_bytes(size):>10}  "
@@ -405,7 +423,7 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     if options.json_output:
         printer = JsonPrinter(out_stream, session.traffic)
     else:
-        printer = Printer(out_stream, colour=wants_colour(out_stream))
+        printer = Printer(out_stream, colour=wants_colour(out_stream), anatomy=options.anatomy)
     supervisor.subscribe(printer.handle)
 
     loop = asyncio.get_running_loop()

@@ -127,6 +127,15 @@ def running_history(settings: TrainingSettings) -> list[ControllerEvent]:
                 step_time=0.012, target=3000)))
             events.append(TaskOutput(task=w, stream=Stream.STDOUT, lines=(f"{w} step {40 * step}",),
                                      t=T0 + 5 + step))
+    for index, shares in ((0, (0.3, 0.05, 0.2, 0.15, 0.1, 0.1, 0.1)),
+                          (1, (0.25, 0.05, 0.25, 0.1, 0.1, 0.15, 0.1))):
+        names = (("compute", None), ("input", None), ("read", 0), ("read", 1), ("push", 0), ("push", 1),
+                 ("rest", None))
+        parts = tuple(protocol.AnatomyPart(part=part, ps=ps, seconds=0.012 * share, share=share)
+                      for (part, ps), share in zip(names, shares, strict=True))
+        events.append(TrainerEvent(task=f"worker{index}", t=T0 + 35, event=protocol.StepAnatomy(
+            role="worker", index=index, t=T0 + 35, global_step=1180 + index, local_step=590,
+            seconds=0.012, parts=parts, every=120, cost=0.004)))
     return with_progress(events)
 
 

@@ -22,6 +22,7 @@ from tui.core.events import (
     TrainerEvent,
 )
 from tui.core.progress import ProgressSnapshot, ProgressTracker, WorkerProgress
+from tui.core.run_facts import RunFacts
 from tui.core.task_state import TaskState
 from tui.launch.lines import Stream
 
@@ -307,3 +308,16 @@ def test_a_finished_workers_rate_and_a_second_of_unknown_rates_are_not_shown() -
     assert (len(d.rate_history), len(d.step_rate_history)) == (points, step_points)
     d.apply(ProgressUpdate(progress=dataclasses.replace(unknown, workers=d.progress.workers[:0]), t=T0 + 43))
     assert len(d.rate_history) == points + 1  # (no worker at all: the run's rate is its 0)
+
+
+def test_a_program_without_a_step_target_shows_none_before_its_first_step() -> None:
+    """The target is the core's (the run's facts): a program whose command never says how
+    many steps it trains has none, whatever the settings' default."""
+    d = Dashboard(TrainingSettings(), clock=lambda: T0)
+    facts = RunFacts(description="running train.py", settings=(), target=0)
+    d.apply(RunStarted(run_id="r", run_dir=Path("/tmp/r"), tasks=(), settings=TrainingSettings(steps=1000),
+                       t=T0, facts=facts))
+    assert d.target == 0 and d.figures.target is None
+    d.apply(RunStarted(run_id="r2", run_dir=Path("/tmp/r2"), tasks=(), settings=TrainingSettings(steps=1000),
+                       t=T0, facts=dataclasses.replace(facts, target=1000)))
+    assert d.figures.target == 1000

@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from bench import run_records
-from bench.campaign import steps_for
-from bench.report import Figure, Target, ratios, within_noise
-from bench.run_records import RunConfig, RunRecord, Side, TaskRecord
-from bench.window import WARMUP_LOCAL_STEPS, Window
+from bench.harness.report import Figure, Target, ratios, within_noise
+from bench.harness.window import WARMUP_LOCAL_STEPS, Window
+from bench.training import run_records
+from bench.training.campaign import steps_for
+from bench.training.run_records import RunConfig, RunRecord, Side, TaskRecord
 from trainer import protocol
 
 

@@ -1,4 +1,4 @@
-"""bench.app_scale at a tiny size: both sides launch real stand-in tasks, the app answers keys,
+"""bench.controller.app_scale at a tiny size: both sides launch real stand-in tasks, the app answers keys,
 the past runs are listed; timings are the benchmark's to report. Keys are pressed for 1 s idle
 and 1 s with the tasks running (the benchmark's 3 s and 10 s are for stable percentiles): a
 handful of presses each, enough for every row and ratio of the table."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.app_scale import measure
+from bench.controller.app_scale import measure
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""``bench.app_start``: the first steps read from a run directory, and an app that cannot start
+"""``bench.controller.app_start``: the first steps read from a run directory, and an app that cannot start
 ends the measure with why, not a hang (the whole measure runs in test_warm_smoke.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.app_start import app_start, first_steps
+from bench.controller.app_start import app_start, first_steps
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,18 +1,18 @@
 """The lab benchmarks' tables from known figures (the runs themselves need a lab and minutes:
-``python -m bench.lab_start``, ``python -m bench.placement_links``)."""
+``python -m bench.hosts.lab_start``, ``python -m bench.hosts.placement_links``)."""
 
 from __future__ import annotations
 
-from bench import lab_start, placement_links
-from bench.placement_links import Point
+from bench.hosts import lab_start, placement_links
+from bench.hosts.placement_links import Point
 
 
 def test_the_first_start_table_gives_medians_and_the_warm_over_cold_ratio() -> None:
     starts = [lab_start.Start("warm", 10.0, 20.0, 22.0), lab_start.Start("cold", 12.0, 40.0, 41.0),
               lab_start.Start("warm", 11.0, 30.0, 32.0), lab_start.Start("cold", 13.0, None, None)]
     text = lab_start.report(starts, 4)
-    assert "| warm | 10.5 s (10.0-11.0) | 25.0 s (20.0-30.0) | 27.0 s (22.0-32.0) |" in text
-    assert "| cold | 12.5 s (12.0-13.0) | 40.0 s (40.0-40.0) | 41.0 s (41.0-41.0) |" in text
+    assert "| warm | 10.5 s (10.0–11.0) | 25.0 s (20.0–30.0) | 27.0 s (22.0–32.0) |" in text
+    assert "| cold | 12.5 s (12.0–13.0) | 40.0 s (40.0–40.0) | 41.0 s (41.0–41.0) |" in text
     assert text.endswith("warm / cold, every task up: 0.62")
 
 

@@ -1,4 +1,4 @@
-"""bench.scale at a tiny size: 4 light tasks, idle and stepping, headless and the app; it
+"""bench.controller.scale at a tiny size: 4 light tasks, idle and stepping, headless and the app; it
 asserts what holds at any size (every task came up, the controller's CPU was read, the
 stepping tasks' lines reached their logs, the app answered keys); the figures are the
 benchmark's to report."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.scale import Case, Front, Mode, measure
+from bench.controller.scale import Case, Front, Mode, measure
 
 pytestmark = pytest.mark.integration
 

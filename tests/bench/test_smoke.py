@@ -14,14 +14,14 @@ import psutil
 import pytest
 
 from bench.__main__ import Report, generate
-from bench.processes import TAG_ENV
-from bench.report import Section
+from bench.harness.processes import TAG_ENV
+from bench.harness.report import Section
 
 pytestmark = pytest.mark.integration
 
 
 def test_pipe_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
-    from bench.pipe import main
+    from bench.controller.pipe import main
 
     assert main(["--lines", "20000", "--tasks", "1,2"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| --no-ui", "| app"))]
@@ -62,7 +62,7 @@ def section_of(report: Report, title: str) -> Section:
 
 
 def test_flood_benchmark_smoke(tiny_report: Report) -> None:
-    """bench.flood.measure as the report ran it (2 tasks x 200 lines/s x 2 s, :data:`TINY`)."""
+    """bench.controller.flood.measure as the report ran it (2 tasks x 200 lines/s x 2 s, :data:`TINY`)."""
     section = section_of(tiny_report, "5. Log flood into the Textual app")
     figures = {f.label: f.samples for f in section.figures}
     (table,) = section.tables
@@ -74,7 +74,7 @@ def test_flood_benchmark_smoke(tiny_report: Report) -> None:
 
 
 def test_placement_benchmark_smoke(tiny_report: Report) -> None:
-    """bench.placement.table as the report ran it (cnn at 2 ps, :data:`TINY`)."""
+    """bench.training.placement.table as the report ran it (cnn at 2 ps, :data:`TINY`)."""
     (text,) = section_of(tiny_report, "4. Placement balance").tables
     assert "| cnn, round_robin, partitions 1 | 2.00 |" in text
     assert "| cnn, greedy, partitions = ps | 1.00 |" in text
@@ -92,7 +92,7 @@ def test_every_section_and_target_row_is_written(tiny_report: Report) -> None:
                   "3. Our trainer versus the seed-style program", "4. Placement balance",
                   "5. Log flood into the Textual app", "6. Sync end", "Targets"):
         assert f"## {title}" in text
-    assert "python -m bench --reps 1" in text and "Machine: " in text
+    assert "python -m bench --reps 1" in text and "\nRun: " in text and " · machine: " in text
     assert "Textual " in text and "TensorFlow " in text
     for row in ("| mlp sync | ", "| worker0's first step (chief) | ", "| cnn, greedy, partitions 1 |",
                 "lines missing from the run directory | 0 of 800"):
@@ -128,12 +128,12 @@ def test_bench_command_writes_the_report(tmp_path: Path, tiny_report: Report,
 
 
 def test_scaling_benchmark_smoke(tmp_path: Path) -> None:
-    """bench.scaling's two measurements at a tiny size, side by side (timings not judged)."""
+    """bench.training.scaling's two measurements at a tiny size, side by side (timings not judged)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from bench.report import replace_section
-    from bench.scaling import TITLE, Row, section
-    from bench.scaling_runs import measure_cluster, measure_limit
+    from bench.harness.report import replace_section
+    from bench.training.scaling import TITLE, Row, section
+    from bench.training.scaling_runs import measure_cluster, measure_limit
     from tui.config.resources import ThreadsMode
 
     with ThreadPoolExecutor(2) as pool:

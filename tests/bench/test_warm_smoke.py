@@ -1,4 +1,4 @@
-"""``python -m bench.warm`` at a tiny size, so it keeps working: every phase measured on both
+"""``python -m bench.training.warm`` at a tiny size, so it keeps working: every phase measured on both
 sides, every warm first start forked every task, the seeded loss curves agree, and the table
 is written. The timings are the benchmark's to report, not a test's to judge.
 
@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from bench.warm import SIDES, measure, report
+from bench.training.warm import SIDES, measure, report
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

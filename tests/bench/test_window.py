@@ -1,4 +1,4 @@
-"""The measurement window rule (bench.window) on made-up step events, and how a campaign
+"""The measurement window rule (bench.harness.window) on made-up step events, and how a campaign
 sizes its runs from a calibration run's window. No process is started."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import campaign, runs
-from bench.run_records import RunConfig, RunRecord, Side, TaskRecord
-from bench.runs import Budget
-from bench.window import SIZE_MARGIN, Window, measure, reached, steps_for_window, warm_point
+from bench.harness.window import SIZE_MARGIN, Window, measure, reached, steps_for_window, warm_point
+from bench.training import campaign, runs
+from bench.training.run_records import RunConfig, RunRecord, Side, TaskRecord
+from bench.training.runs import Budget
 from trainer import protocol
 
 

@@ -728,6 +728,22 @@ def test_apply_overrides_changes_training_only(tmp_path: Path) -> None:
     assert config.training.mode is Mode.ASYNC  # the original is untouched
 
 
+def test_fuse_is_a_yes_or_no_in_the_file_and_on_the_command_line(tmp_path: Path) -> None:
+    from tui.cli import build_parser
+
+    base = "cluster: {ps: [localhost:auto], worker: [localhost:auto]}\n"
+    assert load_config(write(tmp_path, base)).training.fuse is True
+    config = load_config(write(tmp_path, base + "training: {fuse: false}\n"))
+    assert config.training.fuse is False
+    assert "--fuse false" in " ".join(config.training.to_argv())
+    with pytest.raises(ConfigError, match=r"training.fuse: expected true or false, got 'sometimes'"):
+        load_config(write(tmp_path, base + "training: {fuse: sometimes}\n"))
+    assert apply_overrides(config, fuse=True).training.fuse is True
+    assert build_parser().parse_args(["h.yaml", "--no-fuse"]).fuse is False
+    assert build_parser().parse_args(["h.yaml", "--fuse"]).fuse is True
+    assert build_parser().parse_args(["h.yaml"]).fuse is None  # not given: the file's
+
+
 def test_apply_overrides_none_means_not_given(tmp_path: Path) -> None:
     config = load(tmp_path, ISSUE_EXAMPLE)
     assert apply_overrides(config, mode=None, steps=None) == config

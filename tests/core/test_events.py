@@ -4,6 +4,7 @@ round-trip. (Splitter-only properties live in test_lines.py.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from trainer import protocol
 from tui.core import events
-from tui.core.events import TrainerEvent, to_json, to_record
+from tui.core.events import Incident, IncidentKind, TrainerEvent, to_json, to_record
 from tui.launch.lines import LineSplitter, Stream
 from tui.program.base import EventReader
 
@@ -166,3 +167,14 @@ def test_a_step_is_recorded_without_to_record(monkeypatch: pytest.MonkeyPatch) -
 
 def to_json_the_long_way(event: TrainerEvent) -> str:
     return json.dumps(to_record(event), separators=(",", ":"), allow_nan=False)
+
+
+def test_an_incident_claims_a_rejoin_only_of_a_task_that_was_restarted() -> None:
+    never = Incident(kind=IncidentKind.TASK_RESTART, task="worker2", reason="was killed by SIGKILL",
+                     global_step=13, restarted=False)
+    assert never.describe() == ("worker2 was killed by SIGKILL at step 13: not restarted (the run's "
+                                "training was over first)")
+    restarted = dataclasses.replace(never, restarted=True)
+    assert restarted.describe().endswith(": restarted, did not rejoin")
+    rejoined = dataclasses.replace(restarted, resumed_step=20)
+    assert rejoined.describe().endswith(": restarted, rejoined at step 20")

@@ -113,3 +113,15 @@ def test_a_coordinators_workers_have_no_rate_once_it_stops_stepping() -> None:
     later = tracker.snapshot(3.0 + RATE_STALE_MIN + 0.1)
     assert [w.examples_per_sec for w in later.workers] == [None, None, None]
     assert later.examples_per_sec == 0.0
+
+
+def test_a_held_out_loss_is_kept_apart_from_the_training_loss() -> None:
+    tracker = ProgressTracker(target=0)
+    tracker.update("chief0", protocol.Step(role="chief", index=0, t=1.0, global_step=8, local_step=8,
+                                           loss=1.34, step_time=0.1, examples_per_sec=10.0), 1.0)
+    tracker.update("chief0", protocol.Eval(role="chief", index=0, t=2.0, global_step=0, accuracy=None,
+                                           loss=8.66, examples=0), 2.0)
+    snapshot = tracker.snapshot()
+    assert (snapshot.global_step, snapshot.loss) == (8, 1.34)
+    assert (snapshot.eval_loss, snapshot.accuracy) == (8.66, None)
+    assert (tracker.final_loss, tracker.final_eval_loss, tracker.final_accuracy) == (1.34, 8.66, None)

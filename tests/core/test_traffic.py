@@ -6,6 +6,7 @@ tests/launch/test_lab_traffic.py."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import os
@@ -97,6 +98,12 @@ def test_the_summary_has_whole_run_bytes_and_training_rates() -> None:
     assert summary.lines() == ["ps0    200 B/s measured, expected 2.0 KiB/s (sent 300 B, received 300 B)",
                                "max/mean traffic per ps 1.00 (placement predicts 1.00)"]
     assert summarise(samples[:2], None) is None
+    # A user's program (placement seen by the shim): its traffic per step is not known, so
+    # neither is an expected rate nor an imbalance the placement "predicts".
+    theirs = summarise(samples, dataclasses.replace(placement, strategy="ParameterServerStrategy"))
+    assert theirs is not None and theirs.expected_imbalance is None
+    assert theirs.lines() == ["ps0    200 B/s measured, expected not known (sent 300 B, received 300 B)",
+                              "max/mean traffic per ps 1.00"]
 
 
 async def test_one_sampler_process_per_host_answers_every_sample(tmp_path: Path) -> None:

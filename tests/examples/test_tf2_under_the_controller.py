@@ -2,7 +2,7 @@
 says (with 2 ps, so the partitioner shards a variable across them): the coordinator trains,
 its placement and progress reach the controller through ``tfdist_report`` (the shim's own
 TF2 placement then stays quiet), and once it has exited 0 the servers (worker and ps) are
-sent ``end``: their ``join()`` returns and each exits 0 by itself at once, every task
+sent ``end``: each ends inside its ``join()`` with exit 0 at once, every task
 succeeded, no process left."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ async def test_the_example_runs_to_completion_and_leaves_nothing(tmp_path: Path)
     exits = {e.task: e.t for e in run.events if isinstance(e, TaskStateChanged) and e.exit_code is not None}
     assert max(exits.values()) - last_step < END_WITHIN
     assert max(exits.values()) - exits["chief0"] < min(SERVERS_END_WITHIN, HANG_AFTER)
-    # Under the shim each server's join() returns on `end`: they exit 0 by themselves.
+    # Under the shim each server ends inside join() on `end`, with exit 0.
     assert {t.name: (t.exit_code, t.reason) for t in summary.tasks} == dict.fromkeys(
         ("ps0", "ps1", "worker0", "chief0"), (0, ""))
     notices = [e.text for e in run.events if isinstance(e, Notice)]

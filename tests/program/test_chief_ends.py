@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.program.helpers import load, processes_of_runs, program_folder, run_program
+from tests.program.helpers import Finished, load, processes_of_runs, program_folder, run_program
 from tui.common.exit_codes import ExitCode
 from tui.core.events import Notice, RunOutcome, TaskStateChanged
 from tui.program.end_rules import HANG_AFTER
@@ -30,6 +31,18 @@ def hosts_yaml(chief_exit: int, extra: str = "") -> str:
                    worker: [localhost:auto, localhost:auto], evaluator: [localhost:auto]}}
         {extra}
         """
+
+
+async def a_succeeded_run(tmp_path: Path, yaml: str, runs: Path) -> tuple[Finished, dict[str, Any],
+                                                                         dict[str, dict[str, Any]]]:
+    """A headless run of coordinated.py as ``yaml`` says, which must succeed: the run, its
+    summary.json, and each task's part of it by name."""
+    run = await run_program(load(program_folder(tmp_path, "coordinated.py", yaml)), runs)
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    (run_dir,) = runs.iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "succeeded"
+    return run, summary, {t["name"]: t for t in summary["tasks"]}
 
 
 async def test_the_chiefs_exit_0_ends_the_others_at_once_as_succeeded(tmp_path: Path) -> None:
@@ -85,13 +98,7 @@ async def test_an_evaluator_that_fails_never_ends_training(tmp_path: Path) -> No
         restart: {{max_restarts: 1, backoff: 0.1}}
         """
     runs = tmp_path / "runs"
-    run = await run_program(load(program_folder(tmp_path, "coordinated.py", yaml)), runs)
-
-    assert run.code is ExitCode.OK, run.out[-3000:]
-    (run_dir,) = runs.iterdir()
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["outcome"] == "succeeded"
-    tasks = {t["name"]: t for t in summary["tasks"]}
+    run, summary, tasks = await a_succeeded_run(tmp_path, yaml, runs)
     assert tasks["chief0"]["state"] == "succeeded"
     assert (tasks["evaluator0"]["state"], tasks["evaluator0"]["restarts"]) == ("failed", 1)
     assert "before reporting ready" not in tasks["evaluator0"]["reason"]
@@ -104,4 +111,35 @@ async def test_an_evaluator_that_fails_never_ends_training(tmp_path: Path) -> No
     chief_done = next(e.t for e in run.events if isinstance(e, TaskStateChanged) and e.task == "chief0"
                       and e.exit_code is not None)
     assert up.t < chief_done
+    assert not processes_of_runs(runs)
+
+
+async def test_a_worker_in_backoff_when_the_chief_succeeds_is_stopped_not_failed(tmp_path: Path) -> None:
+    """By the roles' rules: worker1 is SIGKILLed mid-training and waits out its restart
+    backoff; the chief finishes meanwhile and exits 0. The run succeeded; worker1's restart
+    is called off and it is counted as stopped, with why."""
+    command = ("python coordinated.py --job={job} --index={index} --address={address} "
+               "--workers={worker_hosts} --sigkill-worker=1 --chief-seconds=4")
+    yaml = f"""\
+        program: {{command: '{command}'}}
+        cluster: {{ps: [localhost:auto], chief: [localhost:auto], worker: [localhost:auto, localhost:auto]}}
+        restart: {{policy: on-failure, max_restarts: 3, backoff: 60}}
+        """
+    runs = tmp_path / "runs"
+    run, summary, tasks = await a_succeeded_run(tmp_path, yaml, runs)
+    assert tasks["chief0"]["state"] == tasks["worker0"]["state"] == tasks["ps0"]["state"] == "succeeded"
+    assert tasks["worker1"]["state"] == "stopped"
+    assert tasks["worker1"]["reason"] == ("restart called off: chief0 finished while it waited to restart "
+                                          "(it was killed by SIGKILL)")
+    assert "worker1: restart called off" in summary["reason"]
+    # It was in its backoff when the chief finished, and never started again.
+    changes = [e for e in run.events if isinstance(e, TaskStateChanged) and e.task == "worker1"]
+    assert [e.new.value for e in changes][-2:] == ["backoff", "stopped"]
+    assert sum(e.new.value == "starting" for e in changes) == 1
+    # Never restarted: no claim that it "did not rejoin".
+    (incident,) = summary["incidents"]
+    assert (incident["task"], incident["restarted"], incident["resumed_step"]) == ("worker1", False, None)
+    assert ("worker1 was killed by SIGKILL at step 0: not restarted (the run's training was over "
+            "first)") in run.out
+    assert "rejoin" not in run.out
     assert not processes_of_runs(runs)

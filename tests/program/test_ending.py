@@ -33,7 +33,7 @@ def test_with_a_chief_job_the_chief_alone_trains_and_everything_else_is_stopped(
     for job in (Job.PS, Job.WORKER, Job.EVALUATOR):
         for ending in (PsEnding.EXITS, PsEnding.STOP):
             assert rule.ending_of(job, ending) is PsEnding.STOP
-    # Under the shim a TF2 server's join() returns on `end`: the ps and workers exit 0 themselves.
+    # Under the shim a TF2 server ends inside join() on `end`: the ps and workers exit 0.
     assert rule.ending_of(Job.PS, PsEnding.END_LINE) is PsEnding.END_LINE
     assert rule.ending_of(Job.WORKER, PsEnding.END_LINE) is PsEnding.END_LINE
     assert rule.ending_of(Job.EVALUATOR, PsEnding.END_LINE) is PsEnding.STOP

@@ -78,3 +78,23 @@ def test_user_patterns_come_first() -> None:
     accuracy = MetricPattern(re.compile(r"acc (?P<accuracy>[0-9.]+)"))
     accuracy_only = LogMetrics("worker", 0, patterns=[accuracy])
     assert accuracy_only.read("acc 0.5", 1.0) == []  # no step to put it at
+
+
+@pytest.mark.parametrize("bars", [
+    # verbose=1 (a line of \r updates per epoch) and verbose=2 (one line per epoch), tf_keras.
+    ("\r1/4 [======>.......] - ETA: 0s - loss: 2.0\r4/4 [==============] - 1s 9ms/step - loss: 1.34",
+     "\r1/2 [======>.......] - ETA: 0s - loss: 9.0\r2/2 [==============] - 0s 3ms/step - loss: 8.66"),
+    ("4/4 - 1s - loss: 1.34 - 1s/epoch - 250ms/step", "2/2 - 0s - loss: 8.6600 - 0s/epoch - 3ms/step"),
+])
+def test_evaluate_after_fit_is_held_out_not_a_step(bars: tuple[str, str]) -> None:
+    """``Model.evaluate``'s bar after ``fit`` (no ``Epoch`` line before it) is a held-out
+    evaluation: no step, and its loss is not the training loss."""
+    fit, evaluate = bars
+    reader = LogMetrics("chief", 0)
+    events = [*reader.read("Epoch 1/2", 1.0), *reader.read(fit, 2.0), *reader.read("Epoch 2/2", 3.0),
+              *reader.read(fit, 4.0), *reader.read(evaluate, 5.0)]
+    assert [(s.global_step, s.loss) for s in steps(events)] == [(4, 1.34), (8, 1.34)]
+    (held_out,) = [e for e in events if isinstance(e, protocol.Eval)]
+    assert (held_out.loss, held_out.accuracy, held_out.global_step) == (8.66, None, 0)
+    # A new epoch after it is training again.
+    assert steps(reader.read("Epoch 3/3", 6.0) + reader.read(fit, 7.0))[0].global_step == 12

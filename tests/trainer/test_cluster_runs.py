@@ -59,7 +59,7 @@ def test_default_async_run(tmp_path) -> None:
     # A non-chief worker polls for the model every 50 ms, where the seeds' SessionManager
     # sleeps 30 s between checks: it steps seconds, not tens of seconds, after the chief
     # finished initialising (the bound is loose: a loaded CI machine is slow, not 30 s slow;
-    # bench.startup measures the real figure).
+    # bench.controller.startup measures the real figure).
     (init,) = [e for e in chief.of(protocol.Initialized) if e.is_chief]
     first = other.of(protocol.Step)[0]
     assert first.local_step == 1
@@ -143,6 +143,30 @@ def test_partition_count_does_not_change_the_loss_curve() -> None:
         assert placement.partitions == partitions
     for step, loss in curves[0].items():
         assert curves[1][step] == pytest.approx(loss, rel=1e-5, abs=1e-6), step
+
+
+def test_fused_and_unfused_runs_train_alike_on_the_same_placement() -> None:
+    """1 ps + 2 async workers, fused and not: the same bytes on each ps, a held-out accuracy
+    and loss of the same ballpark, and each worker's sampled step anatomies reported."""
+    ends = {}
+    for fuse in ("true", "false"):
+        cluster = run(1, 2, ["--steps", "600", "--fuse", fuse])
+        assert_clean_exit(cluster)
+        chief = cluster.task("worker0")
+        (placement,) = chief.of(protocol.Placement)
+        (evaluation,) = chief.of(protocol.Eval)
+        ends[fuse] = (placement.ps_bytes, placement.variables, evaluation)
+        for name in ("worker0", "worker1"):
+            samples = cluster.task(name).of(protocol.StepAnatomy)
+            assert samples, name
+            for sample in samples:
+                assert sum(p.share for p in sample.parts) == pytest.approx(1.0, abs=0.01)
+                assert sample.every >= 20 and sample.global_step > 0
+    (fused_bytes, fused_vars, fused_eval), (plain_bytes, plain_vars, plain_eval) = ends["true"], ends["false"]
+    assert fused_bytes == plain_bytes and fused_vars == plain_vars
+    assert fused_eval.accuracy >= 0.85 and plain_eval.accuracy >= 0.85
+    assert fused_eval.loss is not None and plain_eval.loss is not None
+    assert fused_eval.loss == pytest.approx(plain_eval.loss, rel=0.5)
 
 
 def test_checkpoints_resume_and_reshard(tmp_path) -> None:

@@ -3,6 +3,8 @@ partitioning, and towers. Variables live on real in-process ps servers."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -106,16 +108,24 @@ def test_initial_model_does_not_depend_on_partitioning(tf) -> None:
     assert not np.array_equal(other["fc1/weights"], base["fc1/weights"])
 
 
-def one_step_params(tf, s: TrainingSettings) -> dict[str, np.ndarray]:
+@contextlib.contextmanager
+def ready_session(tf, s: TrainingSettings, num_ps: int = 1, cpus: int = 1):
+    """Worker 0's graph for ``s`` on real in-process servers, initialised, its input filled:
+    (the graph, a session on it)."""
     from trainer.graph import build
 
-    cluster, worker = in_process_cluster(tf, 1, cpus=s.gpus)
+    cluster, worker = in_process_cluster(tf, num_ps, cpus=cpus)
     d = data.load(s)
     g = build(tf, s, cluster, 0, data.input_shape(s))
     with tf.Session(worker.target, graph=g.graph) as sess:
         sess.run(g.iterator_init, {g.x_feed: d.train.images, g.y_feed: d.train.labels})
         sess.run(g.init_op)
         sess.run(g.local_init_op)
+        yield g, sess
+
+
+def one_step_params(tf, s: TrainingSettings) -> dict[str, np.ndarray]:
+    with ready_session(tf, s, cpus=s.gpus) as (g, sess):
         sess.run(g.train_op)
         with g.graph.as_default():
             variables = tf.trainable_variables()

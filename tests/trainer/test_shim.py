@@ -69,7 +69,9 @@ def test_tf_config_example_async_under_the_shim() -> None:
         (ready,) = task.of(protocol.Ready)
         assert ready.address == cluster.spec[ready.role][ready.index]
         (done,) = task.of(protocol.Done)
-        assert done.reason == protocol.REASON_PROGRAM_ENDED
+        # The ps ends inside server.join(), which by hand never returns.
+        assert done.reason == (protocol.REASON_ENDED_IN_JOIN if task.name == "ps0"
+                               else protocol.REASON_PROGRAM_ENDED)
         assert not task.of(protocol.Error) and "Traceback" not in task.output, task.output
     for name in ("worker0", "worker1"):
         task = cluster.task(name)
@@ -300,3 +302,45 @@ def test_a_program_that_raises_shows_the_traceback_python_would(tmp_path: Path) 
     assert shimmed.stderr == by_hand.stderr
     (error,) = events(shimmed.stdout)
     assert isinstance(error, protocol.Error) and error.message == "no such column: lable"
+
+
+#: Kubeflow's TF1 dist-mnist shape: the ps joins, and its script falls through after join()
+#: into the chief's code. By hand join() never returns, so that code never runs.
+FALLS_THROUGH = """
+import sys
+import tensorflow as tf
+ps, worker = sys.argv[1:3]
+cluster = tf.train.ClusterSpec({"ps": [ps], "worker": [worker]})
+server = tf.distribute.Server(cluster, job_name="ps", task_index=0)
+server.join()
+print("ran past join(): now the chief's code", flush=True)
+open(sys.argv[3], "w").write("ran past join()")
+"""
+
+
+def test_a_ps_ends_inside_join_and_never_runs_what_follows_it(tmp_path: Path) -> None:
+    script, mark = tmp_path / "dist_mnist.py", tmp_path / "after-join"
+    script.write_text(FALLS_THROUGH)
+    ps, worker = (f"localhost:{port}" for port in free_ports(2))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TFDIST_SHIM": "1"}
+    with (tmp_path / "stderr").open("w+") as stderr, \
+            subprocess.Popen([sys.executable, "-m", "trainer.shim", str(script), ps, worker, str(mark)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                             cwd=tmp_path, env=env) as proc:
+        assert proc.stdout is not None and proc.stdin is not None
+        seen = []
+        for line in proc.stdout:  # until its server is up (the controller sends `end` only then)
+            seen.append(line)
+            if isinstance(protocol.parse_event(line), protocol.Ready):
+                break
+        proc.stdin.write("end\n")
+        proc.stdin.flush()
+        out = proc.stdout.read()  # to its exit, stdin still open (EOF would mean "controller gone")
+        proc.wait(timeout=60)
+        stderr.seek(0)
+        err = stderr.read()
+    assert proc.returncode == 0, err
+    assert not mark.exists() and "ran past join()" not in out
+    (done,) = [e for e in events("".join(seen) + out) if isinstance(e, protocol.Done)]
+    assert done.reason == protocol.REASON_ENDED_IN_JOIN
+    assert "ps0: ended by the controller in server.join()" in out

@@ -1,5 +1,5 @@
 """The shim: run a user's own TensorFlow program, unchanged, as one task of a run the
-controller drives (issues 12 and 22).
+controller drives, TF1 or TF2, a script or a module, with the same panes and a clean end.
 
 The contract with the controller (its plan builds the command line):
 
@@ -32,8 +32,9 @@ The contract with the controller (its plan builds the command line):
   parts as shards) at the first ``ClusterCoordinator.schedule``, which also gives
   ``initialized``; each scheduled function a worker finished is a step (``step`` events
   about once a second, the final count before ``done``).
-- **stdin**: the line ``end`` makes every ``server.join()`` return (a ps's script then ends
-  and the task exits 0 by itself); stdin EOF or the death of the parent process makes the
+- **stdin**: the line ``end`` ends the task inside ``server.join()`` with ``done`` (reason
+  ``ended_in_join``) and exit 0: by hand join never returns, so nothing the program does
+  after it runs; stdin EOF or the death of the parent process makes the
   task exit 143 (:mod:`trainer.lifecycle`). The shim owns stdin: a program that reads its
   own stdin does not get it.
 - **Avoidable waits**: ``SessionManager``'s ``recovery_wait_secs`` (30 s: how long a

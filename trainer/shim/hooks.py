@@ -99,11 +99,21 @@ def _patch_server(server: Any) -> None:
             original_join(self)
             return
         STATE.end.wait()
-        lifecycle.log(f"tfdist shim: {STATE.role}{STATE.index}: the controller ended the run; "
-                      "server.join() returns")
+        _end_in_join()
 
     server.start = start
     server.join = join
+
+
+def _end_in_join() -> None:
+    """The controller ended the run: the task ends here, inside ``server.join()``. By hand
+    join never returns, so what the program does after it (Kubeflow's TF1 dist-mnist falls
+    through into the chief's Supervisor code) is never run by us either."""
+    lifecycle.log(f"tfdist shim: {STATE.role}{STATE.index}: ended by the controller in server.join() "
+                  "(which never returns by hand)")
+    lifecycle.emit(protocol.Done(role=STATE.role, index=STATE.index, reason=protocol.REASON_ENDED_IN_JOIN,
+                                 global_step=STATE.global_step))
+    lifecycle.exit_now(lifecycle.EXIT_OK)
 
 
 #: What the shim says when a worker only serves and nothing will coordinate it (the

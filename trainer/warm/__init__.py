@@ -1,4 +1,4 @@
-"""Warm start (issue 25): a fork server that imports TensorFlow once per host and forks each
+"""Warm start: a fork server that imports TensorFlow once per host and forks each
 task from it, so a start, a restart or a relaunch does not pay the 4-15 s import again.
 
 ``python -m trainer.warm MODE`` (MODE ``trainer`` or ``shim``) imports TensorFlow the way
@@ -23,6 +23,13 @@ What a task reads when (measured on TensorFlow 2.21, CPU; :data:`IMPORT_TIME_ENV
   threads has 2 ``tf_Compute`` threads, one with 1 has 1), ``CUDA_VISIBLE_DEVICES`` and
   ``TF_FORCE_GPU_ALLOW_GROWTH`` (``cuInit`` runs when the first session is made, never in
   the pool), ``TF_CONFIG``, the trainer's own variables;
+- *choosing what is imported* (:data:`IMPORT_CHOOSING_ENV`): ``TF_USE_LEGACY_KERAS`` (which
+  Keras ``tensorflow.keras`` is: TensorFlow fixes its package path when it is imported, so a
+  pool imported without it gives Keras 3 to ``from tensorflow.keras import ...``),
+  ``KERAS_BACKEND``, ``TF_USE_MODULAR_FILESYSTEM``: part of the pool key, so
+  such a task forks from a pool imported with its values. A program that sets one itself
+  (``os.environ[...]`` before its ``import tensorflow``) starts cold, with a notice: the pool
+  imported TensorFlow before the program could;
 - ``OMP_NUM_THREADS``: read by OpenMP and OpenBLAS when they load (at import), so the child
   re-applies it at run time (threadpoolctl); without threadpoolctl it is latched.
 """
@@ -44,7 +51,14 @@ IMPORT_TIME_ENV: tuple[str, ...] = (
     "PYTHONIOENCODING", "PYTHONDEVMODE", "PYTHONFAULTHANDLER", "PYTHONHOME",
     "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONDONTWRITEBYTECODE",
     "LD_PRELOAD", "LD_LIBRARY_PATH", "MALLOC_ARENA_MAX",
+    "TF_USE_LEGACY_KERAS", "KERAS_BACKEND", "TF_USE_MODULAR_FILESYSTEM",
 )
+
+#: Of :data:`IMPORT_TIME_ENV`, those that change which modules TensorFlow or Keras load (not
+#: only how they log): a program that sets one of them itself cannot be forked from a pool
+#: that imported TensorFlow without it.
+IMPORT_CHOOSING_ENV: tuple[str, ...] = (
+    "TF_USE_LEGACY_KERAS", "KERAS_BACKEND", "TF_USE_MODULAR_FILESYSTEM")
 
 #: What the built-in trainer sets before it imports TensorFlow unless ``--verbose``
 #: (:func:`trainer.tfimport.import_tf`): its pool imports with the same values.

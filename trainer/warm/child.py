@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from trainer.shim import BOOTSTRAP
-from trainer.warm import COLD_NOTICE, MODES, POOL_ENV, ROOM_ENV, wire
+from trainer.warm import COLD_NOTICE, IMPORT_CHOOSING_ENV, MODES, POOL_ENV, ROOM_ENV, wire
 
 _PR_SET_PDEATHSIG = 1
 
@@ -37,7 +37,13 @@ def become_task(request: wire.Request, fds: list[int], module: str, server_pid: 
         _set_environment(request.env)
         shadowed = _shadowed(module, request.argv)
         if shadowed:
-            _exec_cold(module, request.argv, shadowed)
+            _exec_cold(module, request.argv, f"the program's folder has {', '.join(shadowed)}, "
+                                             "which the warm pool had imported already")
+        chosen = _chosen_by_program(module, request.argv, request.env)
+        if chosen:
+            _exec_cold(module, request.argv, f"the program sets {', '.join(chosen)} itself, which "
+                                             "TensorFlow reads when it is imported (the warm pool "
+                                             "imported it without)")
         _show_environment()
         _apply_thread_counts()
         sys.argv = [module, *request.argv]
@@ -156,10 +162,29 @@ def _shadowed(module: str, argv: tuple[str, ...]) -> list[str]:
     return sorted((names & loaded) - {"__main__"})
 
 
-def _exec_cold(module: str, argv: tuple[str, ...], shadowed: list[str]) -> None:
+#: How much of a program's script :func:`_chosen_by_program` reads.
+_SCRIPT_BYTES = 1 << 20
+
+
+def _chosen_by_program(module: str, argv: tuple[str, ...], env: dict[str, str]) -> list[str]:
+    """Variables of :data:`trainer.warm.IMPORT_CHOOSING_ENV` that the program's script names
+    and its environment does not set: a program setting one before its ``import tensorflow``
+    gets, cold, the Keras (or backend) it asked for; forked, the pool's. A task whose
+    environment sets it forks from a pool imported with it (the pool key holds it). Only a
+    script's own text is read (a ``-m`` module is found only by importing its package)."""
+    if module != MODES["shim"] or not argv or argv[0] == "-m":
+        return []
+    try:
+        with open(argv[0], "rb") as f:
+            text = f.read(_SCRIPT_BYTES)
+    except OSError:
+        return []
+    return [name for name in IMPORT_CHOOSING_ENV if name not in env and name.encode() in text]
+
+
+def _exec_cold(module: str, argv: tuple[str, ...], why: str) -> None:
     """Become a cold task in place (same pid, session, streams and parent-death signal)."""
-    os.write(2, (f"{COLD_NOTICE}the program's folder has {', '.join(shadowed)}, which the warm "
-                 "pool had imported already\n").encode())
+    os.write(2, f"{COLD_NOTICE}{why}\n".encode())
     # The shim as the controller starts it (trainer.shim.BOOTSTRAP): ``-m trainer.shim`` would
     # put the working folder first, where the program's own ``trainer`` would take the name.
     start = ["-c", BOOTSTRAP] if module == MODES["shim"] else ["-m", module]

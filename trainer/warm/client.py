@@ -91,9 +91,9 @@ def main(args: Sequence[str] | None = None) -> None:
 def _die_by(number: int) -> None:
     """End the way the task ended, killed by signal ``number``, so whoever waits on this
     client (sshd, the controller) sees that signal and not an exit code. SIGKILL and SIGSTOP
-    have no handler to reset (``signal.signal`` refuses them: the traceback and "exit code
-    1" of issue 33); a signal whose default is to be ignored ends us as a shell would say it,
-    128 + its number."""
+    have no handler to reset (``signal.signal`` refuses them, and its traceback made a warm
+    task SIGKILLed on an SSH host read as "exit code 1"); a signal whose default is to be
+    ignored ends us as a shell would say it, 128 + its number."""
     try:
         sig = signal.Signals(number)
     except ValueError:

@@ -2,7 +2,7 @@
 ours, and the task's parent-death signal is tied to a thread that lives as long as the
 server (PR_SET_PDEATHSIG fires when the forking *thread* ends).
 
-No client can take the pool down (issue 33): requests are read side by side without
+No client can take the pool down, nor the tasks it forked: requests are read side by side without
 blocking (a client sending a byte every few seconds delays nobody), each within one
 deadline for the whole request; a request that is too big, too deep, malformed, or whose
 fork fails (EAGAIN, ENOMEM) is refused alone, and its client starts the task cold. The

@@ -31,7 +31,8 @@ class Toggle:
 
 
 #: In status-bar order.
-TOGGLES = (Toggle(Setting.MODE), Toggle(Setting.PARTITIONS, "partitions "), Toggle(Setting.PLACEMENT))
+TOGGLES = (Toggle(Setting.MODE), Toggle(Setting.PARTITIONS, "partitions "), Toggle(Setting.PLACEMENT),
+           Toggle(Setting.FUSE))
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ CONTROLS: tuple[Control, ...] = (
     Control("minus", "-", "partitions(-1)", "-Part", "one partition fewer", _S, footer=False),
     Control("p", "p", "toggle_placement", "Placement", "placement: greedy / round_robin", _S,
             footer=False),
+    Control("u", "u", "toggle_fuse", "Fuse",
+            "fuse: one transfer per ps each way a step / one per variable", _S, footer=False),
     Control("R", "R", "relaunch", "Relaunch", "relaunch the cluster with the pending settings", _S,
             confirm=True),
     # As in less: / searches (every line kept, the matches marked, n / N go from one to

@@ -1,7 +1,8 @@
 """The record of a run whose core died under it (SIGKILL, the kernel's OOM killer): the app,
 which outlives its core, writes the run's ``summary.json`` and its ``run_finished`` line with
 what it knows and why the run ended, so the run is a finished one to ``tfdist-tui compare``
-and to the Runs pane, not one that "has not finished" (issue 33).
+and to the Runs pane, not one that "has not finished", as when a SIGKILLed
+core left no record.
 
 What it knows is what it showed: each task's last state, exit code, reason, restarts and
 last lines, the run's progress. Nothing is written when the core finished the run itself

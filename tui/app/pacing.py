@@ -1,5 +1,5 @@
 """What the app tells its core about the screen, so that an idle run's trickle of lines wakes
-neither process ten times a second (issue 35): which logs, charts and samples are on screen
+neither process ten times a second for nothing on screen: which logs, charts and samples are on screen
 (:class:`~tui.core.wire.Watch`: the core sends what concerns them at once, the rest when the
 app's clock ticks), and the clock's tick itself, which asks the core for what it held back
 (:class:`~tui.core.wire.Flush`) and draws once that has come: the table's ages and steps are

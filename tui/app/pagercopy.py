@@ -2,7 +2,7 @@
 
 The log file keeps a task's bytes as written, escape sequences included: ``less -R`` (the
 default pager) passes them to the terminal, where an OSC 8 hyperlink, an OSC 52 clipboard
-write or a title change does what the task wanted (issue 33). The app shows nothing of that
+write or a title change does what the task wanted. The app shows nothing of that
 on screen (:func:`tui.common.terminal.inert`); the pager gets the same treatment: a copy made
 line by line through that one filter, in a private folder, removed when the pager ends.
 (Colours go too: a pager filter that knew which sequences are harmless would be a second

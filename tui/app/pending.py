@@ -1,4 +1,4 @@
-"""The settings keys of the app (mode, partitions, placement; pending until ``R``
+"""The settings keys of the app (mode, partitions, placement, fuse; pending until ``R``
 relaunches), and their placement preview (computed without TensorFlow, as the key is
 pressed: tui/plan/preview.py)."""
 
@@ -23,7 +23,7 @@ from tui.program.base import Setting, TaskProgram
 def changed_settings(applied: TrainingSettings, pending: TrainingSettings) -> list[str]:
     """``name: old → new`` for each setting that differs."""
     lines = []
-    for name in ("mode", "partitions", "placement"):
+    for name in ("mode", "partitions", "placement", "fuse"):
         old, new = getattr(applied, name), getattr(pending, name)
         if old != new:
             lines.append(f"{name}: {getattr(old, 'value', old)} → {getattr(new, 'value', new)}")
@@ -92,6 +92,12 @@ class SettingsActions(App[int]):
         placement = (PlacementStrategy.ROUND_ROBIN if self.pending.placement is PlacementStrategy.GREEDY
                      else PlacementStrategy.GREEDY)
         self._set_pending(self.pending.replace(placement=placement), preview=True)
+
+    def action_toggle_fuse(self) -> None:
+        if self._ignored(Setting.FUSE):
+            return
+        # The variables and their ps stay the same: nothing for the placement preview.
+        self._set_pending(self.pending.replace(fuse=not self.pending.fuse), preview=False)
 
     def _compute_preview(self, settings: TrainingSettings) -> None:
         """Microseconds, so on the spot; the message tells whoever listens (tests, logs)."""

@@ -204,7 +204,7 @@ class ProcessBridge:
             self._bell.ring()
             self._end(why)
         # Closing too: a command sent meanwhile (a hang-up's stop) must not wait for an
-        # answer that cannot come (the app stayed 60 s after its terminal closed, issue 33).
+        # answer that cannot come (the app stayed 60 s after its terminal closed).
         self._end("the controller's core is gone")
         self._closed.set()
 

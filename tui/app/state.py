@@ -16,6 +16,7 @@ from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.common.terminal import inert
 from tui.config.cluster import Job
+from tui.core.anatomy import AnatomyBoard
 from tui.core.describe import describe_event
 from tui.core.events import (
     ControllerEvent,
@@ -65,7 +66,7 @@ class TaskRow:
     last_output: float | None = None
     tf_version: str = ""
     hint: str = ""  # the known-failure hint of the current launch (tui.core.hints), if any
-    warm: bool = False  # the current launch was forked from a warm pool (issue 25)
+    warm: bool = False  # the current launch was forked from a warm pool (TensorFlow already imported)
     #: TF2's coordinator: its rate is the whole cluster's (the workers show their parts).
     coordinates: bool = False
 
@@ -144,6 +145,8 @@ class Dashboard:
     usage: UsageSample | None = None
     #: Events folded so far: a test waiting on a slow machine waits while this moves.
     applied: int = 0
+    #: Each worker's latest step anatomy and the stragglers (the Throughput pane shows them).
+    anatomy: AnatomyBoard = field(default_factory=AnatomyBoard)
     #: What the run is, as the core says it (tui.core.run_facts); None before a run.
     facts: RunFacts | None = None
     #: Each worker's progress entry as last put in its row (:meth:`_rates`) and in its
@@ -223,7 +226,10 @@ class Dashboard:
         self.started = event.t
         self.finished = None
         self.placement = None
-        self.progress = ProgressSnapshot.empty(event.settings.steps)
+        # The step the program trains to as the core knows it: none for a program whose
+        # command never says (no "0 / 1,000" before its first step).
+        self.progress = ProgressSnapshot.empty(event.facts.target if event.facts is not None
+                                               else event.settings.steps)
         self.worker_history.clear()
         self._rated.clear()
         self._sampled.clear()
@@ -329,6 +335,10 @@ class Dashboard:
 
     def _trainer_event(self, task: str, event: protocol.Event, t: float) -> None:
         row = self.rows.get(task)
+        if self.anatomy.fold(task, event):
+            self.progress_revision += 1  # (the Throughput pane redraws on this)
+        if isinstance(event, protocol.StepAnatomy):
+            return  # shown in the Throughput pane, not a log line every few hundred steps
         if isinstance(event, protocol.Step):
             if row is not None:
                 row.global_step = event.global_step

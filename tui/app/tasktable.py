@@ -164,7 +164,7 @@ class TaskTable(DataTable[Text | str]):
                      cursor: bool = False, hover: bool = False) -> SegmentLines:
         """A cell as DataTable draws it, drawn again only when what it shows changed: the
         table's own cache forgets every cell on any update, and a second's ages redrew all of
-        them (most of what an idle 256-task run cost the app, issue 35)."""
+        them (most of what an idle 256-task run cost the app)."""
         row = self._row_locations.get_key(row_index)
         column = self._column_locations.get_key(column_index)
         if row is None or column is None:  # the header, row labels: as DataTable does

@@ -26,8 +26,9 @@ from tui.app.controls import CONTROLS, TOGGLES, Section, Toggle
 from tui.app.state import Dashboard
 from tui.common.terminal import inert
 from tui.common.units import format_bytes
-from tui.core.run_facts import Figures, RateUnit
+from tui.core.run_facts import Figures, RateUnit, setting_text
 from tui.core.task_state import TaskState
+from tui.program.base import Setting
 
 STATE_STYLES: dict[TaskState, str] = {
     TaskState.PENDING: "dim",
@@ -64,6 +65,8 @@ def duration(seconds: float) -> str:
 
 
 def _shown(settings: TrainingSettings, toggle: Toggle) -> str:
+    if toggle.setting is Setting.FUSE:
+        return setting_text(settings, toggle.setting)
     value = getattr(settings, toggle.setting.value)
     return str(getattr(value, "value", value))
 
@@ -168,7 +171,7 @@ _PANE_ACTIONS = frozenset(c.action for c in CONTROLS if c.action is not None and
 class QuietFooter(Footer):
     """Textual's footer, rebuilt only when the keys it shows change. The stock one rebuilds
     every key widget on each focus change; under a log flood that stalled pane switches that
-    move the focus (into and out of the Runs list) by 100-300 ms (``python -m bench.flood``).
+    move the focus (into and out of the Runs list) by 100-300 ms (``python -m bench.controller.flood``).
     A pane's own keys take the place of the task keys (:data:`_MAKE_ROOM`)."""
 
     _shown: tuple[tuple[str, str, str, bool, str], ...] | None = None
@@ -279,6 +282,8 @@ class ThroughputView(VerticalScroll):
         yield Sparkline([], id="rate-chart")
         yield Static("loss", classes="chart-title", id="loss-title")
         yield Sparkline([], id="loss-chart")
+        yield Static("step anatomy", classes="chart-title", id="anatomy-title")
+        yield Static(id="anatomy-text")
         yield WorkerCharts(id="worker-charts")
 
     def show(self, dashboard: Dashboard, *, workers: bool = True) -> None:
@@ -303,6 +308,11 @@ class ThroughputView(VerticalScroll):
         put(self.query_one("#loss-title", Static),
             scaled("training loss", losses, "{:.4g}", "a step report") if losses
             else "training loss: none reported yet")
+        lines = dashboard.anatomy.lines()
+        put(self.query_one("#anatomy-title", Static),
+            "step anatomy (a sampled step of each worker, from TensorFlow's step stats)" if lines
+            else "step anatomy: no step sampled yet")
+        put(self.query_one("#anatomy-text", Static), "\n".join(lines))
         if workers:
             self._show_workers(dashboard, examples)
 
@@ -317,7 +327,7 @@ class WorkerCharts(Widget):
     """Each worker's examples/sec: a title line and a sparkline under it, as the aggregate's
     (a :class:`Static` and a :class:`Sparkline` of two lines), but one widget drawn a line at
     a time: a widget per chart made hundreds of them with 240 workers, and showing the pane
-    laid every one out (hundreds of ms on the UI thread, issue 35). Only the lines on screen
+    laid every one out (hundreds of ms on the UI thread). Only the lines on screen
     are rendered, each chart once until its points change."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -411,6 +421,8 @@ def progress_text(shown: Figures) -> Text:
         text.append(f"  │ training accuracy {shown.train_accuracy:.3f}")
     if shown.accuracy is not None:
         text.append(f"  │ held-out accuracy {shown.accuracy:.3f}")
+    if shown.eval_loss is not None:
+        text.append(f"  │ held-out loss {shown.eval_loss:.4f}")
     return text
 
 

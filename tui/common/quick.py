@@ -4,7 +4,7 @@ A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``
 past the class's own ``__setattr__``, which refuses): a step event's twelve fields took longer
 to set than its line took to parse, and four such objects a line (the step, its output, its
 record, the worker's progress) were a tenth of what 256 tasks stepping five times a second
-cost the controller (issue 35). :func:`maker` sets them all at once instead, into the
+cost the controller. :func:`maker` sets them all at once instead, into the
 object's ``__dict__``, which is what the ``__init__`` ends with: the object compares, hashes,
 prints, pickles and stays frozen exactly as one made by its class.
 """

@@ -79,7 +79,7 @@ def one_line(text: str) -> str:
     """``text`` itself when it is inert and one line, else its Python ``repr`` (quoted, with
     newlines, controls and format characters escaped): for a name from a user or a file
     written into a comment of a file another program reads (an sbatch script, a manifest,
-    a hosts.yaml), where a newline would begin a line of code (issue 33)."""
+    a hosts.yaml), where a newline would begin a line of code that then runs."""
     return text if is_inert(text) else repr(text)
 
 

@@ -24,7 +24,7 @@ from tui.config.yamlload import ConfigError, Item, NodeReader
 PROGRAM_KEYS = tuple(keys.PROGRAM)
 #: ``training:`` keys that keep their meaning with a user's program (toggles, progress,
 #: default directories); every other key is a free-form value for the placeholders.
-DRIVEN_SETTINGS = ("mode", "partitions", "steps", "checkpoint_dir", "summary_dir")
+DRIVEN_SETTINGS = ("mode", "partitions", "fuse", "steps", "checkpoint_dir", "summary_dir")
 _PYTHON = re.compile(r"python(3(\.\d+)?)?")
 #: Python options that take the next argument as their value.
 _PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "-Q"})

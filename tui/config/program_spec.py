@@ -31,6 +31,7 @@ class Placeholder(str, Enum):
     MODE = "mode"
     SYNC = "sync"
     PARTITIONS = "partitions"
+    FUSE = "fuse"
     STEPS = "steps"
     RUN_DIR = "run_dir"
     CHECKPOINT_DIR = "checkpoint_dir"
@@ -40,6 +41,8 @@ class Placeholder(str, Enum):
 #: The placeholders the app's mode toggle (``m``) drives, and the partitions toggle (``+``/``-``).
 MODE_PLACEHOLDERS = frozenset({Placeholder.MODE.value, Placeholder.SYNC.value})
 PARTITION_PLACEHOLDERS = frozenset({Placeholder.PARTITIONS.value})
+#: The placeholder the app's fuse toggle (``u``) drives: ``true`` or ``false``.
+FUSE_PLACEHOLDERS = frozenset({Placeholder.FUSE.value})
 
 
 @dataclass(frozen=True)

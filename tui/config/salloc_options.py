@@ -1,6 +1,6 @@
 """``extra:`` of a ``kind: slurm`` entry read the way ``salloc`` reads its command line
 (getopt_long, Slurm 22.05), so an option the controller sets itself cannot come in under
-another spelling (issue 33): an unambiguous abbreviation of a long option (``--no-sh`` is
+another spelling: an unambiguous abbreviation of a long option (``--no-sh`` is
 ``--no-shell``, ``--job-n=x`` and ``--jo=x`` are ``--job-name``), its ``=`` and
 separate-word forms, short options bundled or with their value attached (``-Jname``,
 ``-vN2``), and words that are the value of the option before them (``--comment --no-shell``

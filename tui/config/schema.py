@@ -85,6 +85,8 @@ def _training_setting(name: str) -> Schema:
     schema: Schema
     if isinstance(kind, type) and issubclass(kind, Enum):
         schema = {"enum": [member.value for member in kind]}
+    elif kind is bool:
+        schema = {"type": "boolean"}
     elif kind is int:
         schema = {"type": "integer"}
     elif kind is float:

@@ -3,11 +3,26 @@ front ends (a task's exit: :class:`tui.core.exits.ExitInfo`)."""
 
 from __future__ import annotations
 
+import time
+
 from trainer import protocol
 
 
 def format_number(value: float | None, digits: int = 4) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def reported_at(event: protocol.Event) -> str:
+    """When a task reported ``event``, as both front ends say it (``12:03:04``): a run may
+    report its placement more than once (a TF2 program creates variables as it goes), and
+    each screen shows the latest, with its time."""
+    return time.strftime("%H:%M:%S", time.localtime(event.t))
+
+
+def same_placement(a: protocol.Placement, b: protocol.Placement) -> bool:
+    """Whether two placement reports say the same (a report again changes nothing shown)."""
+    return (a.ps_bytes, a.variables, a.strategy, a.partitions) == (b.ps_bytes, b.variables, b.strategy,
+                                                                   b.partitions)
 
 
 def describe_event(event: protocol.Event) -> str:
@@ -28,7 +43,7 @@ def describe_event(event: protocol.Event) -> str:
         return (f"step {event.global_step}{target} loss {format_number(event.loss)} "
                 f"{event.examples_per_sec:.1f} ex/s")
     if isinstance(event, protocol.Eval):
-        return (f"eval at step {event.global_step}: accuracy {event.accuracy:.4f} "
+        return (f"eval at step {event.global_step}: accuracy {format_number(event.accuracy)} "
                 f"loss {format_number(event.loss)} ({event.examples} examples)")
     if isinstance(event, protocol.Checkpoint):
         text = f"checkpoint {event.action} at step {event.global_step}"
@@ -38,6 +53,8 @@ def describe_event(event: protocol.Event) -> str:
             text += f" ({event.reason})"
         return text
     if isinstance(event, protocol.Done):
+        if event.reason == protocol.REASON_ENDED_IN_JOIN:
+            return "ended by the controller in server.join()"
         if event.role == "ps":  # a ps has no step of its own: it leaves once every worker is done
             return f"done ({event.reason})"
         if event.reason == protocol.REASON_PROGRAM_ENDED and not event.global_step:
@@ -45,4 +62,19 @@ def describe_event(event: protocol.Event) -> str:
         return f"done ({event.reason}) at step {event.global_step}"
     if isinstance(event, protocol.Error):
         return f"error: {event.type}: {event.message}"
+    if isinstance(event, protocol.StepAnatomy):
+        return anatomy_line(event)
     return event.KIND
+
+
+def part_name(part: protocol.AnatomyPart) -> str:
+    """``compute``, ``read ps0``, ``push ps1``, ..."""
+    return part.part if part.ps is None else f"{part.part} ps{part.ps}"
+
+
+def anatomy_line(event: protocol.StepAnatomy) -> str:
+    """A sampled step's parts as shares of it, largest first; parts of no time left out."""
+    parts = sorted((p for p in event.parts if p.share >= 0.005), key=lambda p: -p.share)
+    shown = " · ".join(f"{part_name(p)} {p.share:.0%}" for p in parts)
+    return (f"step {event.global_step} took {event.seconds * 1000:.2f} ms: {shown} "
+            f"(1 step in {event.every} traced, costing {event.cost:.1%})")

@@ -208,6 +208,9 @@ class Incident:
     global_step: int
     resumed_step: int | None = None
     t: float = field(default_factory=time.time)
+    #: The task was started again (a restart called off, or cut short by the run's end,
+    #: never was: no claim about a rejoin is made then).
+    restarted: bool = True
 
     @property
     def steps_lost(self) -> int | None:
@@ -218,13 +221,16 @@ class Incident:
         return max(0, self.global_step - self.resumed_step)
 
     def describe(self) -> str:
-        """One line for people: what failed, what was done, where training resumed."""
+        """One line for people: what failed, what was done, where training resumed. "Did
+        not rejoin" only of a task that was restarted and not seen working after it."""
         head = f"{self.task} {self.reason} at step {self.global_step}"
         if self.kind is IncidentKind.CLUSTER_RESTART:
             if self.resumed_step is None:
                 return f"{head}: cluster restarted, training did not resume"
             return (f"{head}: cluster restarted, resumed from step {self.resumed_step} "
                     f"({self.steps_lost} steps lost)")
+        if not self.restarted:
+            return f"{head}: not restarted (the run's training was over first)"
         if self.resumed_step is None:
             return f"{head}: restarted, did not rejoin"
         return f"{head}: restarted, rejoined at step {self.resumed_step}"
@@ -249,6 +255,9 @@ class RunSummary:
     incidents: tuple[Incident, ...] = ()
     #: The training accuracy the workers last reported (Keras' bars, ``tfdist_report``).
     final_train_accuracy: float | None = None
+    #: Held-out loss (the last evaluation's: an evaluator, ``Model.evaluate``), never the
+    #: training loss of :attr:`final_loss`.
+    final_eval_loss: float | None = None
 
     @property
     def failed_tasks(self) -> tuple[TaskResult, ...]:

@@ -31,6 +31,8 @@ class RunOptions:
     on_stall: StallPolicy = StallPolicy.WARN
     #: ``--cold``: no warm pools; every task imports TensorFlow itself.
     cold: bool = False
+    #: ``--anatomy``: headless prints each worker's sampled step anatomy as it comes.
+    anatomy: bool = False
     #: ``--tensorboard``: TensorBoard for the run's directory, from its start to the end.
     tensorboard: bool = False
 

@@ -51,7 +51,7 @@ from tui.launch.deathsig import signal_me_when_parent_dies
 #: and well under the app's refresh tick (0.1 s) for a single event.
 GATHER_SECONDS = 0.01
 #: Frames go at most this often: a steady trickle (256 tasks' step lines) is sent as a few
-#: frames a second, each waking the app once, not one per line (issue 35). The app's
+#: frames a second, each waking the app once, not one per line. The app's
 #: frame (``tui.app.app.REFRESH_SECONDS``): the app folds at most one frame per frame of its own.
 FRAME_SECONDS = 0.1
 #: What the app has not on screen (:class:`~tui.core.wire.Watch`) waits for its clock's tick
@@ -68,7 +68,7 @@ CLOSING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 APP_GONE = "the app ended without closing its core (killed?)"
 #: Once closing, the core ends within this many seconds, however its close goes (the app's
 #: own close gives it 15 s, then kills it; an app that is gone gives it nothing): past it,
-#: every task's process group is SIGKILLed and the core exits (issue 33).
+#: every task's process group is SIGKILLed and the core exits: no orphans.
 CLOSE_DEADLINE = 30.0
 #: What the kernel sends the core when the app has died (its parent-death signal).
 APP_GONE_SIGNAL = signal.SIGUSR2
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Until the session's own handlers are in place, a closing signal ends us at once (there
     # is nothing to stop yet), whatever the app's parent left ignored or blocked (nohup, a
-    # shell's trap): a core that ignored SIGTERM outlived its app (issue 33).
+    # shell's trap): a core that ignored SIGTERM outlived its app.
     for signum in (*CLOSING_SIGNALS, APP_GONE_SIGNAL):
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, (*CLOSING_SIGNALS, APP_GONE_SIGNAL))

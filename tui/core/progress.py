@@ -158,8 +158,10 @@ class ProgressTracker:
             self._history.clear()
         elif isinstance(event, protocol.Eval):
             self._global_step = max(self._global_step, event.global_step)
-            self._accuracy = event.accuracy
-            self._eval_loss = event.loss
+            if event.accuracy is not None:
+                self._accuracy = event.accuracy
+            if event.loss is not None:
+                self._eval_loss = event.loss
         elif isinstance(event, protocol.Done):
             self._global_step = max(self._global_step, event.global_step)
             # The chief's final numbers are the run's; another worker's fill in only gaps.
@@ -169,8 +171,8 @@ class ProgressTracker:
             self._chief_done = self._chief_done or is_chief
             if event.accuracy is not None and (is_chief or self._final_accuracy is None):
                 self._final_accuracy = event.accuracy
-        elif isinstance(event, protocol.Placement) and self.placement is None:
-            self.placement = event
+        elif isinstance(event, protocol.Placement):
+            self.placement = event  # the latest: every screen shows it (more variables, later)
             return False
         else:
             return False
@@ -296,6 +298,11 @@ class ProgressTracker:
         """The held-out accuracy the run ended with: the chief's ``done`` report, else the
         last eval (never a training accuracy)."""
         return self._final_accuracy if self._final_accuracy is not None else self._accuracy
+
+    @property
+    def final_eval_loss(self) -> float | None:
+        """The held-out loss last evaluated (never a training loss)."""
+        return self._eval_loss
 
     @property
     def final_train_accuracy(self) -> float | None:

@@ -14,7 +14,7 @@ from tui.core.progress import ProgressSnapshot
 from tui.program.base import Setting, TaskProgram
 
 #: The settings a run may be driven by, in the order they are shown.
-_SHOWN = (Setting.MODE, Setting.PARTITIONS, Setting.PLACEMENT)
+_SHOWN = (Setting.MODE, Setting.PARTITIONS, Setting.PLACEMENT, Setting.FUSE)
 
 
 class RateUnit(Enum):
@@ -50,6 +50,8 @@ class RunFacts:
 def setting_text(settings: TrainingSettings, setting: Setting) -> str:
     """One setting as the status bar and the header show it."""
     value = getattr(settings, setting.value)
+    if setting is Setting.FUSE:
+        return "fused" if value else "unfused"
     text = str(getattr(value, "value", value))
     return f"partitions {text}" if setting is Setting.PARTITIONS else text
 

@@ -219,7 +219,8 @@ def summarise(samples: Sequence[TrafficSample],
     if not any(row.measured_per_sec for row in rows):
         return None  # training ended between two samples: nothing was measured
     return TrafficSummary(seconds, steps_per_sec, tuple(rows), _max_mean([r.measured_per_sec for r in rows]),
-                          placement.max_mean_ratio if placement is not None else None)
+                          placement.max_mean_ratio if placement is not None and predicts_traffic(placement)
+                          else None)
 
 
 def training_window(samples: Sequence[TrafficSample]) -> tuple[TrafficSample, TrafficSample] | None:

@@ -51,7 +51,7 @@ class Watch:
     log it shows (None: every task's, the merged log), and whether it shows the progress or
     the traffic. What concerns none of it (:func:`prompt`) is held back until the app's
     clock ticks (:class:`Flush`), which draws it all: an idle run's trickle of lines woke
-    both processes ten times a second for nothing on screen (issue 35). Until the app says,
+    both processes ten times a second for nothing on screen. Until the app says,
     everything is on screen."""
 
     tasks: frozenset[str] | None = None
@@ -111,7 +111,7 @@ class ProgressDelta:
     """A :class:`~tui.core.events.ProgressUpdate` as it crosses: the snapshot without its
     workers, and only the workers whose entry changed since the previous one that crossed
     (:class:`ProgressPacker`). 256 workers listed ten times a second were most of what the
-    core sent an idle run's app, pickled there and unpickled here (issue 35)."""
+    core sent an idle run's app, pickled there and unpickled here."""
 
     progress: ProgressSnapshot
     t: float

@@ -340,7 +340,7 @@ def read_input(path: Path) -> Imported:
 def hosts_yaml(imported: Imported, source: Path) -> str:
     """The hosts.yaml text for ``imported``: comments first, then the sections."""
     # Comments one line each: a newline in the file's name (or in a value a note quotes)
-    # would start YAML of its own, such as a program: to run (issue 33).
+    # would start YAML of its own, such as a program: to run.
     lines = [f"# Imported by tfdist-tui from {one_line(source.name)} ({one_line(imported.source)}).",
              "# Guessed or left out:"]
     lines += [f"#   - {one_line(note)}" for note in imported.notes]

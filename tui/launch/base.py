@@ -15,7 +15,7 @@ from tui.config.cluster import HostSpec, TaskSpec
 from tui.launch.lines import OutputBatch
 from tui.launch.probe import HostResources
 
-#: The reason given with the STARTING state of a task forked from a warm pool (issue 25):
+#: The reason given with the STARTING state of a task forked from a warm pool:
 #: the headless start-up lines and the task table show it.
 WARM_REASON = "warm start"
 

@@ -36,10 +36,10 @@ GROWTH_ENV = "TF_FORCE_GPU_ALLOW_GROWTH"
 #: dequeue, a RecvTensor) would hold up every other one.
 MIN_INTER_OP = 2
 #: A worker's intra-op pool is this many times its share of the cores (capped at the host's
-#: cores). A worker waits for the ps for most of each step (``python -m bench.step_profile``:
+#: cores). A worker waits for the ps for most of each step (``python -m bench.training.step_profile``:
 #: 6.6 of 7.6 ms for the mlp on 2 cores), so counting every task as busy all the time
 #: starves the bursts in between: intra-op = the bare share made 1 ps + 2 workers on 2 cores
-#: 22-25 % slower than TensorFlow's defaults (``python -m bench.scaling``). A ps keeps its
+#: 22-25 % slower than TensorFlow's defaults (``python -m bench.training.scaling``). A ps keeps its
 #: bare share: its ops are tiny element-wise updates, its RPCs run on gRPC's own threads.
 WORKER_OVERSUBSCRIPTION = 2
 

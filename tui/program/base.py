@@ -46,6 +46,7 @@ class Setting(Enum):
     MODE = "mode"
     PARTITIONS = "partitions"
     PLACEMENT = "placement"
+    FUSE = "fuse"
 
 
 @dataclass(frozen=True)

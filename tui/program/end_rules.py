@@ -69,6 +69,12 @@ class RunEnd(Enum):
             return f"ended by the controller: {chief} finished (counted as succeeded)"
         return "ended by the controller after every worker finished (counted as succeeded)"
 
+    def called_off_reason(self, chief: str, before: str) -> str:
+        """Why a serving task waiting to restart (it had ended for ``before``) is not restarted:
+        training is over."""
+        who = f"{chief} finished" if self is RunEnd.CHIEF else "every worker finished"
+        return f"restart called off: {who} while it waited to restart (it {before})"
+
     def ended_notice(self, chief: str, ended: Sequence[tuple[str, Job]]) -> str | None:
         """What the controller says once it ended the tasks ``ended`` (name and job) because
         training is over: with a chief job, that the chief finished and which it ended

@@ -40,6 +40,11 @@ class _Keras:
     epoch: int = 1
     batches: int = 0
     last_batch: int = 0
+    #: The epoch's bar reached its last batch, and no ``Epoch N/M`` line came since: a bar
+    #: now is ``Model.evaluate``'s (or ``predict``'s) after ``fit``, not training.
+    completed: bool = False
+    #: The bar being read is such an evaluation's.
+    evaluating: bool = False
 
 
 class LogMetrics:
@@ -50,7 +55,8 @@ class LogMetrics:
     What a training task's lines say is training progress: its accuracy (a Keras bar's) is
     the training accuracy of its ``step``. An evaluator's lines (``evaluates``) are held-out
     evaluations: ``eval`` events (at the step its line names, else 0: the run's step then),
-    never steps."""
+    never steps. So is a training task's Keras bar that follows a finished epoch with no new
+    ``Epoch`` line (``Model.evaluate`` after ``fit``): its loss is held-out, not training's."""
 
     def __init__(self, role: str, index: int, *, patterns: Sequence[MetricPattern] = (),
                  examples_per_step: float | None = None, target: int = 0,
@@ -96,6 +102,12 @@ class LogMetrics:
                 return []
             return [protocol.Eval(role=self._role, index=self._index, t=now, global_step=global_step or 0,
                                   accuracy=accuracy, loss=loss, examples=0)]
+        if self._keras.evaluating:
+            if loss is None and accuracy is None:
+                return []
+            # (Step 0: the run's step then, as an evaluator's.)
+            return [protocol.Eval(role=self._role, index=self._index, t=now, global_step=0,
+                                  accuracy=accuracy, loss=loss, examples=0)]
         if loss is not None:
             self._loss = loss
         if global_step is None:
@@ -118,6 +130,7 @@ class LogMetrics:
             return None
         if match := KERAS_EPOCH.match(text):
             self._keras.epoch = int(match["epoch"])
+            self._keras.completed = self._keras.evaluating = False
             return None
         if match := KERAS_PROGRESS.match(text):
             return self._keras_step(match, text)
@@ -127,9 +140,15 @@ class LogMetrics:
                                                                      float | None]:
         keras = self._keras
         batch = int(match["batch"])
+        if keras.completed and not keras.evaluating:
+            keras.evaluating = True  # a new bar after the epoch's last batch: an evaluation
+        if keras.evaluating:
+            metrics = {m["name"]: _float(m["value"]) for m in KERAS_METRIC.finditer(text)}
+            return None, metrics.get("loss"), metrics.get("accuracy", metrics.get("acc")), None
         if match["batches"].isdigit():
             keras.batches = int(match["batches"])
         keras.last_batch = batch
+        keras.completed = keras.batches > 0 and batch >= keras.batches
         metrics = {m["name"]: _float(m["value"]) for m in KERAS_METRIC.finditer(text)}
         accuracy = metrics.get("accuracy", metrics.get("acc"))
         # Batches count from 1 in each epoch; the run's step counts through the epochs. (An

@@ -20,7 +20,12 @@ from trainer.shim import BOOTSTRAP
 from tui.config.cluster import Job, TaskSpec
 from tui.config.program import is_python, module_index, runs_python, script_index
 from tui.config.program_source import pss_spot
-from tui.config.program_spec import MODE_PLACEHOLDERS, PARTITION_PLACEHOLDERS, ProgramSpec
+from tui.config.program_spec import (
+    FUSE_PLACEHOLDERS,
+    MODE_PLACEHOLDERS,
+    PARTITION_PLACEHOLDERS,
+    ProgramSpec,
+)
 from tui.launch.package import upload_package
 from tui.program.base import (
     OutputReader,
@@ -44,7 +49,8 @@ SHIM_ENV = "TFDIST_SHIM"
 #: on a remote host the shim puts it on ``sys.path`` itself.
 REPORT_PATH = "trainer/shim/userlib"
 #: ``... Started server with target: grpc://localhost:2222``
-_PLACEHOLDERS_OF = {Setting.MODE: MODE_PLACEHOLDERS, Setting.PARTITIONS: PARTITION_PLACEHOLDERS}
+_PLACEHOLDERS_OF = {Setting.MODE: MODE_PLACEHOLDERS, Setting.PARTITIONS: PARTITION_PLACEHOLDERS,
+                    Setting.FUSE: FUSE_PLACEHOLDERS}
 _STARTED = re.compile(re.escape(protocol.SERVER_STARTED) + r":?\s*(?:grpc://)?(?P<address>\S+)")
 
 
@@ -250,6 +256,7 @@ def placeholder_values(ctx: TaskContext, *, from_subfolder: bool = False) -> dic
         "mode": settings.mode.value,
         "sync": "true" if settings.mode.value == "sync" else "false",
         "partitions": str(settings.partitions),
+        "fuse": "true" if settings.fuse else "false",
         "steps": str(settings.steps),
         "run_dir": run_dir,
         "checkpoint_dir": settings.checkpoint_dir or posixpath.join(run_dir, CHECKPOINTS),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,6 +25,7 @@ from trainer.settings import Mode
 from tui.config.cluster import Job, RestartMode, RestartPolicy
 from tui.config.restart_policy import PEER_LOSS_SETTLE
 from tui.core.events import Incident, IncidentKind, Notice, RunOutcome, TrainerEvent
+from tui.core.supervisor import recovery
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.task_state import TaskState
 
@@ -217,3 +219,15 @@ async def test_stopping_a_worker_by_hand_in_sync_mode_warns_that_training_pauses
     if warned:
         assert warnings[0].startswith("sync mode: every round needs a gradient from each worker")
     await supervisor.stop_all()
+
+
+def test_a_failures_step_is_the_tasks_own_last_report_where_it_made_one() -> None:
+    """A chief that reported step 21 and was then killed failed at 21, whatever the run's
+    step had last been told (13); a task that reported nothing failed at the run's step."""
+    run = SimpleNamespace(incidents=[], awaiting_resume={}, progress=SimpleNamespace(global_step=13),
+                          clock=SimpleNamespace(time=lambda: 5.0))
+    for name, last_step in (("chief0", 21), ("worker1", None)):
+        task = SimpleNamespace(name=name, last_step=last_step)
+        recovery._record_incident(run, task, "was killed by SIGKILL", IncidentKind.TASK_RESTART, resumes=task)
+    assert [(i.task, i.global_step, i.restarted) for i in run.incidents] == [("chief0", 21, False),
+                                                                             ("worker1", 13, False)]

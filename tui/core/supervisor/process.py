@@ -63,7 +63,7 @@ async def _launch(run: RunRecord, task: TaskRecord) -> str | None:
         ending.cancel()
     if not starting.done():
         # Stopped while it was starting (a warm pool importing TensorFlow takes 5-180 s):
-        # the stop does not wait for that (a core asked to close did, issue 33). The task
+        # the stop does not wait for that (a core asked to close did, and outlived its app). The task
         # stays not started; what the launcher still makes is killed when it comes.
         _ABANDONED.add(starting)
         starting.add_done_callback(_kill_abandoned)
@@ -176,7 +176,7 @@ async def _pump(run: RunRecord, task: TaskRecord, process: RunningTask) -> None:
         if isinstance(process, HandsOutput):
             # Each batch acted on from the read that completed it: a task's wake-up, a future
             # and two generators' resumptions per line were a tenth of the CPU that 256 tasks
-            # stepping five times a second cost (issue 35).
+            # stepping five times a second cost.
             await process.hand_output(functools.partial(on_output, run, task))
             return
         async for batch in process.output():
@@ -204,7 +204,7 @@ def on_output(run: RunRecord, task: TaskRecord, batch: OutputBatch) -> None:
     """A batch of the task's output lines: publish them, keep the last ones for the tail,
     offer the hint a line shows, and act on the protocol events lines carry, in the order of
     the lines. The work per line is a few searches of the whole batch: a flood's plain lines
-    cost no Python call each (issue 23's log pipe)."""
+    cost no Python call each, so a task that prints fast is not slowed by its pipe."""
     now = run.clock.time()
     task.last_activity = run.clock.monotonic()
     lines = batch.lines
@@ -304,6 +304,8 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
         index = run.awaiting_resume.pop(task.name)
         run.incidents[index] = dataclasses.replace(run.incidents[index],
                                                    resumed_step=event.global_step)
+    elif isinstance(event, protocol.Done):
+        task.last_step = event.global_step
     # Readiness: with --hold, `loaded` means the graph is built and `go` may be sent;
     # `ready` means its server is up.
     if isinstance(event, protocol.Loaded):
@@ -317,12 +319,30 @@ def on_event(run: RunRecord, task: TaskRecord, event: protocol.Event, now: float
 
 def _on_step(run: RunRecord, task: TaskRecord, event: protocol.Step, now: float) -> None:
     """:func:`on_event` for a step."""
+    task.last_step = event.global_step
+    if event.coordinator and event.by_worker:
+        _functions_finished(run, event)
     progressed = run.progress.update(task.name, event, now)
     run.publish(_make_trainer_event(task=task.name, event=event, t=now))
     if progressed:
         run.publish_progress()
     if run.trains(task):
         _stepped(run, task, event)
+
+
+def _functions_finished(run: RunRecord, event: protocol.Step) -> None:
+    """The coordinator's count of each worker's finished functions: a restarted worker
+    whose count grows past what it was at its restart has rejoined (it reports nothing
+    itself), at the coordinator's step."""
+    run.worker_functions = event.by_worker
+    for name, baseline in list(run.resume_baseline.items()):
+        index = run.tasks[name].plan.spec.index
+        if index < len(event.by_worker) and event.by_worker[index] > baseline:
+            del run.resume_baseline[name]
+            number = run.awaiting_resume.pop(name, None)
+            if number is not None:
+                run.incidents[number] = dataclasses.replace(run.incidents[number],
+                                                            resumed_step=event.global_step)
 
 
 def _stepped(run: RunRecord, task: TaskRecord, event: protocol.Step) -> None:

@@ -133,6 +133,10 @@ class TaskRecord:
         #: Ended by the controller past the target (tui.core.supervisor.after_target), so it
         #: never told the ps it was done: they wait for its token in vain.
         self.ended_after_target = False
+        #: Its restart was called off because training was over while it waited in its
+        #: backoff (:func:`tui.core.supervisor.stopping.call_off_restarts`): STOPPED, and no
+        #: failure of the run's.
+        self.restart_called_off = False
         self.new_launch()
 
     @property
@@ -155,6 +159,8 @@ class TaskRecord:
         self.reader = self._new_reader()  # what this launch's output means (tui.program)
         self.stall_reported = False  # the stall watchdog reports a launch once
         self.stepped = False  # it reported a step this launch (before that it may set up quietly)
+        #: The global step it last reported itself this launch (a step or its ``done``).
+        self.last_step: int | None = None
         #: Its TensorFlow server said it started (a ``ready`` event with TensorFlow's version,
         #: from the shim or the trainer): ``end`` makes that server's ``join()`` return.
         self.tf_server = False
@@ -246,6 +252,12 @@ class RunRecord:
         self.incidents: list[Incident] = []
         # task name -> index in `incidents` of the incident that task's `initialized` closes
         self.awaiting_resume: dict[str, int] = {}
+        #: A restarted TF2 worker reports nothing itself: the coordinator's count of the
+        #: functions it finished (``by_worker``) when it was started again; more later means
+        #: it rejoined.
+        self.resume_baseline: dict[str, int] = {}
+        #: The functions each worker finished, as the coordinator last reported them.
+        self.worker_functions: tuple[int, ...] = ()
         #: Called when a task failed by itself (task, was it running, reason): the restart
         #: policy's entry point, set by the supervisor.
         self.on_failure: Callable[[TaskRecord, bool, str], None] = lambda task, running, why: None

@@ -4,6 +4,8 @@ the run. Each restart is an :class:`~tui.core.events.Incident` of the summary.""
 
 from __future__ import annotations
 
+import dataclasses
+
 from tui.config.cluster import Job
 from tui.config.restart_policy import PEER_LOSS_SETTLE, Decision, FailureFacts, PsFacts, decide
 from tui.core.clock import Wake, first_completed
@@ -76,9 +78,11 @@ def _record_incident(run: RunRecord, task: TaskRecord, reason: str, kind: Incide
                      resumes: TaskRecord) -> None:
     """Note a restart for the summary; ``resumes``'s next `initialized` says where
     training went on."""
-    run.incidents.append(Incident(kind=kind, task=task.name, reason=reason,
-                                  global_step=run.progress.snapshot().global_step,
-                                  t=run.clock.time()))
+    # Its own last report where it made one (a chief that printed its result at step 21 and
+    # was then killed was at 21, whatever the run's step had last been told); else the run's.
+    step = task.last_step if task.last_step is not None else run.progress.global_step
+    run.incidents.append(Incident(kind=kind, task=task.name, reason=reason, global_step=step,
+                                  t=run.clock.time(), restarted=kind is IncidentKind.CLUSTER_RESTART))
     run.awaiting_resume[resumes.name] = len(run.incidents) - 1
 
 
@@ -118,6 +122,20 @@ async def _restart_cluster(run: RunRecord, cause: TaskRecord) -> None:
         run.check_workers_done()
 
 
+def _restarted(run: RunRecord, task: TaskRecord) -> None:
+    """``task`` was started again for its incident: a rejoin may be claimed from now on,
+    once it is seen working (its own report, or the coordinator's count of its functions
+    growing past this moment's)."""
+    number = run.awaiting_resume.get(task.name)
+    if number is None:
+        return
+    run.incidents[number] = dataclasses.replace(run.incidents[number], restarted=True)
+    if task.job is Job.WORKER:
+        counts = run.worker_functions
+        index = task.plan.spec.index
+        run.resume_baseline[task.name] = counts[index] if index < len(counts) else 0
+
+
 async def _restart_after_backoff(run: RunRecord, task: TaskRecord, backoff: float) -> None:
     try:
         wake = await first_completed({Wake.DONE: run.clock.sleep(backoff),
@@ -129,6 +147,7 @@ async def _restart_after_backoff(run: RunRecord, task: TaskRecord, backoff: floa
                 and task.state is TaskState.BACKOFF:
             failure = await launch(run, task)
             if failure is None:
+                _restarted(run, task)
                 run.spawn(expect_ready(run, task))
             elif run.options.fail_fast:
                 run.request_stop(RunOutcome.FAILED, failure)

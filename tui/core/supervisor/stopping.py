@@ -77,6 +77,19 @@ async def kill_everything(run: RunRecord) -> None:
                 log.exception("%s: SIGKILL failed", task.name)
 
 
+def call_off_restarts(run: RunRecord) -> None:
+    """Training is over: a serving task waiting in its restart backoff (a worker SIGKILLed
+    while the chief went on to finish) is not started again. It is STOPPED, with why, and
+    fails nothing: by the roles' rules the run's outcome is its training's."""
+    waiting = [t for t in run.servers() if t.state is TaskState.BACKOFF]
+    for task in waiting:
+        task.restart_called_off = True
+        reason = run.run_end.called_off_reason(run.chief.name, task.last_exit[1])
+        run.set_state(task, TaskState.STOPPED, reason)
+    if waiting:
+        run.notify(Level.INFO, f"training is over: {', '.join(t.name for t in waiting)} not restarted")
+
+
 async def let_ps_exit(run: RunRecord) -> None:
     """Training is over (every task that trains exited, :attr:`RunRecord.run_end`): end each
     serving task as the rule says (:meth:`~tui.program.end_rules.RunEnd.ending_of`). The
@@ -85,10 +98,13 @@ async def let_ps_exit(run: RunRecord) -> None:
     ``end`` and has as long to exit; any other program's ps, every evaluator, and (with a
     chief job) every worker are simply ended at once. Ended ones count as succeeded; the
     lifecycle stops whatever is still running."""
-    waiting = [t for t in run.servers() if t.state.is_active]
     workers_ok = all(t.state is TaskState.SUCCEEDED for t in run.workers())
-    if not waiting or not workers_ok:
+    if not workers_ok:
         return  # a ps exits by itself only after every worker's clean shutdown
+    call_off_restarts(run)
+    waiting = [t for t in run.servers() if t.state.is_active]
+    if not waiting:
+        return
     rule, ending = run.run_end, run.program.ps_ending
     ended_reason = rule.ended_reason(run.chief.name)
     # Serving a chief, only a task whose TensorFlow server the shim saw start is in a join()

@@ -23,10 +23,11 @@ def summarize(run: RunRecord) -> RunSummary:
         outcome = RunOutcome.FAILED
         reason = (run.stop_reason if run.stop_outcome is RunOutcome.FAILED
                   else f"{failed[0].name} {failed[0].reason}")
-    elif all(t.state is TaskState.SUCCEEDED for t in tasks if t not in evaluators):
+    elif all(t.state is TaskState.SUCCEEDED or t.restart_called_off for t in tasks if t not in evaluators):
         outcome, reason = RunOutcome.SUCCEEDED, "; ".join(
-            f"{t.name} {t.reason} (training went on without it)"
-            for t in evaluators if t.state is TaskState.FAILED)
+            [f"{t.name} {t.reason} (training went on without it)"
+             for t in evaluators if t.state is TaskState.FAILED]
+            + [f"{t.name}: {t.reason}" for t in tasks if t.restart_called_off])
     else:
         outcome, reason = RunOutcome.STOPPED, run.stop_reason or "stopped"
     snapshot = run.progress.snapshot()
@@ -42,6 +43,7 @@ def summarize(run: RunRecord) -> RunSummary:
         final_loss=run.progress.final_loss,
         final_accuracy=run.progress.final_accuracy,
         final_train_accuracy=run.progress.final_train_accuracy,
+        final_eval_loss=run.progress.final_eval_loss,
         tasks=tuple(TaskResult(name=t.name, state=t.state, exit_code=t.exit_code, reason=t.reason,
                                restarts=t.restarts, last_lines=tuple(t.tail), hint=t.hint)
                     for t in tasks),

@@ -3,7 +3,7 @@
 Read through asyncio's streams, a task's line travelled pipe → StreamReader → a pump task
 per stream → a queue → the reader: two task wake-ups, two futures, the queue's bookkeeping
 and three generators resumed for every line, a quarter of the controller's CPU with 256
-tasks printing five lines a second each (issue 35). Here each pipe's protocol keeps what
+tasks printing five lines a second each. Here each pipe's protocol keeps what
 arrives, and the task's one reader (:meth:`PipeOutput.batches`) wakes once for whatever
 came on either pipe, splits it and yields it: the same batches as
 :func:`tui.launch.streams.task_output` makes of the same bytes, in arrival order, each

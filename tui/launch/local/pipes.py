@@ -4,7 +4,7 @@ A pipe holds 64 KiB by default: about 650 lines of 100 bytes, under a millisecon
 printing as fast as Python can. Whenever the controller is off the CPU longer than that (a
 busy machine takes it away for several milliseconds at a time), the task blocks in
 ``write``. With room for a mebibyte the task keeps writing through such a pause, and the
-controller then takes the backlog in a few reads (measured in ``bench.pipe``: the writer's
+controller then takes the backlog in a few reads (measured in ``bench.controller.pipe``: the writer's
 longest block of 10,000 lines).
 """
 

@@ -1,4 +1,4 @@
-"""Warm starts on this machine (issue 25): a task of the built-in trainer, or a user's
+"""Warm starts on this machine (TensorFlow imported once): a task of the built-in trainer, or a user's
 program under the shim, is forked from a pool that already imported TensorFlow
 (:mod:`trainer.warm`) instead of exec'ing a new interpreter.
 

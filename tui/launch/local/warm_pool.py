@@ -1,5 +1,5 @@
 """One warm pool on this machine: a ``python -m trainer.warm MODE`` fork server that imported
-TensorFlow once (issue 25), started by the controller and dying with it.
+TensorFlow once, so a task's start does not pay the import again, started by the controller and dying with it.
 
 The server is a child of the controller in its own session, with the kernel's parent-death
 signal (SIGKILL) and its stdin a pipe the controller holds: a SIGKILLed controller takes the

@@ -1,6 +1,7 @@
-"""Warm starts on SSH hosts (issue 25): one fork server per host and key, started over the
-host's connection, and each task started through ``python -m trainer.warm.client``, which
-hands the task's SSH channel (its stdin/stdout/stderr) to the pool.
+"""Warm starts on SSH hosts (TensorFlow imported once per host): one fork server per host and
+key, started over the host's connection, and each task started through
+``python -m trainer.warm.client``, which hands the task's SSH channel (its stdin/stdout/stderr)
+to the pool.
 
 The pool is a long-lived channel process: its stdin is the channel, so when the controller
 closes it, the connection drops or the controller dies, the server reads EOF and SIGKILLs

@@ -1,0 +1,90 @@
+"""The step anatomy board both front ends show: each worker's latest sampled step, and the
+straggler named with its anatomy beside a typical worker's; headless and the app fed the
+same events show the same lines."""
+
+from __future__ import annotations
+
+import io
+
+from trainer import protocol
+from trainer.settings import TrainingSettings
+from tui.app.state import Dashboard
+from tui.core.anatomy import WINDOW, AnatomyBoard
+from tui.core.events import TrainerEvent
+from tui.headless import Printer
+
+
+def anatomy(index: int, seconds: float, compute: float, read: float) -> protocol.StepAnatomy:
+    rest = 1.0 - compute - read
+    parts = (protocol.AnatomyPart(part="compute", seconds=seconds * compute, share=compute),
+             protocol.AnatomyPart(part="input", seconds=0.0, share=0.0),
+             protocol.AnatomyPart(part="read", ps=0, seconds=seconds * read, share=read),
+             protocol.AnatomyPart(part="push", ps=0, seconds=0.0, share=0.0),
+             protocol.AnatomyPart(part="rest", seconds=seconds * rest, share=rest))
+    return protocol.StepAnatomy(role="worker", index=index, global_step=100, local_step=50,
+                                seconds=seconds, parts=parts, every=200, cost=0.004)
+
+
+def step(index: int, step_time: float) -> protocol.Step:
+    return protocol.Step(role="worker", index=index, global_step=1, local_step=1, loss=1.0,
+                         examples_per_sec=64 / step_time, step_time=step_time)
+
+
+def events(slow: bool) -> list[TrainerEvent]:
+    """Two workers' anatomies, then a window of steps: worker1 at 4x worker0's step if slow."""
+    found = [TrainerEvent(task="worker0", event=anatomy(0, 0.003, 0.2, 0.5)),
+             TrainerEvent(task="worker1", event=anatomy(1, 0.012, 0.7, 0.1))]
+    for _ in range(WINDOW):
+        found += [TrainerEvent(task="worker0", event=step(0, 0.003)),
+                  TrainerEvent(task="worker1", event=step(1, 0.012 if slow else 0.0035))]
+    return found
+
+
+def test_a_worker_well_above_its_peers_is_named_with_both_anatomies() -> None:
+    board = AnatomyBoard()
+    for event in events(slow=True):
+        board.fold(event.task, event.event)
+    (straggler,) = board.stragglers
+    assert (straggler.task, straggler.typical_task) == ("worker1", "worker0")
+    lines = board.lines()
+    assert lines[0] == "worker0: step 100, 3.00 ms: read ps0 50% · rest 30% · compute 20%"
+    assert lines[-1] == ("worker1 is a straggler: 12.00 ms a step against 3.00 ms typical (worker0); "
+                         "its step compute 70% · rest 20%, worker0's read ps0 50% · rest 30%")
+    assert board.news() == ["warning: " + lines[-1]]
+    assert board.news() == []  # said once
+    for _ in range(WINDOW):
+        board.fold("worker1", step(1, 0.003))
+    assert not board.stragglers and board.news() == ["info: worker1 keeps up with its peers again"]
+
+
+def test_peers_within_the_threshold_and_a_lone_worker_are_never_named() -> None:
+    board = AnatomyBoard()
+    for event in events(slow=False):
+        board.fold(event.task, event.event)
+    assert not board.stragglers
+    alone = AnatomyBoard()
+    for _ in range(2 * WINDOW):
+        alone.fold("worker0", step(0, 1.0))
+    assert not alone.stragglers
+
+
+def test_both_front_ends_show_the_same_lines() -> None:
+    dashboard = Dashboard(TrainingSettings())
+    out = io.StringIO()
+    printer = Printer(out, colour=False, anatomy=True)
+    for event in events(slow=True):
+        dashboard.apply(event)
+        printer.handle(event)
+    printer.flush()
+    text = out.getvalue()
+    straggler = dashboard.anatomy.lines()[-1]
+    assert f"warning: {straggler}" in text
+    assert "worker1 | -- step 100 took 12.00 ms: compute 70% · rest 20% · read ps0 10% " \
+           "(1 step in 200 traced, costing 0.4%)" in text
+    # Without --anatomy, the samples are not printed; the straggler still is.
+    quiet = io.StringIO()
+    printer = Printer(quiet, colour=False)
+    for event in events(slow=True):
+        printer.handle(event)
+    printer.flush()
+    assert "took" not in quiet.getvalue() and f"warning: {straggler}" in quiet.getvalue()

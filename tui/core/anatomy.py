@@ -1,0 +1,122 @@
+"""Why a step takes what it takes, for both front ends: each worker's latest sampled step
+anatomy (:class:`trainer.protocol.StepAnatomy`, from TensorFlow's step statistics), and the
+workers whose step time stays well above their peers' (stragglers), each named with its
+anatomy beside a typical worker's. The app's Throughput pane and headless (``--anatomy``)
+fold the same trainer events into an :class:`AnatomyBoard` and show its lines as they are.
+
+A straggler: over its last :data:`WINDOW` step reports (each the mean step time since the
+one before), the median step time of a worker is above :data:`SLOW_FACTOR` times the median
+of the other workers' medians. Each needs :data:`WINDOW` reports first, so a worker is not
+named for its first slow steps, nor with no peer to compare with."""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+from trainer import protocol
+from tui.core.describe import part_name
+
+#: Step reports per worker that a straggler is judged over (a report a second at most).
+WINDOW = 8
+#: How much slower than its peers' typical step a worker's typical step must be.
+SLOW_FACTOR = 1.5
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A worker named as slow: its typical step time, a typical peer's, and the peer."""
+
+    task: str
+    step_seconds: float
+    typical_seconds: float
+    typical_task: str
+
+
+@dataclass
+class AnatomyBoard:
+    """Each worker's latest anatomy and recent step times; what both screens show."""
+
+    latest: dict[str, protocol.StepAnatomy] = field(default_factory=dict)
+    step_times: dict[str, deque[float]] = field(default_factory=dict)
+    stragglers: tuple[Straggler, ...] = ()
+    _named: frozenset[str] = frozenset()  # the stragglers :meth:`news` has said
+    _typical: dict[str, float] = field(default_factory=dict)  # each full window's median
+
+    def fold(self, task: str, event: protocol.Event) -> bool:
+        """Take one trainer event; whether what the board shows changed."""
+        if isinstance(event, protocol.StepAnatomy):
+            self.latest[task] = event
+            return True
+        if isinstance(event, protocol.Step) and not event.coordinator and event.step_time > 0:
+            times = self.step_times.setdefault(task, deque(maxlen=WINDOW))
+            times.append(event.step_time)
+            if len(times) < WINDOW:
+                return False
+            self._typical[task] = statistics.median(times)
+            # Judged again: this worker, and those named (a step of each worker comes about
+            # once a second, so every worker is judged that often; judging all of them at
+            # each of hundreds of workers' steps would not keep up).
+            before = self.stragglers
+            named = {s.task: s for s in before if s.task != task}
+            for judged in (task, *named):
+                found = self._judge(judged)
+                if found is None:
+                    named.pop(judged, None)
+                else:
+                    named[judged] = found
+            self.stragglers = tuple(sorted(named.values(), key=lambda s: s.task))
+            return before != self.stragglers
+        return False
+
+    def _judge(self, task: str) -> Straggler | None:
+        """``task`` as a straggler, or None when it keeps up (or has no peer to compare with)."""
+        peers = {other: s for other, s in self._typical.items() if other != task}
+        if not peers:
+            return None
+        usual = statistics.median(peers.values())
+        seconds = self._typical[task]
+        if seconds <= SLOW_FACTOR * usual:
+            return None
+        nearest = min(peers, key=lambda other: abs(peers[other] - usual))
+        return Straggler(task, seconds, usual, nearest)
+
+    def news(self) -> list[str]:
+        """A line for each worker named a straggler, or keeping up again, since the last
+        call (headless prints them as they come)."""
+        now = {s.task: s for s in self.stragglers}
+        said = [f"warning: {straggler_text(s, self.latest.get(task), self.latest.get(s.typical_task))}"
+                for task, s in now.items() if task not in self._named]
+        said += [f"info: {task} keeps up with its peers again" for task in sorted(self._named - now.keys())]
+        self._named = frozenset(now)
+        return said
+
+    def lines(self) -> list[str]:
+        """Every worker's anatomy line, then a line per straggler naming it."""
+        shown = [f"{task}: {anatomy_text(event)}" for task, event in sorted(self.latest.items())]
+        return shown + [straggler_text(s, self.latest.get(s.task), self.latest.get(s.typical_task))
+                        for s in self.stragglers]
+
+
+def anatomy_text(event: protocol.StepAnatomy) -> str:
+    """A sampled step: its time, its parts' shares largest first (parts of no time left out)."""
+    parts = sorted((p for p in event.parts if p.share >= 0.005), key=lambda p: -p.share)
+    shown = " · ".join(f"{part_name(p)} {p.share:.0%}" for p in parts)
+    return f"step {event.global_step}, {event.seconds * 1000:.2f} ms: {shown}"
+
+
+def straggler_text(straggler: Straggler, its: protocol.StepAnatomy | None,
+                   typical: protocol.StepAnatomy | None) -> str:
+    """``worker1 is a straggler: ...``, with both anatomies where they are known."""
+    text = (f"{straggler.task} is a straggler: {straggler.step_seconds * 1000:.2f} ms a step against "
+            f"{straggler.typical_seconds * 1000:.2f} ms typical ({straggler.typical_task})")
+    if its is not None and typical is not None:
+        text += (f"; its step {_brief(its)}, {straggler.typical_task}'s {_brief(typical)}")
+    return text
+
+
+def _brief(event: protocol.StepAnatomy) -> str:
+    """The two largest parts of a step."""
+    parts = sorted(event.parts, key=lambda p: -p.share)[:2]
+    return " · ".join(f"{part_name(p)} {p.share:.0%}" for p in parts)
