@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 import types
@@ -14,6 +15,7 @@ import pytest
 from tests.support import wait_until
 from tests.support.clirun import REPO, write_hosts
 from tui import cli, headless
+from tui.common.completion import package_version
 from tui.common.exit_codes import ExitCode
 from tui.config.cluster import Job, RestartMode
 from tui.core.options import RunOptions
@@ -181,3 +183,32 @@ def test_more_gpus_than_the_host_has_exits_2_before_anything_starts(
     assert cli.main([str(hosts), "--no-ui"]) == ExitCode.USAGE
     assert "error: host localhost: tasks ask for 1 GPU (worker0: 1) but it has 0" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()  # nothing started, not even a run directory
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"tfdist-tui {package_version()}"
+
+
+def test_help_lists_every_subcommand_as_a_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "tfdist-tui COMMAND ..." in out
+    for name, command in cli.SUBCOMMANDS.items():
+        assert f"  {name}  " in out and command.summary in out
+        # Each one answers --help with its own parser, as completion reads it.
+        assert command.make_parser().prog == f"tfdist-tui {name}"
+
+
+def test_python_dash_m_tui_is_the_command(tmp_path: Path) -> None:
+    """The same exit codes and output as the console script, subcommands included."""
+    for argv in (["--version"], ["completion", "zsh"], ["schema", "extra"], [str(tmp_path / "none.yaml")]):
+        module = subprocess.run([sys.executable, "-m", "tui", *argv], cwd=REPO, capture_output=True,
+                                text=True, timeout=60)
+        script = subprocess.run([str(Path(sys.executable).parent / "tfdist-tui"), *argv], cwd=REPO,
+                                capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert (module.returncode, module.stdout, module.stderr) == \
+            (script.returncode, script.stdout, script.stderr), argv
+    assert module.returncode == ExitCode.USAGE
+

@@ -1,6 +1,8 @@
 """``tfdist-tui HOSTS.yaml [options]``: parse the command line, load the config, and hand
 it to a front end: headless with ``--no-ui``/``--json``, else the Textual app (imported
-only then, so the core and headless mode never load Textual).
+only then, so the core and headless mode never load Textual). ``tfdist-tui COMMAND ...``
+runs a subcommand (:data:`SUBCOMMANDS`); shell completion is argcomplete's
+(:mod:`tui.common.completion`).
 
 Exit codes are :class:`tui.core.options.ExitCode`; mistakes in the config or the arguments
 print ``error: ...`` on stderr and exit 2, never with a traceback.
@@ -13,11 +15,13 @@ import contextlib
 import importlib
 import logging
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainer import settings as training_settings
 from tui.app.controls import TOGGLES
+from tui.common.completion import complete_if_asked, package_version
 from tui.common.exit_codes import ExitCode
 from tui.common.terminal import inert
 from tui.config.cluster import RestartMode
@@ -35,34 +39,62 @@ class Subcommand:
     used) that takes the rest of the command line and returns the exit code."""
 
     target: str
-    usage: str
+    #: One line for the main help's list of commands.
+    summary: str
+    #: ``module:function`` that makes the subcommand's parser (for shell completion).
+    parser: str
 
     def run(self, argv: list[str]) -> int:
         module, _, function = self.target.partition(":")
         return int(getattr(importlib.import_module(module), function)(argv))
 
+    def make_parser(self) -> argparse.ArgumentParser:
+        """The subcommand's own parser, as its function parses with it."""
+        module, _, function = self.parser.partition(":")
+        parser: argparse.ArgumentParser = getattr(importlib.import_module(module), function)()
+        return parser
+
 
 #: The subcommands, by their first word; the main command is ``tfdist-tui HOSTS.yaml``.
 SUBCOMMANDS = {
+    "check": Subcommand("tui.plan.dryrun:check_main",
+                        "check every host and print the plan, starting nothing",
+                        "tui.plan.dryrun:check_parser"),
     "export": Subcommand("tui.interop.cli:export_main",
-                         "export HOSTS.yaml --format tfjob|tf-config|shell|slurm"),
-    "import": Subcommand("tui.interop.cli:import_main", "import FILE"),
-    "sweep": Subcommand("tui.experiments.cli:sweep_main", "sweep HOSTS.yaml --set NAME=V1,V2 ..."),
-    "compare": Subcommand("tui.experiments.cli:compare_main", "compare RUN_DIR..."),
+                         "print the cluster for another launcher (TFJob, TF_CONFIG, shell, sbatch)",
+                         "tui.interop.cli:export_parser"),
+    "import": Subcommand("tui.interop.cli:import_main",
+                         "write a hosts.yaml from a TF_CONFIG or a TFJob manifest",
+                         "tui.interop.cli:import_parser"),
+    "sweep": Subcommand("tui.experiments.cli:sweep_main",
+                        "run the cluster once per point of a grid of settings, then compare",
+                        "tui.experiments.cli:sweep_parser"),
+    "compare": Subcommand("tui.experiments.cli:compare_main",
+                          "compare finished runs side by side", "tui.experiments.cli:compare_parser"),
+    "schema": Subcommand("tui.config.schema:schema_main",
+                         "print the JSON Schema of hosts.yaml (for editors)",
+                         "tui.config.schema:schema_parser"),
+    "completion": Subcommand("tui.common.completion:completion_main",
+                             "print the shell's completion script (eval it in the shell's rc file)",
+                             "tui.common.completion:completion_parser"),
 }
 #: Training settings the command line can override: those the TUI can toggle, and steps.
 OVERRIDES = (*(t.setting.value for t in TOGGLES), "steps")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    width = max(len(name) for name in SUBCOMMANDS) + 2
+    commands = "\n".join(f"  {name:<{width}}{c.summary}" for name, c in SUBCOMMANDS.items())
     parser = argparse.ArgumentParser(
         prog="tfdist-tui",
-        description="Start, watch and stop a distributed TensorFlow parameter-server cluster.",
-        epilog="exit codes: 0 finished cleanly, 1 a task failed, 2 bad config or usage, "
-               "3 timeout, 130 interrupted. Also: "
-               + ", ".join(f"'tfdist-tui {c.usage}'" for c in SUBCOMMANDS.values())
-               + " (--help on each).",
+        usage="%(prog)s [options] HOSTS.yaml\n       %(prog)s COMMAND ...",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Start, watch and stop a distributed TensorFlow parameter-server cluster.\n\n"
+                    f"commands (tfdist-tui COMMAND --help for each):\n{commands}",
+        epilog=textwrap.fill("exit codes: 0 finished cleanly, 1 a task failed, 2 bad config or usage, "
+                             "3 timeout, 130 interrupted.", 78),
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("hosts", metavar="HOSTS.yaml", type=Path, help="the cluster description")
     parser.add_argument("--no-ui", action="store_true",
                         help="no terminal UI: prefixed task output, progress and a summary")
@@ -98,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cold", action="store_true",
                         help="start every task in a fresh interpreter (no warm pool that imported "
                              "TensorFlow once per host); hosts.yaml's warm: false does it per host")
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="start TensorBoard for each run's directory (its address is printed); "
+                             "it stops with the controller")
     parser.add_argument("--stop-leftovers", action="store_true",
                         help="stop tasks of earlier runs found still running on the hosts")
     parser.add_argument("--stall-timeout", type=_seconds_or_zero, default=DEFAULT_STALL_TIMEOUT,
@@ -117,6 +152,7 @@ def _seconds_or_zero(text: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     """The ``tfdist-tui`` entry point; returns the exit code."""
     args_list = sys.argv[1:] if argv is None else argv
+    complete_if_asked(build_parser, {name: c.make_parser for name, c in SUBCOMMANDS.items()})
     if args_list and args_list[0] in SUBCOMMANDS:
         return SUBCOMMANDS[args_list[0]].run(args_list[1:])
     parser = build_parser()
@@ -137,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                          json_output=args.json, accept_new_host_keys=args.accept_new_host_keys,
                          insecure_no_host_key_check=args.insecure_no_host_key_check,
                          connect_timeout=args.connect_timeout, stop_leftovers=args.stop_leftovers,
-                         cold=args.cold, anatomy=args.anatomy,
+                         cold=args.cold, anatomy=args.anatomy, tensorboard=args.tensorboard,
                          stall_timeout=args.stall_timeout, on_stall=StallPolicy(args.on_stall))
     program = options.program
     for setting in Setting:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shlex
 import signal
 import sys
@@ -23,7 +22,7 @@ from trainer import protocol
 from tui.common.exit_codes import ExitCode
 from tui.common.paced_loop import paced_loop
 from tui.common.streams import BatchedWriter, SurvivingStream
-from tui.common.terminal import inert
+from tui.common.terminal import inert, wants_colour
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
 from tui.core.anatomy import AnatomyBoard
@@ -275,7 +274,7 @@ def write_summary(summary: RunSummary, out: TextIO, traffic: TrafficUpdate | Non
     """The summary block alone, as a headless run ends with it (``traffic``: the run's, once
     over): the app prints it when the operator quits, so the terminal keeps how the run ended
     and where it is."""
-    printer = Printer(out, colour=out.isatty() and "NO_COLOR" not in os.environ)
+    printer = Printer(out, colour=wants_colour(out))
     printer.fit([task.name for task in summary.tasks])
     printer.summary(summary)
     if traffic is not None and traffic.final:
@@ -424,8 +423,7 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     if options.json_output:
         printer = JsonPrinter(out_stream, session.traffic)
     else:
-        printer = Printer(out_stream, colour=out_stream.isatty() and "NO_COLOR" not in os.environ,
-                          anatomy=options.anatomy)
+        printer = Printer(out_stream, colour=wants_colour(out_stream), anatomy=options.anatomy)
     supervisor.subscribe(printer.handle)
 
     loop = asyncio.get_running_loop()

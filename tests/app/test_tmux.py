@@ -50,6 +50,13 @@ class Tmux:
         return wait_until(lambda: re.search(pattern, self.screen()), timeout, interval=0.2,
                           what=lambda: f"{pattern!r} never appeared; screen:\n{self.screen()}")
 
+    def quit_app(self, status: Path) -> None:
+        """q, yes to the question, and wait for the command's exit status file."""
+        self.send("q")
+        self.wait_for(r"Quit\?")
+        self.send("y")
+        wait_until(status.exists, 60, interval=0.2, what=self.screen)
+
     def close(self) -> None:
         # A private server goes whole (kill-server takes no -t: with one it failed, silently,
         # and left the server and the app in it running).

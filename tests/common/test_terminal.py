@@ -5,6 +5,7 @@ set the pane's title)."""
 
 from __future__ import annotations
 
+import io
 import shlex
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from textwrap import dedent
 import pytest
 
 from tests.support import wait_until
-from tui.common.terminal import inert, is_inert, without_sequences
+from tui.common.terminal import inert, is_inert, wants_colour, without_sequences
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = Path(__file__).resolve().parents[2]
@@ -138,3 +139,21 @@ def test_a_task_cannot_drive_the_terminal_through_the_app(tmp_path: Path) -> Non
         assert "MARK-F [/] [bold]not markup" in screen  # markup shown as text (a toast may cover the end)
     finally:
         tmux.close()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("no_color", "tty", "expected"), [
+    (None, True, True), ("1", True, False), ("", True, False), (None, False, False),
+])
+def test_colour_only_on_a_terminal_without_no_color(monkeypatch: pytest.MonkeyPatch, no_color: str | None,
+                                                    tty: bool, expected: bool) -> None:
+    """NO_COLOR set at all, even empty, turns colour off, as Textual reads it for the app."""
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    assert wants_colour(_Terminal() if tty else io.StringIO()) is expected

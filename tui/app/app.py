@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app import signals
-from tui.app.announce import TOAST_SECONDS, Announcements
+from tui.app.announce import TOAST_SECONDS
 from tui.app.bridge import Core, call_on_news
 from tui.app.controls import CONTROLS
 from tui.app.logs import LogPane
@@ -36,6 +36,7 @@ from tui.app.screens import ConfirmScreen, HelpScreen
 from tui.app.split import LogSplit, SplitActions
 from tui.app.state import Dashboard
 from tui.app.tasktable import TaskTable
+from tui.app.tensorboard import TensorBoardActions
 from tui.app.widgets import (
     HintBar,
     Panes,
@@ -78,12 +79,11 @@ CLOCK_SECONDS = 1.0
 #: second regardless (ages, rates). A burst (64 tasks starting) is coalesced: redrawing the
 #: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
 TABLE_REFRESH_SECONDS = 0.4
-#: The tabs that show log panes.
-LOG_TABS = ("logs", "merged")
+LOG_TABS = ("logs", "merged")  # the tabs that show log panes
 PANES = ("logs", "merged", "placement", "throughput", "runs")
 
 
-class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitActions, Announcements):
+class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitActions, TensorBoardActions):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"

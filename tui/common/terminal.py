@@ -13,9 +13,11 @@ Pure and cheap: a line with nothing to remove (nearly every line) costs one rege
 
 from __future__ import annotations
 
+import os
 import re
+from typing import TextIO
 
-__all__ = ["inert", "is_inert", "one_line", "without_sequences"]
+__all__ = ["inert", "is_inert", "one_line", "wants_colour", "without_sequences"]
 
 # Sequences removed whole, so that their parameters do not show up as junk: CSI (ESC [ or
 # U+009B, parameters, intermediates, one final byte), the string commands OSC, DCS, SOS, PM
@@ -79,3 +81,10 @@ def one_line(text: str) -> str:
     written into a comment of a file another program reads (an sbatch script, a manifest,
     a hosts.yaml), where a newline would begin a line of code that then runs."""
     return text if is_inert(text) else repr(text)
+
+
+def wants_colour(stream: TextIO) -> bool:
+    """Whether to colour what goes to ``stream``: a terminal, and no ``NO_COLOR`` in the
+    environment (https://no-color.org). Set at all, even empty, it counts, as it does for
+    Textual, so that the app and the headless front end agree."""
+    return "NO_COLOR" not in os.environ and stream.isatty()

@@ -17,6 +17,7 @@ from typing import Any
 from yaml.nodes import MappingNode, Node
 
 from trainer.settings import FIELD_NAMES, TrainingSettings, convert, shown
+from tui.config import keys
 from tui.config import network as network_settings
 from tui.config import program as program_section
 from tui.config import resources as resource_settings
@@ -95,15 +96,14 @@ def _command_line_error(message: str) -> ConfigError:
     return ConfigError("command line", None, None, message)
 
 
-_TOP_KEYS = ("hosts", "cluster", "training", "run_dir", "restart", "program", "resources", "network")
-_HOST_KEYS = ("address", "port", "user", "identity", "known_hosts", "jump", "python", "workdir", "env",
-              "kind", "warm")
+_TOP_KEYS = tuple(keys.TOP)
+_HOST_KEYS = tuple(keys.HOST)
 _HOST_TEXT_KEYS = ("address", "user", "identity", "known_hosts", "jump", "python", "workdir")
-_JOB_KEYS = tuple(job.value for job in Job)
+_JOB_KEYS = keys.JOBS
 #: Jobs only a user's program can have.
 _PROGRAM_JOBS = frozenset({Job.CHIEF, Job.EVALUATOR})
-_TASK_KEYS = ("host", "port", "gpus", "node")
-_POLICY_KEYS = ("policy", "max_restarts", "backoff")
+_TASK_KEYS = tuple(keys.TASK)
+_POLICY_KEYS = tuple(keys.POLICY)
 _RESTART_KEYS = _POLICY_KEYS + _JOB_KEYS
 _POLICY_EXPECTED = "a mapping of policy:, max_restarts:, backoff:"
 _DEFAULT_RUN_DIR = "runs"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tui.config import keys
 from tui.config.yamlload import Item, NodeReader
 
 #: After the lease ran out, how long a task may take to be gone: the watcher beside it looks
@@ -18,7 +19,7 @@ from tui.config.yamlload import Item, NodeReader
 LEASE_MARGIN = 10.0
 #: The shortest lease: the controller renews it every second.
 MIN_LEASE = 3.0
-KEYS = ("unreachable_timeout", "lease")
+KEYS = tuple(keys.NETWORK)
 
 
 @dataclass(frozen=True)

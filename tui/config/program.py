@@ -16,11 +16,12 @@ from typing import Any
 from yaml.nodes import Node, ScalarNode, SequenceNode
 
 from trainer.settings import TrainingSettings
+from tui.config import keys
 from tui.config.program_spec import MetricField, MetricPattern, Placeholder, ProgramSpec, placeholder_names
 from tui.config.training import training_setting
 from tui.config.yamlload import ConfigError, Item, NodeReader
 
-PROGRAM_KEYS = ("command", "upload", "batch_size", "metrics", "shim")
+PROGRAM_KEYS = tuple(keys.PROGRAM)
 #: ``training:`` keys that keep their meaning with a user's program (toggles, progress,
 #: default directories); every other key is a free-form value for the placeholders.
 DRIVEN_SETTINGS = ("mode", "partitions", "fuse", "steps", "checkpoint_dir", "summary_dir")

@@ -20,6 +20,7 @@ from typing import Any
 
 from yaml.nodes import Node
 
+from tui.config import keys
 from tui.config.yamlload import Item, NodeReader
 
 
@@ -64,8 +65,8 @@ class ResourceSettings:
         return self.overrides.get(task, empty).over(self.overrides.get(job, empty))
 
 
-OVERRIDE_KEYS = ("cores", "intra_op", "inter_op")
-_TOP_KEYS = ("threads", "pin", "memory_growth")
+OVERRIDE_KEYS = tuple(keys.RESOURCE_OVERRIDE)
+_TOP_KEYS = tuple(keys.RESOURCES)
 
 
 def parse(loader: NodeReader, node: Node, jobs: Iterable[str], tasks: Iterable[str]) -> ResourceSettings:

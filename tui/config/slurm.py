@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.config import salloc_options
+from tui.config import keys, salloc_options
 from tui.config.yamlload import Item, NodeReader
 
 #: Keys a ``kind: slurm`` entry may have besides ``kind``, ``python`` and ``env``.
-KEYS = ("partition", "nodes", "time", "account", "extra", "pending_timeout")
+KEYS = tuple(keys.SLURM_HOST)
 #: Keys of other kinds that mean nothing for Slurm (it picks the machines).
 NOT_FOR_SLURM = ("address", "port", "user", "identity", "known_hosts", "jump", "workdir")
 #: Seconds a pending allocation may wait before the run is refused, unless set.

@@ -5,6 +5,7 @@ carries them out."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Union
 
 from trainer.settings import TrainingSettings
@@ -71,4 +72,15 @@ class Relaunch:
         return "relaunch"
 
 
-Command = Union[StartRun, StartTask, StopTask, RestartTask, StopAll, Relaunch]
+@dataclass(frozen=True)
+class OpenTensorBoard:
+    """TensorBoard for ``run_dirs`` (none: the current run's directory), stopped with the
+    session; its address comes as a notice."""
+
+    run_dirs: tuple[Path, ...] = ()
+
+    def describe(self) -> str:
+        return "open TensorBoard"
+
+
+Command = Union[StartRun, StartTask, StopTask, RestartTask, StopAll, Relaunch, OpenTensorBoard]

@@ -33,6 +33,8 @@ class RunOptions:
     cold: bool = False
     #: ``--anatomy``: headless prints each worker's sampled step anatomy as it comes.
     anatomy: bool = False
+    #: ``--tensorboard``: TensorBoard for the run's directory, from its start to the end.
+    tensorboard: bool = False
 
     def supervisor_options(self) -> SupervisorOptions:
         """How the front ends' supervisor runs tasks, as the command line says."""

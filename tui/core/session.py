@@ -7,11 +7,26 @@ Front ends send it :mod:`tui.core.commands`."""
 
 from __future__ import annotations
 
-from tui.core.commands import Command, Relaunch, RestartTask, StartRun, StartTask, StopAll, StopTask
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from tui.core.commands import (
+    Command,
+    OpenTensorBoard,
+    Relaunch,
+    RestartTask,
+    StartRun,
+    StartTask,
+    StopAll,
+    StopTask,
+)
 from tui.core.events import Level
 from tui.core.options import RunOptions
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
+from tui.core.tensorboard import TensorBoard, TensorBoardError
 from tui.core.traffic import TrafficMonitor
 from tui.core.usage import UsageMonitor
 from tui.launch import leftovers
@@ -22,11 +37,11 @@ class Session:
     """A supervisor and what it runs tasks with. ``router``: the launchers, when the session
     made them (then it also sweeps for leftover tasks before the first run); ``traffic``:
     the monitor of each ps's TCP counters, subscribed to the supervisor (front ends read its
-    latest sample and summary)."""
+    latest sample and summary); ``tensorboard``: open TensorBoard for each run as it starts."""
 
     def __init__(self, supervisor: Supervisor, *, router: Router | None = None,
                  stop_leftovers: bool = False, traffic: TrafficMonitor | None = None,
-                 usage: UsageMonitor | None = None) -> None:
+                 usage: UsageMonitor | None = None, tensorboard: bool = False) -> None:
         self.supervisor = supervisor
         self.traffic = traffic
         if traffic is not None:
@@ -38,6 +53,10 @@ class Session:
         self._router = router
         self._stop_leftovers = stop_leftovers
         self._swept = False
+        #: The TensorBoard this session owns (one at most), and whether each run opens it.
+        self.tensorboard = TensorBoard()
+        self._tensorboard_each_run = tensorboard
+        self._opening: asyncio.Task[None] | None = None
 
     @classmethod
     def from_options(cls, options: RunOptions,
@@ -52,6 +71,7 @@ class Session:
                                 options=supervisor_options or options.supervisor_options())
         router.on_notice(lambda text: supervisor.notify(Level.WARNING, text))
         return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers,
+                   tensorboard=options.tensorboard,
                    traffic=TrafficMonitor(options.config, router.run_command,
                                           open_command=router.open_command),
                    usage=UsageMonitor(options.config, router.run_command))
@@ -72,6 +92,22 @@ class Session:
         self.supervisor.prestart()
         await self.sweep_leftovers()
         await self.supervisor.start()
+        if self._tensorboard_each_run:
+            # In the background: TensorBoard takes seconds to serve, the run goes on meanwhile.
+            self._opening = asyncio.ensure_future(self.open_tensorboard())
+
+    async def open_tensorboard(self, run_dirs: Sequence[Path] = ()) -> None:
+        """TensorBoard for ``run_dirs``, else the current (or last) run's directory; its
+        address, or why there is none, comes as a notice."""
+        current = self.supervisor.run_dir
+        dirs = tuple(run_dirs) or ((current,) if current is not None else ())
+        try:
+            board = await self.tensorboard.open(dirs)
+        except TensorBoardError as exc:
+            self.supervisor.notify(Level.WARNING, f"TensorBoard: {exc}")
+            return
+        shown = ", ".join(d.name for d in board.run_dirs)
+        self.supervisor.notify(Level.INFO, f"TensorBoard at {board.url} for {shown}")
 
     async def execute(self, command: Command) -> None:
         """Carry out one front-end command."""
@@ -88,9 +124,16 @@ class Session:
             await supervisor.stop_all(command.outcome, command.reason)
         elif isinstance(command, Relaunch):
             await supervisor.relaunch(command.settings)
+        elif isinstance(command, OpenTensorBoard):
+            await self.open_tensorboard(command.run_dirs)
 
     async def close(self) -> None:
-        """Stop any run and its traffic sampling, and release the launchers."""
+        """Stop any run, its traffic sampling and TensorBoard, and release the launchers."""
+        if self._opening is not None:
+            self._opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._opening
+        await self.tensorboard.close()
         if self.traffic is not None:
             await self.traffic.close()
         if self.usage is not None:

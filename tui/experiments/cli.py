@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -18,7 +17,7 @@ from typing import TextIO
 from tui import headless
 from tui.common.exit_codes import ExitCode
 from tui.common.private import own_private_dir, replace_file
-from tui.common.terminal import inert
+from tui.common.terminal import inert, wants_colour
 from tui.config.cluster import ClusterConfig
 from tui.config.load import load_config
 from tui.config.yamlload import ConfigError
@@ -100,7 +99,7 @@ def compare_main(argv: list[str]) -> int:
 def report(runs: list[FinishedRun], out: TextIO, html: Path) -> None:
     """Print the comparison and write its HTML page to ``html``."""
     comparison = compare.compare(runs)
-    compare.render_text(comparison, out, colour=_colour(out))
+    compare.render_text(comparison, out, colour=wants_colour(out))
     replace_file(html, compare.render_html(comparison), mode=0o644)  # never through a planted link
     out.write(f"comparison written to {html}\n")
 
@@ -161,11 +160,7 @@ def _sweep(args: argparse.Namespace, out: TextIO) -> int:
             out.write(inert(f"{record.point.label}: {exc}\n", newlines=True))
     if runs:
         comparison = compare.compare(runs)
-        compare.render_text(comparison, out, colour=_colour(out))
+        compare.render_text(comparison, out, colour=wants_colour(out))
         text, page = compare.write_files(comparison, state.folder)
         out.write(f"comparison written to {text} and {page}\n")
     return int(code)
-
-
-def _colour(out: TextIO) -> bool:
-    return out.isatty() and "NO_COLOR" not in os.environ

@@ -36,6 +36,16 @@ class PortProblem:
     pid: int | None = None
     process_name: str | None = None
 
+    @classmethod
+    def from_answer(cls, host: str, answer: object) -> list[PortProblem] | None:
+        """The port snippet's answer (``ports check``) as problems; None for anything else."""
+        if not isinstance(answer, list):
+            return None
+        return [cls(host, int(item["port"]), str(item["reason"]),
+                    int(item["pid"]) if item.get("pid") else None,
+                    str(item["name"]) if item.get("name") else None)
+                for item in answer if isinstance(item, Mapping)]
+
     def __str__(self) -> str:
         text = f"{self.host}:{self.port} is {self.reason}"
         if self.pid is not None:

@@ -331,12 +331,10 @@ class SSHLauncher:
             return []
         remote = await self._remote(host)
         answer = await remote.run_snippet("ports", ["check", *(str(p) for p in ports)])
-        if not isinstance(answer, list):
+        problems = PortProblem.from_answer(host.name, answer)
+        if problems is None:
             raise remote.error(HostFailure.COMMAND_FAILED, "the port check gave no answer")
-        return [PortProblem(host.name, int(item["port"]), str(item["reason"]),
-                            int(item["pid"]) if item.get("pid") else None,
-                            str(item["name"]) if item.get("name") else None)
-                for item in answer if isinstance(item, Mapping)]
+        return problems
 
     async def free_ports(self, host: HostSpec, n: int,
                          avoid: frozenset[int] = frozenset()) -> list[PortReservation]:

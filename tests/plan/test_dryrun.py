@@ -1,0 +1,97 @@
+"""``tfdist-tui check`` (tui.plan.dryrun) on a lab of real hosts (tests/support/netlab.py):
+one host cut off, one whose python is a plain venv without TensorFlow, one in use on its
+port; every problem listed, exit 2, JSON for CI, and nothing left running on any host."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.launch.test_lab_runs import PORT, assert_hosts_empty, standard_layout
+from tests.support.clirun import REPO
+from tests.support.netlab_fixture import MakeLab
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui", "check", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=240, stdin=subprocess.DEVNULL)
+
+
+def test_check_lists_every_problem_of_the_lab_and_leaves_nothing_running(
+        netlab: MakeLab, tmp_path: Path) -> None:
+    lab = netlab(4)
+    path = standard_layout(lab, tmp_path, ps=1, workers=3)
+    ok = check(str(path))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "the run could start" in ok.stdout
+    for name in ("h0", "h1", "h2", "h3"):
+        assert f"{name:<12} ok" in ok.stdout
+
+    no_tf = tmp_path / "no-tf"
+    subprocess.run([sys.executable, "-I", "-m", "venv", "--without-pip", str(no_tf)], check=True)
+    config = yaml.safe_load(path.read_text())
+    config["hosts"]["h2"]["python"] = str(no_tf / "bin" / "python")
+    config["network"] = {"lease": 5, "unreachable_timeout": 60}
+    path.write_text(yaml.safe_dump(config))
+    lab.cut("h1")
+    holder = ("import socket, sys, time; s = socket.socket(); s.bind(('0.0.0.0', int(sys.argv[1]))); "
+              "s.listen(); print('up', flush=True); time.sleep(600)")
+    taken = subprocess.Popen(["ip", "netns", "exec", lab.hosts["h3"].namespace, sys.executable, "-c", holder,
+                              str(PORT)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert taken.stdout is not None and taken.stdout.readline().strip() == "up"
+        started = time.monotonic()
+        bad = check(str(path), "--connect-timeout", "5")
+        took = time.monotonic() - started
+        as_json = check(str(path), "--connect-timeout", "5", "--json")
+    finally:
+        lab.restore("h1")
+        taken.kill()
+        taken.wait()
+    output = bad.stdout + bad.stderr
+    assert bad.returncode == 2, output
+    assert "Traceback" not in output
+    assert "h0           ok" in bad.stdout
+    assert "h1           PROBLEM" in bad.stdout  # cut: it does not answer
+    assert "h2           PROBLEM" in bad.stdout and "no tensorflow package is installed" in bad.stdout
+    assert "cannot import tensorflow" not in bad.stdout  # asked of its metadata, never imported
+    assert "h3           PROBLEM" in bad.stdout and f"{PORT}" in bad.stdout.split("h3           PROBLEM")[1]
+    report = json.loads(as_json.stdout)
+    assert f"{len(report['problems'])} problems: the run would not start" in bad.stdout
+    # Every host asked at once: the cut host's wait is not added to the others'.
+    assert took < 120, took
+    assert as_json.returncode == 2 and not report["ok"]
+    assert len(report["problems"]) == sum(len(h["problems"]) for h in report["hosts"])
+    assert {h["host"]: bool(h["problems"]) for h in report["hosts"]} == \
+        {"h0": False, "h1": True, "h2": True, "h3": True}
+    assert report["hosts"][0]["tf_version"]  # h0's TensorFlow, read without importing it
+    assert_hosts_empty(lab, 30)
+
+
+def test_a_bad_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yaml"
+    path.write_text("cluster:\n  ps: [localhost:99999]\n")
+    result = check(str(path))
+    assert result.returncode == 2 and result.stderr.startswith(f"error: {path}:2:")
+    assert "Traceback" not in result.stderr
+
+
+def test_a_port_in_use_on_this_machine_is_a_problem(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        port = holder.getsockname()[1]
+        path = tmp_path / "hosts.yaml"
+        path.write_text(f"cluster: {{ps: ['localhost:{port}'], worker: [localhost:auto]}}\n"
+                        f"run_dir: {tmp_path / 'runs'}\n")
+        result = check(str(path))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"localhost:{port} is in use" in result.stdout
+    assert not (tmp_path / "runs").exists()  # nothing started, not even a run directory
