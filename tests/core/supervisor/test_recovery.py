@@ -87,8 +87,8 @@ async def test_a_failed_ps_restarts_the_whole_cluster_which_resumes_from_the_che
                                                "restarted, resumed from step 200 (150 steps lost)")
     assert {t.name: t.restarts for t in summary.tasks} == {"ps0": 1, "worker0": 0, "worker1": 0}
     notices = [n.text for n in recorder.of(Notice) if n.task == "ps0"]
-    assert notices == ["was killed by SIGKILL; restarting the whole cluster (restart 1 of 2 within 600 s in 5 s), "
-                       "training resumes from the latest checkpoint"]
+    assert notices == ["was killed by SIGKILL; restarting the whole cluster (restart 1 of 2 within 600 s "
+                       "in 5 s), training resumes from the latest checkpoint"]
 
 
 async def test_workers_that_lose_the_ps_first_are_its_casualties_not_failures(tmp_path: Path) -> None:
