@@ -132,3 +132,34 @@ def test_a_host_cut_for_good_fails_the_run_and_its_task_stops_itself(
     print(f"\nhost cut for good: worker1 stopped itself {stopped_after:.1f} s after the cut "
           f"(lease {lease} s); the run failed {failed_after:.1f} s after it (unreachable_timeout {limit} s)")
     assert_hosts_empty(lab, within=120)  # its sshd sessions end once the link says they are gone
+
+
+def test_a_worker_host_back_on_the_same_connection_past_its_lease_starts_its_pool_again(
+        netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
+    """A cut as long as the lease: the host's pool and worker stop themselves, and the link is
+    back before the controller gives up on the connection. The restart there forked cold
+    (81 s to running on the lab) with a notice to check the pool's Python: it forks warm
+    from a pool started again, and the notice says so."""
+    lab = netlab(3)
+    lab.cap("h0", PACE)
+    controller = start(controllers, lab, tmp_path, {"lease": 6, "unreachable_timeout": 60}, PACED_STEPS)
+    stepping(controller, "worker1")
+    assert trainers(lab, "h2")
+    lab.cut("h2")
+    try:  # the lease ran out there: no trainer left, neither the pool nor worker1
+        wait_until(lambda: not trainers(lab, "h2"), 30, lambda: trainers(lab, "h2"))
+    finally:
+        lab.restore("h2")
+    wait_until(lambda: controller.text().count("worker1 | -- running") >= 2
+               or controller.process.poll() is not None, 120, lambda: controller.text()[-3000:])
+    lab.uncap("h0")
+    code = controller.finish()
+    text = controller.text()
+    assert code == 0, text[-4000:]
+    back = re.findall(r"host h2 (?:answers again|reconnected) after", text)
+    assert back == ["host h2 answers again after"], back  # the same connection
+    starts = re.findall(r"^worker1 +\| -- starting \(pid \d+(, warm start)?\)", text, re.M)
+    assert starts == [", warm start", ", warm start"], text[-4000:]
+    assert "the warm pool on h2 had ended on its connection; started again" in text, text[-4000:]
+    assert "warm start on h2 unavailable" not in text, text[-4000:]
+    assert_hosts_empty(lab, within=60)
