@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.support.fakes import FakeClock, FakeLauncher, Recorder, make_config, running
+from tests.support.fakes import FakeClock, FakeLauncher, FakeProcess, Recorder, make_config, running
 from tui.core.events import Notice, RunOutcome
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.task_state import TaskState
@@ -17,14 +17,19 @@ from tui.core.task_state import TaskState
 NAMES = ["ps0", "worker0", "worker1"]
 
 
-async def test_a_ps_left_waiting_for_a_worker_ended_past_the_target_counts_as_succeeded(
-        tmp_path: Path) -> None:
-    config = make_config(tmp_path, steps=100)
+async def up(tmp_path: Path) -> tuple[Supervisor, FakeClock, Recorder, dict[str, FakeProcess]]:
+    """A run of 100 steps on a fake clock, every task running."""
     launcher, clock, recorder = FakeLauncher(), FakeClock(), Recorder()
-    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=clock)
+    supervisor = Supervisor(make_config(tmp_path, steps=100), runs_root=tmp_path / "runs",
+                            launcher=launcher, clock=clock)
     supervisor.subscribe(recorder)
     await supervisor.start()
-    processes = await running(launcher, recorder, NAMES)
+    return supervisor, clock, recorder, await running(launcher, recorder, NAMES)
+
+
+async def test_a_ps_left_waiting_for_a_worker_ended_past_the_target_counts_as_succeeded(
+        tmp_path: Path) -> None:
+    supervisor, clock, _, processes = await up(tmp_path)
     processes["worker1"].step(100, target=100)
     processes["worker1"].done(global_step=100)
     processes["worker1"].exit(0)
@@ -47,12 +52,7 @@ async def test_a_ps_left_waiting_for_a_worker_ended_past_the_target_counts_as_su
 async def test_a_worker_hung_before_the_target_is_never_counted_as_succeeded(tmp_path: Path) -> None:
     # Seen on the lab: a worker hung for 5 minutes was ended "no progress for 5 s after the
     # target step was reached (counted as succeeded)". Its own last step says otherwise.
-    config = make_config(tmp_path, steps=100)
-    launcher, clock, recorder = FakeLauncher(), FakeClock(), Recorder()
-    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=clock)
-    supervisor.subscribe(recorder)
-    await supervisor.start()
-    processes = await running(launcher, recorder, NAMES)
+    supervisor, clock, recorder, processes = await up(tmp_path)
     processes["worker1"].step(10, target=100)  # then nothing: hung
     for second in range(1, 31):  # worker0 trains on alone for 30 s, to the target
         processes["worker0"].step(10 + 3 * second, target=100)
