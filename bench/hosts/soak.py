@@ -74,11 +74,12 @@ def soaked(lab: NetLab, temp: Path, seed: int, count: int) -> tuple[list[str], l
     (temp / "soak").mkdir()
     controller = start(controllers, lab, temp / "soak", NETWORK, STEPS_PER_FAULT * count, TIMEOUT)
     try:
-        done = soak(lab, controller, faults)
-        lab.uncap("h0")
+        try:
+            done = soak(lab, controller, faults)
+        finally:
+            lab.uncap("h0")  # the faults are over: the run ends at full speed
         code = controller.finish()
     finally:
-        lab.uncap("h0")
         _stop(controller)
     summary = summary_of(controller)
     incidents = summary["incidents"]
