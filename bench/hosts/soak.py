@@ -9,7 +9,7 @@ schedule of faults of every kind (SIGKILL of a worker or of the ps, SIGSTOP of a
 after the one before (tests/launch/soak.py, which the suite's short soak uses too). The ps's
 link is paced while faults come, so that the run cannot end first.
 
-    python -m bench.hosts.soak --seed N [--faults 8] [--no-baseline]
+    python -m bench.hosts.soak --seed N [--faults 8] [--mode sync] [--no-baseline]
 
 Needs root, iproute2 and openssh-server (as the lab does). Exits 1 when a promise is broken
 (exit 0, checkpoints monotonic, every incident explained, every worker back within 60 s).
@@ -54,11 +54,11 @@ def _stop(controller: Controller) -> None:
         controller.process.wait()
 
 
-def baseline(lab: NetLab, temp: Path, steps: int) -> float | None:
+def baseline(lab: NetLab, temp: Path, steps: int, mode: str) -> float | None:
     """The wall time of the same run without faults (the ps's link not paced)."""
     controllers: list[Controller] = []
     (temp / "baseline").mkdir()
-    controller = start(controllers, lab, temp / "baseline", NETWORK, steps, TIMEOUT)
+    controller = start(controllers, lab, temp / "baseline", NETWORK, steps, TIMEOUT, mode)
     try:
         code = controller.finish()
     finally:
@@ -66,13 +66,13 @@ def baseline(lab: NetLab, temp: Path, steps: int) -> float | None:
     return float(summary_of(controller)["wall_time"]) if code == 0 else None
 
 
-def soaked(lab: NetLab, temp: Path, seed: int, count: int) -> tuple[list[str], list[str], float]:
+def soaked(lab: NetLab, temp: Path, seed: int, count: int, mode: str) -> tuple[list[str], list[str], float]:
     """One soak: its table, the promises it broke, and its wall time."""
     faults = schedule(seed, count)
     controllers: list[Controller] = []
     lab.cap("h0", PACE)
     (temp / "soak").mkdir()
-    controller = start(controllers, lab, temp / "soak", NETWORK, STEPS_PER_FAULT * count, TIMEOUT)
+    controller = start(controllers, lab, temp / "soak", NETWORK, STEPS_PER_FAULT * count, TIMEOUT, mode)
     try:
         try:
             done = soak(lab, controller, faults)
@@ -99,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="the fault schedule's seed")
     parser.add_argument("--faults", type=int, default=8, help="how many faults (every kind before any twice)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the fault-free run")
+    parser.add_argument("--mode", choices=("async", "sync"), default="async", help="the training mode")
     args = parser.parse_args(argv)
     if args.faults < 1:
         parser.error("--faults must be at least 1")
@@ -109,9 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     began, load = time.time(), os.getloadavg()[0]
     steps = STEPS_PER_FAULT * args.faults
     with tempfile.TemporaryDirectory(prefix="soak-") as temp, NetLab(3, Path(temp)) as lab:
-        base = None if args.no_baseline else baseline(lab, Path(temp), steps)
-        lines, broken, wall = soaked(lab, Path(temp), args.seed, args.faults)
-    print(f"soak, seed {args.seed}, {args.faults} faults, {steps} steps")
+        base = None if args.no_baseline else baseline(lab, Path(temp), steps, args.mode)
+        lines, broken, wall = soaked(lab, Path(temp), args.seed, args.faults, args.mode)
+    print(f"soak, seed {args.seed}, {args.faults} faults, {steps} steps, {args.mode}")
     print("\n".join(lines))
     print(f"wall time {wall:.0f} s with faults" + ("" if args.no_baseline else
           f", {base:.0f} s without" if base is not None else ", the fault-free run failed"))

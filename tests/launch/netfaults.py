@@ -91,10 +91,11 @@ def controllers() -> Iterator[list[Controller]]:
 
 
 def start(controllers: list[Controller], lab: NetLab, tmp_path: Path,
-          network: dict[str, float], steps: int, timeout: float = RUN_LIMIT - 20) -> Controller:
+          network: dict[str, float], steps: int, timeout: float = RUN_LIMIT - 20,
+          mode: str = "async") -> Controller:
     """The controller on ``lab`` in the standard layout, training :data:`TRAINING` for ``steps``
-    (``--timeout timeout``)."""
-    training = {**TRAINING, "steps": steps}
+    in ``mode`` (``--timeout timeout``)."""
+    training = {**TRAINING, "steps": steps, "mode": mode}
     path = standard_layout(lab, tmp_path, ps=1, workers=2, training=training)
     config = yaml.safe_load(path.read_text())
     config["restart"] = {"policy": "on-failure", "max_restarts": 3, "backoff": 1}

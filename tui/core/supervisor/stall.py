@@ -19,9 +19,12 @@ A stall is reported once per launch (again only after it was taken back): a
 :class:`~tui.core.events.TaskStalled` event, a hint naming the task and its last line, and a
 warning. ``on_stall`` then decides: ``warn`` (only that), ``restart`` (kill it: the restart
 policy treats it like any failure) or ``fail`` (the controller declares it failed, which
-ends the run). A reported task that shows life again (SIGCONT, progress) gets a
-:class:`~tui.core.events.TaskHintCleared`. While any task is being started, stopped or
-restarted, the others wait for it and idle time counts from its return.
+ends the run). A worker still silent after the full ``stall_timeout`` while its peers
+progress (or reached the target) no longer trains: under ``restart: on-failure`` it is killed
+and restarted whatever ``on_stall`` says, and its exit's reason says why. A reported task that
+shows life again (SIGCONT, progress) gets a :class:`~tui.core.events.TaskHintCleared`. While a
+task the workers wait for (:func:`waited_for`) is being started, stopped, restarted or is out
+of reach, idle time counts from its return.
 """
 
 from __future__ import annotations
