@@ -47,9 +47,6 @@ async def _judge(run: RunRecord, name: str) -> None:
     if not task.state.is_active or run.stop_requested:
         run.hangs.exited(name)
         return
-    if run.hangs.stale(name):
-        _restart_stale(run, name)
-        return
     cores = await cores_used(run.launcher, task.plan.host, task.pid, run.clock.sleep, CPU_SAMPLE)
     if name not in run.hangs.hung(run.clock.monotonic() - CPU_SAMPLE):
         return  # it moved or exited while its CPU was sampled
@@ -58,6 +55,9 @@ async def _judge(run: RunRecord, name: str) -> None:
         if run.hangs.working(name, run.clock.monotonic()):
             run.notify(Level.INFO, f"{run.hangs.why}; still working "
                                    f"({cores:.1f} cores): left to finish", task.name)
+        return
+    if run.hangs.stale(name) and task.state.is_active and not run.stop_requested:
+        _restart_stale(run, name)  # idle, and since before the target: hung, not done
         return
     run.hangs.exited(name)
     if not task.state.is_active or run.stop_requested:
@@ -69,7 +69,6 @@ async def _judge(run: RunRecord, name: str) -> None:
     task.ended_after_target = True
     task.judge(Verdict(TaskState.SUCCEEDED, reason))
     run.spawn(stop_one(run, task, reason))
-
 
 
 def _restart_stale(run: RunRecord, name: str) -> None:
