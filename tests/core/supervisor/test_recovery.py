@@ -127,6 +127,28 @@ async def test_a_worker_that_lost_a_ps_which_did_not_fail_is_judged_alone(tmp_pa
     assert launcher.starts == NAMES
 
 
+async def test_a_failure_is_named_by_its_own_launch_s_error_only(tmp_path: Path) -> None:
+    # Workers died of "AbortedError: The same RunGraph ..." and the incident said only "exited
+    # with code 1". A later launch's exit must not borrow an earlier launch's error.
+    supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(), worker=on_failure(1, 5.0))
+    await supervisor.start()
+    first = await running(launcher, recorder, NAMES)
+    first["worker1"].say("tensorflow.python.framework.errors_impl.AbortedError: The same RunGraph "
+                         "(Worker) request was received twice.")
+    first["worker1"].exit(1)
+    await clock.sleeping(5.0)
+    clock.advance(5.0)
+    again = await launcher.started("worker1", launch=2)
+    again.ready()
+    await recorder.state("worker1", S.RUNNING, nth=2)
+    again.exit(1)
+    summary = await supervisor.wait()
+    (incident,) = summary.incidents
+    assert incident.reason == ("exited with code 1 (AbortedError: The same RunGraph (Worker) request "
+                               "was received twice.)")
+    assert summary.reason == "worker1 exited with code 1"
+
+
 async def test_a_ps_failure_while_a_worker_s_own_restart_is_launching_starts_it_once(tmp_path: Path) -> None:
     # Over SSH a start takes a while: worker1's own restart is still launching when ps0's
     # failure restarts the whole cluster (a host back from a cut: both at once).

@@ -262,6 +262,7 @@ def _publish_lines(run: RunRecord, task: TaskRecord, batch: OutputBatch, start: 
 
 def _keep_tail(task: TaskRecord, lines: Sequence[str], events: Mapping[int, protocol.Event]) -> None:
     """The batch's last lines into the task's tail (an event line in its described form)."""
+    task.launch_lines += len(lines)
     first = max(0, len(lines) - (task.tail.maxlen or len(lines)))
     for index in range(first, len(lines)):
         event = events.get(index)
@@ -356,8 +357,9 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = 
         state, reason = TaskState.SUCCEEDED, ""
     else:
         before = " before reporting ready" if settled is TaskState.STARTING else ""
-        # Why, where known: the controller's own kill (a stall), or the error it died of.
-        why = task.killed_for or last_error(task.tail)
+        # Why, where known: the controller's own kill (a stall), or the error it died of (an
+        # exit code of its own: a signal's kill is no sign of an error it printed).
+        why = task.killed_for or (last_error(task.launch_tail()) if code > 0 else "")
         state, reason = TaskState.FAILED, describe_exit(code) + before + (f" ({why})" if why else "") \
             + out_of_reach_note(run, task)
         if not task.hint:  # what it said while waiting for its peers, if it then died of it

@@ -168,6 +168,12 @@ class TaskRecord:
         self.stall_escalated = False  # restarted as left behind by its peers (tui.core.supervisor.stall)
         #: Why the controller killed this launch (a stall), which its exit's reason names.
         self.killed_for = ""
+        self.launch_lines = 0  # output lines of this launch (the tail holds the last ones)
+
+    def launch_tail(self) -> list[str]:
+        """The tail's lines that this launch printed (not a previous launch's)."""
+        lines = list(self.tail)
+        return lines[len(lines) - min(self.launch_lines, len(lines)):]
 
     def count_restart(self, now: float) -> int:
         """One more automatic restart at ``now``; returns the total."""
