@@ -73,9 +73,12 @@ def soaked(lab: NetLab, temp: Path, seed: int, count: int, mode: str) -> tuple[l
     lab.cap("h0", PACE)
     (temp / "soak").mkdir()
     controller = start(controllers, lab, temp / "soak", NETWORK, STEPS_PER_FAULT * count, TIMEOUT, mode)
+    ended_early = ""
     try:
         try:
             done = soak(lab, controller, faults)
+        except AssertionError:  # the run ended before its faults did: its summary says why
+            done, ended_early = [], "the run ended before the faults did"
         finally:
             lab.uncap("h0")  # the faults are over: the run ends at full speed
         code = controller.finish()
@@ -84,7 +87,8 @@ def soaked(lab: NetLab, temp: Path, seed: int, count: int, mode: str) -> tuple[l
     summary = summary_of(controller)
     incidents = summary["incidents"]
     recoveries(controller, done)
-    broken = [f"exit {code}"] if code != 0 else []
+    broken = [ended_early] if ended_early else []
+    broken += [f"exit {code}: {summary['reason']}"] if code != 0 else []
     broken += checkpoint_faults(checkpoints(controller))
     broken += [f"unexplained incident: {i['task']} {i['reason']}" for i in unexplained(incidents, done)]
     broken += [f"{injected.fault}: {worker} not stepping within {RECOVERY_BOUND:g} s"
