@@ -84,6 +84,8 @@ def soaked(lab: NetLab, temp: Path, seed: int, count: int, mode: str) -> tuple[l
         code = controller.finish()
     finally:
         _stop(controller)
+    if not list(controller.runs.glob("*/summary.json")):  # the controller ended before its run did
+        return [], [f"{ended_early or 'no summary'}; the controller said: {controller.text()[-1500:]}"], 0.0
     summary = summary_of(controller)
     incidents = summary["incidents"]
     recoveries(controller, done)
