@@ -36,6 +36,7 @@ _STDERR_NOISE = re.compile(
 _stderr_forwarder: threading.Thread | None = None
 _go = threading.Event()
 GO_LINE = b"go"
+STOP_LINE = protocol.STOP_LINE.encode()
 #: Other stdin lines a program reacts to (the shim's ``end``), by their stripped bytes.
 _line_handlers: dict[bytes, Callable[[], None]] = {}
 _stdin_watched = threading.Event()
@@ -225,15 +226,19 @@ def _set_parent_death_signal() -> None:
 
 
 def _exit_on_stdin_eof() -> None:
+    stopped = False
     try:
         with os.fdopen(0, "rb", buffering=0, closefd=False) as stdin:
             for line in stdin:
                 text = line.strip()
                 if text == GO_LINE:
                     _go.set()
+                elif text == STOP_LINE:
+                    stopped = True
                 elif text in _line_handlers:
                     _line_handlers[text]()
     except OSError:
         pass
-    print("trainer: stdin closed (the controller went away); exiting", file=sys.stderr)
+    why = "the controller stops it" if stopped else "the controller went away"
+    print(f"trainer: stdin closed ({why}); exiting", file=sys.stderr)
     exit_now(EXIT_ORPHANED)

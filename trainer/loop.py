@@ -59,6 +59,15 @@ REFUSED_RETRY_SECS = (0.1, 0.3, 0.5, 0.5)
 #: to connect to remote host: Connection refused" (TensorFlow 2.21). Either part is enough:
 #: the address named in the text, not these words, says whose the failure is.
 REFUSED_SIGNS = ("failed to connect to all addresses", "Connection refused")
+#: Waits before each retry of a training step a peer refused as a duplicate: TensorFlow's
+#: worker service remembers recent request ids and aborts a RunGraph whose id it has seen
+#: ("The same RunGraph (Worker) request was received twice"), which gRPC's own resend after
+#: a channel reset produces. The first copy ran; only this call's answer is lost, so a new
+#: step (a new request id) is safe in async mode. Seen ending workers of fault-free 8-minute
+#: lab runs, and on an untouched host after another host's cut.
+DUPLICATE_RETRY_SECS = (0.1, 0.3, 0.6)
+#: What TensorFlow's AbortedError says of a duplicate request (RecentRequestIds).
+DUPLICATE_SIGNS = ("request was received twice",)
 #: An address in gRPC's error text: "ipv4:10.0.0.3:2222", "ipv6:%5B::1%5D:2222".
 _GRPC_ADDRESS = re.compile(r"ipv4:(\d+\.\d+\.\d+\.\d+):(\d+)|ipv6:(?:%5B|\[)([0-9A-Fa-f:.]+)(?:%5D|\]):(\d+)")
 EVAL_BATCH = 1024
@@ -275,8 +284,9 @@ class Worker:
 
     def step(self, metadata: Any = None) -> tuple[Any, Any]:
         """One training step: (global step, loss). Async, a step failed by a connection reset
-        (:data:`RESET_RETRY_SECS`) or by a ps that could not connect to this worker's address
-        (:data:`REFUSED_RETRY_SECS`) is retried, as is the cancelled step that may follow it;
+        (:data:`RESET_RETRY_SECS`), by a ps that could not connect to this worker's address
+        (:data:`REFUSED_RETRY_SECS`) or by a peer that received its request twice
+        (:data:`DUPLICATE_RETRY_SECS`) is retried, as is the cancelled step that may follow it;
         any other error, such a failure that stays, or a refill of the input for the retry that
         does not end (:data:`REFILL_DEADLINE_SECS`) ends it. (Sync, a failed step may have
         taken its round's token: a second try could wait for a token forever.)"""
@@ -290,7 +300,7 @@ class Worker:
             try:
                 return self._run(fetches, metadata)
             except (errors.UnavailableError, errors.AbortedError) as exc:
-                passing = self._passing(exc) if isinstance(exc, errors.UnavailableError) else None
+                passing = self._passing(exc)
                 if waits is None:
                     if passing is None:
                         raise
@@ -335,8 +345,14 @@ class Worker:
         return True
 
     def _passing(self, exc: Exception) -> _Passing | None:
-        """What to do about an UnavailableError that may pass; None: it ends the step."""
+        """What to do about an UnavailableError or AbortedError that may pass; None: it ends
+        the step (an AbortedError may still be the step a ps cancels after one that may)."""
         text = str(exc)
+        if isinstance(exc, self.tf.errors.AbortedError):
+            if any(sign in text for sign in DUPLICATE_SIGNS):
+                return _Passing(DUPLICATE_RETRY_SECS, "as a peer received its request twice "
+                                "(a call resent after a connection reset)")
+            return None
         if any(sign in text for sign in RESET_SIGNS):
             return _Passing(RESET_RETRY_SECS, "on a connection reset by a peer")
         if any(sign in text for sign in REFUSED_SIGNS) and self._names_own_address(text):

@@ -59,6 +59,9 @@ SCHEMA_VERSION = 1
 HOLD_FLAG = "--hold"
 GO_LINE = "go"
 END_LINE = "end"
+#: Written by the controller before it stops a task on purpose (its stdin then closes and a
+#: SIGTERM follows): the task's exit is then not "the controller went away".
+STOP_LINE = "stop"
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2

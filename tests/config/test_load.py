@@ -285,12 +285,12 @@ def test_restart_policy_and_overrides(tmp_path: Path) -> None:
           max_restarts: 5
           backoff: 2
           ps: {policy: never}
-          worker: {backoff: 0.5}
+          worker: {backoff: 0.5, window: 3600}
         """)
     config = load(tmp_path, text)
     assert config.restart == RestartPolicy(RestartMode.ON_FAILURE, 5, 2.0)
     assert config.restart_policy(Job.PS) == RestartPolicy(RestartMode.NEVER, 5, 2.0)
-    assert config.restart_policy(Job.WORKER) == RestartPolicy(RestartMode.ON_FAILURE, 5, 0.5)
+    assert config.restart_policy(Job.WORKER) == RestartPolicy(RestartMode.ON_FAILURE, 5, 0.5, 3600.0)
 
 
 def test_restart_policy_without_overrides(tmp_path: Path) -> None:

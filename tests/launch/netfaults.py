@@ -91,9 +91,11 @@ def controllers() -> Iterator[list[Controller]]:
 
 
 def start(controllers: list[Controller], lab: NetLab, tmp_path: Path,
-          network: dict[str, float], steps: int) -> Controller:
-    """The controller on ``lab`` in the standard layout, training :data:`TRAINING` for ``steps``."""
-    training = {**TRAINING, "steps": steps}
+          network: dict[str, float], steps: int, timeout: float = RUN_LIMIT - 20,
+          mode: str = "async") -> Controller:
+    """The controller on ``lab`` in the standard layout, training :data:`TRAINING` for ``steps``
+    in ``mode`` (``--timeout timeout``)."""
+    training = {**TRAINING, "steps": steps, "mode": mode}
     path = standard_layout(lab, tmp_path, ps=1, workers=2, training=training)
     config = yaml.safe_load(path.read_text())
     config["restart"] = {"policy": "on-failure", "max_restarts": 3, "backoff": 1}
@@ -104,7 +106,7 @@ def start(controllers: list[Controller], lab: NetLab, tmp_path: Path,
         # Warm, as a user's run is: the hosts' pools import TensorFlow while the controller
         # starts, and a task restarted after its host came back forks from its host's pool.
         process = subprocess.Popen([sys.executable, "-m", "tui", str(path), "--no-ui",
-                                    "--timeout", str(RUN_LIMIT - 20)], cwd=REPO, stdout=sink,
+                                    "--timeout", str(timeout)], cwd=REPO, stdout=sink,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     controller = Controller(process, out, tmp_path / "runs")
     controllers.append(controller)

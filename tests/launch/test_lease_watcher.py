@@ -113,3 +113,24 @@ def test_without_a_lease_file_only_the_session_is_watched(tmp_path: Path) -> Non
     result = subprocess.run(["/bin/sh", "-c", command.shell_line()], input=command.env_input(),
                             capture_output=True, timeout=30, start_new_session=True)
     assert result.returncode == 0 and result.stdout.decode().splitlines()[1] == "ok"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_watcher_ends_as_soon_as_its_task_is_gone(tmp_path: Path, shell: str) -> None:
+    # It polled the session only, and slept 5 s after its TERM even with the group gone: a
+    # check for leftovers right after the controller's exit found it beside every task.
+    lease = tmp_path / "lease"
+    lease.write_text("1\n")
+    command = RemoteCommand(argv=(sys.executable, "-c", "print('ok')"), env={}, watch_connection=True,
+                            lease_file=str(lease), lease=60.0)
+    process = subprocess.Popen([shell, "-c", command.shell_line()], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        out, _ = process.communicate(command.env_input(), timeout=30)
+        assert out.decode().splitlines()[1] == "ok"
+        # The session (this test) lives on and the lease is far from out: only the task's
+        # end can end the watcher.
+        wait_until(lambda: not group(process.pid), 10, what="the watcher after its task's end")
+    finally:
+        for p in group(process.pid):
+            p.kill()

@@ -36,6 +36,7 @@ from tests.launch.netfaults import (
 )
 from tests.launch.test_lab_runs import assert_hosts_empty
 from tests.support import wait_until
+from tests.support.netlab import NetLab
 from tests.support.netlab_fixture import MakeLab
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
@@ -86,12 +87,7 @@ def test_a_worker_host_back_past_its_lease_restarts_its_worker_from_a_new_warm_p
                    or controller.process.poll() is not None, 60, lambda: controller.text()[-3000:])
     finally:
         lab.restore("h2")
-    wait_until(lambda: controller.text().count("worker1 | -- running") >= 2
-               or controller.process.poll() is not None, 90, lambda: controller.text()[-3000:])
-    lab.uncap("h0")
-    code = controller.finish()
-    text = controller.text()
-    assert code == 0, text[-4000:]
+    text = restarted_to_the_end(lab, controller)
     # The host's pool ended with its connection: the restart on the new one is forked from a
     # new pool (it started cold, with a notice to check that the host's Python runs the pool).
     starts = re.findall(r"^worker1 +\| -- starting \(pid \d+(, warm start)?\)", text, re.M)
@@ -132,3 +128,41 @@ def test_a_host_cut_for_good_fails_the_run_and_its_task_stops_itself(
     print(f"\nhost cut for good: worker1 stopped itself {stopped_after:.1f} s after the cut "
           f"(lease {lease} s); the run failed {failed_after:.1f} s after it (unreachable_timeout {limit} s)")
     assert_hosts_empty(lab, within=120)  # its sshd sessions end once the link says they are gone
+
+
+def test_a_worker_host_back_on_the_same_connection_past_its_lease_starts_its_pool_again(
+        netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
+    """A cut as long as the lease: the host's pool and worker stop themselves, and the link is
+    back before the controller gives up on the connection. The restart there forked cold
+    (81 s to running on the lab) with a notice to check the pool's Python: it forks warm
+    from a pool started again, and the notice says so."""
+    lab = netlab(3)
+    lab.cap("h0", PACE)
+    controller = start(controllers, lab, tmp_path, {"lease": 6, "unreachable_timeout": 60}, PACED_STEPS)
+    stepping(controller, "worker1")
+    assert trainers(lab, "h2")
+    lab.cut("h2")
+    try:  # the lease ran out there: no trainer left, neither the pool nor worker1
+        wait_until(lambda: not trainers(lab, "h2"), 30, lambda: trainers(lab, "h2"))
+    finally:
+        lab.restore("h2")
+    text = restarted_to_the_end(lab, controller)
+    back = re.findall(r"host h2 (?:answers again|reconnected) after", text)
+    assert back == ["host h2 answers again after"], back  # the same connection
+    starts = re.findall(r"^worker1 +\| -- starting \(pid \d+(, warm start)?\)", text, re.M)
+    assert starts == [", warm start", ", warm start"], text[-4000:]
+    assert "the warm pool on h2 had ended on its connection; started again" in text, text[-4000:]
+    assert "warm start on h2 unavailable" not in text, text[-4000:]
+    assert_hosts_empty(lab, within=60)
+
+
+def restarted_to_the_end(lab: NetLab, controller: Controller) -> str:
+    """Once worker1 runs again (its restart after its host's lease ran out), lift the ps
+    link's pace and let the run end: its output, after asserting exit 0."""
+    wait_until(lambda: controller.text().count("worker1 | -- running") >= 2
+               or controller.process.poll() is not None, 120, lambda: controller.text()[-3000:])
+    lab.uncap("h0")
+    code = controller.finish()
+    text = controller.text()
+    assert code == 0, text[-4000:]
+    return text

@@ -129,11 +129,13 @@ class RestartMode(str, Enum):
 
 @dataclass(frozen=True)
 class RestartPolicy:
-    """Whether and how often a failed task is started again; ``backoff`` is in seconds."""
+    """Whether and how often a failed task is started again: at most ``max_restarts`` within
+    any ``window`` seconds (0: within the whole run), each after ``backoff`` seconds."""
 
     policy: RestartMode = RestartMode.NEVER
     max_restarts: int = 3
     backoff: float = 1.0
+    window: float = 600.0
 
 
 @dataclass(frozen=True)

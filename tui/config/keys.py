@@ -90,6 +90,8 @@ POLICY = {
     "policy": _choice("when a failed task is started again", "never", "on-failure"),
     "max_restarts": Value(Shape.INTEGER, "restarts per task before the run fails", minimum=0),
     "backoff": Value(Shape.NUMBER, "seconds before the first restart (doubling)", minimum=0),
+    "window": Value(Shape.NUMBER, "seconds within which max_restarts counts; 0: the whole run",
+                    minimum=0),
 }
 PROGRAM = {
     "command": Value(Shape.COMMAND, "what every task runs, with placeholders like {job} and {index}"),

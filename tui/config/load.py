@@ -105,7 +105,7 @@ _PROGRAM_JOBS = frozenset({Job.CHIEF, Job.EVALUATOR})
 _TASK_KEYS = tuple(keys.TASK)
 _POLICY_KEYS = tuple(keys.POLICY)
 _RESTART_KEYS = _POLICY_KEYS + _JOB_KEYS
-_POLICY_EXPECTED = "a mapping of policy:, max_restarts:, backoff:"
+_POLICY_EXPECTED = "a mapping of policy:, max_restarts:, backoff:, window:"
 _DEFAULT_RUN_DIR = "runs"
 #: When a training problem concerns a setting absent from the file, point at a related one.
 _RELATED_SETTING = {"batch_size": "gpus"}
@@ -357,6 +357,9 @@ class _Loader(NodeReader):
         if "backoff" in items:
             policy = dataclasses.replace(
                 policy, backoff=self.number(items["backoff"].value, f"{where}.backoff", 0.0))
+        if "window" in items:
+            policy = dataclasses.replace(
+                policy, window=self.number(items["window"].value, f"{where}.window", 0.0))
         return policy
 
     def run_dir(self, node: Node) -> Path:

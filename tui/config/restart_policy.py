@@ -54,7 +54,7 @@ class FailureFacts:
     that fails the start instead). ``declared_by_controller``: the controller itself judged it
     failed (not ready in time, did not exit): never retried. ``lost_peer``: its output says a
     ps was unreachable. ``cluster_up``: the staged start finished and no recovery is under way.
-    ``restarts``: automatic restarts it had so far. ``settled``: it already waited out
+    ``restarts``: automatic restarts it had within the policy's window. ``settled``: it already waited out
     :data:`PEER_LOSS_SETTLE`."""
 
     job: Job
@@ -69,10 +69,20 @@ class FailureFacts:
 
 @dataclass(frozen=True)
 class PsFacts:
-    """A ps task's restart record: would it be restarted if it failed now?"""
+    """A ps task's restart record (``restarts``: within the policy's window): would it be
+    restarted if it failed now?"""
 
     restarts: int
     declared_failed: bool
+
+
+def restarts_within(times: Sequence[float], now: float, window: float) -> int:
+    """How many of the restarts made at ``times`` count against the budget at ``now``: those
+    of the last ``window`` seconds (every one when ``window`` is 0), as supervisord's and
+    systemd's start limits count, so that blips far apart never add up to a failed run."""
+    if window <= 0:
+        return len(times)
+    return sum(1 for t in times if now - t < window)
 
 
 def may_restart(config: ClusterConfig, job: Job, restarts: int, declared_by_controller: bool) -> bool:

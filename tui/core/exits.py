@@ -3,7 +3,9 @@ end returns for a run's outcome (:func:`exit_code_for`)."""
 
 from __future__ import annotations
 
+import re
 import signal
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tui.common.exit_codes import ExitCode
@@ -20,6 +22,23 @@ def exit_code_for(outcome: RunOutcome) -> ExitCode:
         RunOutcome.TIMEOUT: ExitCode.TIMEOUT,
         RunOutcome.INTERRUPTED: ExitCode.INTERRUPTED,
     }[outcome]
+
+
+#: A Python exception's last line: ``tensorflow.python...AbortedError: text``.
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Exit)): (.*)")
+#: The longest error text an exit's reason quotes.
+ERROR_CHARS = 160
+
+
+def last_error(lines: Iterable[str]) -> str:
+    """The last exception a task's output names (``AbortedError: The same RunGraph ...``,
+    without its module), or "": what an exit's reason says besides its code."""
+    found = ""
+    for line in lines:
+        match = _ERROR_LINE.match(line.strip())
+        if match:
+            found = f"{match.group(1)}: {match.group(2)}"
+    return found if len(found) <= ERROR_CHARS else found[:ERROR_CHARS] + "..."
 
 
 def describe_exit(code: int) -> str:

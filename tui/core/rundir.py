@@ -336,7 +336,7 @@ def _plain(value: Any) -> Any:
 
 def _policy(policy: RestartPolicy) -> dict[str, Any]:
     return {"policy": policy.policy.value, "max_restarts": policy.max_restarts,
-            "backoff": policy.backoff}
+            "backoff": policy.backoff, "window": policy.window}
 
 
 def _clock(t: float, _last: list[object] = [None, ""]) -> str:  # noqa: B006 (a one-entry cache)

@@ -98,6 +98,9 @@ class HangWatch:
     target: int
     #: Quiet seconds after which a worker is a candidate; the supervisor then samples its CPU.
     after: float = HANG_AFTER - CPU_SAMPLE
+    #: A worker whose last step came this long before the target was reached had stopped
+    #: training before it (:meth:`stale`): its silence after the target proves nothing.
+    stale_after: float = 15.0
     _advanced: dict[str, tuple[int, float]] = field(default_factory=dict)  # task -> (step, when)
     _reached_at: float | None = None
     _working: set[str] = field(default_factory=set)  # found busy past the target (said once)
@@ -151,6 +154,19 @@ class HangWatch:
         self._advanced = {task: (step, when + seconds) for task, (step, when) in self._advanced.items()}
         if self._reached_at is not None:
             self._reached_at += seconds
+
+    def stale(self, task: str) -> bool:
+        """Whether ``task`` had stepped, but last did so :attr:`stale_after` seconds or more
+        before the target was reached: it was hung, not done, and must not be counted as
+        succeeded by the after-target rule."""
+        last = self._advanced.get(task)
+        return (last is not None and last[0] >= 0 and self._reached_at is not None
+                and self._reached_at - last[1] >= self.stale_after)
+
+    def quiet_for(self, task: str, now: float) -> float:
+        """Seconds since ``task`` last advanced (0 if unknown)."""
+        last = self._advanced.get(task)
+        return 0.0 if last is None else now - last[1]
 
     @property
     def reached(self) -> bool:

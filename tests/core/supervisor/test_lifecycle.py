@@ -433,7 +433,7 @@ async def test_restart_policy_restarts_a_failed_worker_after_the_backoff(tmp_pat
     second.ready()
     await recorder.state("worker1", S.RUNNING, nth=2)
     notices = [n.text for n in recorder.of(Notice)]
-    assert notices == ["exited with code 3; restart 1 of 1 in 7 s"]
+    assert notices == ["exited with code 3; restart 1 of 1 within 600 s in 7 s"]
     # The budget is spent: the next failure fails the run.
     second.exit(4)
     summary = await supervisor.wait()

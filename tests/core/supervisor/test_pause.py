@@ -3,7 +3,7 @@ a gap of seconds is, once; a disabled guard (a run on a fake clock) never report
 
 from __future__ import annotations
 
-from tui.core.supervisor.pause import SLACK, TICK, PauseGuard
+from tui.core.supervisor.pause import SLACK, TICK, PauseGuard, thread_run_delay
 from tui.program.end_rules import HangWatch
 
 
@@ -18,6 +18,28 @@ def test_only_a_real_gap_is_a_pause() -> None:
     now[0] += TICK
     assert guard.paused() == 0.0
     assert guard.total == SLACK + 7.0
+
+
+def test_a_gap_spent_waiting_for_a_cpu_is_short_of_cpu_not_a_suspension() -> None:
+    # It said "paused for 3 s (suspended?)" when the controller was only short of CPU.
+    now, delay = [100.0], [5.0]
+    guard = PauseGuard(lambda: now[0], run_delay=lambda: delay[0])
+    now[0] += TICK + SLACK + 3.0
+    delay[0] += SLACK + 2.5  # runnable, waiting for a CPU, most of the gap
+    assert guard.paused() == SLACK + 3.0 and guard.starved
+    now[0] += TICK + SLACK + 7.0  # stopped: a stopped thread waits for no CPU
+    delay[0] += 0.01
+    assert guard.paused() == SLACK + 7.0 and not guard.starved
+    unknown = PauseGuard(lambda: now[0], run_delay=lambda: None)
+    now[0] += TICK + SLACK + 1.0
+    assert unknown.paused() and not unknown.starved  # where the kernel does not say: as before
+
+
+def test_this_kernel_tells_a_threads_wait_for_a_cpu() -> None:
+    first = thread_run_delay()
+    assert first is not None and first >= 0.0
+    second = thread_run_delay()
+    assert second is not None and second >= first
 
 
 def test_a_disabled_guard_never_reports() -> None:

@@ -89,8 +89,8 @@ async def test_a_failed_ps_restarts_the_whole_cluster_which_resumes_from_the_che
                                                "restarted, resumed from step 200 (150 steps lost)")
     assert {t.name: t.restarts for t in summary.tasks} == {"ps0": 1, "worker0": 0, "worker1": 0}
     notices = [n.text for n in recorder.of(Notice) if n.task == "ps0"]
-    assert notices == ["was killed by SIGKILL; restarting the whole cluster (restart 1 of 2 in 5 s), "
-                       "training resumes from the latest checkpoint"]
+    assert notices == ["was killed by SIGKILL; restarting the whole cluster (restart 1 of 2 within 600 s "
+                       "in 5 s), training resumes from the latest checkpoint"]
 
 
 async def test_workers_that_lose_the_ps_first_are_its_casualties_not_failures(tmp_path: Path) -> None:
@@ -124,9 +124,31 @@ async def test_a_worker_that_lost_a_ps_which_did_not_fail_is_judged_alone(tmp_pa
     clock.advance(PEER_LOSS_SETTLE)
     summary = await supervisor.wait()
     assert summary.outcome is RunOutcome.FAILED
-    assert summary.reason == "worker1 exited with code 1"
+    assert summary.reason == "worker1 exited with code 1 (UnavailableError: Socket closed)"
     assert summary.incidents == ()
     assert launcher.starts == NAMES
+
+
+async def test_a_failure_is_named_by_its_own_launch_s_error_only(tmp_path: Path) -> None:
+    # Workers died of "AbortedError: The same RunGraph ..." and the incident said only "exited
+    # with code 1". A later launch's exit must not borrow an earlier launch's error.
+    supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(), worker=on_failure(1, 5.0))
+    await supervisor.start()
+    first = await running(launcher, recorder, NAMES)
+    first["worker1"].say("tensorflow.python.framework.errors_impl.AbortedError: The same RunGraph "
+                         "(Worker) request was received twice.")
+    first["worker1"].exit(1)
+    await clock.sleeping(5.0)
+    clock.advance(5.0)
+    again = await launcher.started("worker1", launch=2)
+    again.ready()
+    await recorder.state("worker1", S.RUNNING, nth=2)
+    again.exit(1)
+    summary = await supervisor.wait()
+    (incident,) = summary.incidents
+    assert incident.reason == ("exited with code 1 (AbortedError: The same RunGraph (Worker) request "
+                               "was received twice.)")
+    assert summary.reason == "worker1 exited with code 1"
 
 
 async def test_a_ps_failure_while_a_worker_s_own_restart_is_launching_starts_it_once(tmp_path: Path) -> None:

@@ -131,7 +131,7 @@ async def test_async_a_ps_then_the_chief_killed_mid_run(tmp_path: Path) -> None:
     assert (worker["kind"], worker["task"]) == ("task_restart", "worker0")
     assert worker["resumed_step"] >= worker["global_step"] >= restored[0] + 100
     assert len(restored) == 1
-    assert "worker0 | warning: was killed by SIGKILL; restart 1 of 1 in 0.5 s" in text
+    assert "worker0 | warning: was killed by SIGKILL; restart 1 of 1 within 600 s in 0.5 s" in text
     chief = [(s.new, s.exit_code) for s in states if s.task == "worker0"]
     assert (TaskState.FAILED, -signal.SIGKILL) in chief and chief[-1] == (TaskState.SUCCEEDED, 0)
     assert {t["name"]: t["restarts"] for t in summary["tasks"]} == {"ps0": 1, "worker0": 1, "worker1": 0}
@@ -152,8 +152,8 @@ async def test_sync_mode_survives_the_chief_then_a_worker_being_killed(tmp_path:
     text = out.getvalue()
     assert [name for name, _ in kills] == ["worker0", "worker1"], text[-4000:]
     assert code is ExitCode.OK, text[-4000:] + err.getvalue()
-    assert "worker0 | warning: was killed by SIGKILL; restart 1 of 1 in 0.5 s" in text
-    assert "worker1 | warning: was killed by SIGKILL; restart 1 of 1 in 0.5 s" in text
+    assert "worker0 | warning: was killed by SIGKILL; restart 1 of 1 within 600 s in 0.5 s" in text
+    assert "worker1 | warning: was killed by SIGKILL; restart 1 of 1 within 600 s in 0.5 s" in text
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["outcome"] == RunOutcome.SUCCEEDED.value

@@ -118,6 +118,65 @@ async def test_on_stall_restart_kills_it_and_the_restart_policy_restarts_it(tmp_
     await supervisor.stop_all()
 
 
+async def test_a_worker_left_behind_by_its_peers_is_restarted_under_on_failure_by_default(
+        tmp_path: Path) -> None:
+    # Seen on the lab: a worker hung for good after its host's cut while the others trained;
+    # the default on_stall (warn) only said so, for minutes.
+    supervisor, recorder, clock, processes, launcher = await up(
+        tmp_path, SupervisorOptions(stall_timeout=8.0),
+        restart=RestartPolicy(policy=RestartMode.ON_FAILURE, max_restarts=1, backoff=0.0))
+    processes["worker1"].step(1)
+    await seconds_pass(clock, 4, each=processes["worker0"])
+    (stalled,) = recorder.of(TaskStalled)
+    assert (stalled.task, stalled.policy) == ("worker1", "warn")
+    assert processes["worker1"].killed == 0  # a quarter of the timeout: only said
+    await seconds_pass(clock, 5, each=processes["worker0"])  # the full 8 s while worker0 steps
+    await recorder.state("worker1", TaskState.FAILED)
+    assert processes["worker1"].killed == 1
+    said = "stalled: no progress for 8 s while its peers progress; restarting it"
+    assert any(n.task == "worker1" and n.text.startswith(said) for n in recorder.of(Notice))
+    await clock.sleeping(0.0)  # the restart policy's backoff
+    clock.advance(0.0)
+    again = await launcher.started("worker1", launch=2)
+    again.ready()
+    await recorder.state("worker1", TaskState.RUNNING, nth=2)
+    (result,) = [t for t in supervisor.tasks() if t.name == "worker1"]
+    assert result.restarts == 1
+    assert not recorder.of(TaskHintCleared)
+    await supervisor.stop_all()
+
+
+async def test_without_a_restart_left_a_worker_left_behind_is_only_reported(tmp_path: Path) -> None:
+    supervisor, recorder, clock, processes, _ = await up(tmp_path, SupervisorOptions(stall_timeout=8.0))
+    processes["worker1"].step(1)
+    await seconds_pass(clock, 12, each=processes["worker0"])
+    assert [s.task for s in recorder.of(TaskStalled)] == ["worker1"]
+    assert processes["worker1"].killed == 0  # restart: never (the default): a warning only
+    await supervisor.stop_all()
+
+
+async def test_a_stall_is_not_taken_back_for_an_absence_it_does_not_wait_for(tmp_path: Path) -> None:
+    # An async worker waits for the ps and the chief, not for another worker: a third worker
+    # out of reach or restarting excuses nobody (it said "a task it waits for was restarting").
+    launcher, recorder, clock = FakeLauncher(), Recorder(), FakeClock()
+    config = make_config(tmp_path, num_workers=3)
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=clock,
+                            options=SupervisorOptions(stall_timeout=8.0))
+    supervisor.subscribe(recorder)
+    await supervisor.start()
+    processes = await start_all(launcher, ["ps0", "worker0", "worker1", "worker2"])
+    await recorder.wait_for(lambda e: isinstance(e, Notice) and "tasks up" in e.text)
+    processes["worker1"].step(1)
+    await seconds_pass(clock, 4, each=processes["worker0"])
+    assert [s.task for s in recorder.of(TaskStalled)] == ["worker1"]
+    restart = asyncio.ensure_future(supervisor.restart_task("worker2"))
+    await launcher.started("worker2", 2)  # it stays starting: the others do not wait for it
+    await seconds_pass(clock, 3, each=processes["worker0"])
+    assert not recorder.of(TaskHintCleared)
+    restart.cancel()
+    await supervisor.stop_all()
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 async def test_a_sigstopped_worker_is_stalled_then_a_full_disk_stops_the_run(tmp_path: Path) -> None:
@@ -161,6 +220,52 @@ async def test_a_sigstopped_worker_is_stalled_then_a_full_disk_stops_the_run(tmp
     assert "its process is stopped (SIGSTOP)" in text
     assert code is ExitCode.TASK_FAILED, text[-3000:]
     assert f"run directory: cannot write {run_dir}/" in text and "No space left on device" in text
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+async def test_a_sigstopped_worker_is_restarted_by_the_default_policies_and_steps_again(
+        tmp_path: Path) -> None:
+    """Real TensorFlow: worker1 is SIGSTOPped for good while worker0 trains on. With
+    ``restart: on-failure`` and the default ``on_stall`` (warn) it is killed once the full
+    stall timeout passed, restarted, and steps again; the restart's incident says why."""
+    config = dataclasses.replace(
+        make_config(tmp_path, mode=Mode.ASYNC, steps=10_000_000, log_every=20, hidden_units=16),
+        restart=RestartPolicy(policy=RestartMode.ON_FAILURE, max_restarts=2, backoff=0.5))
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs",
+                            options=SupervisorOptions(grace=2.0, stall_timeout=8.0))
+    stopped: list[int] = []
+    back = asyncio.Event()
+
+    def act(event: ControllerEvent) -> None:
+        if not (isinstance(event, TrainerEvent) and event.task == "worker1"
+                and isinstance(event.event, protocol.Step)):
+            return
+        pid = next(t.pid for t in supervisor.tasks() if t.name == "worker1")
+        assert pid is not None
+        if not stopped:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        elif pid != stopped[0]:
+            back.set()  # the restarted worker1 steps
+
+    recorder = Recorder()
+    supervisor.subscribe(act)
+    supervisor.subscribe(recorder)
+    await supervisor.start()
+    try:
+        await asyncio.wait_for(back.wait(), 200)
+    finally:
+        summary = await supervisor.stop_all()
+    assert summary is not None
+    assert_no_trainers_left(tmp_path / "runs")
+    (worker1,) = [t for t in summary.tasks if t.name == "worker1"]
+    assert worker1.restarts == 1
+    (incident,) = summary.incidents
+    assert incident.task == "worker1"
+    assert incident.reason.startswith("was killed by SIGKILL (stalled: no progress for "), incident.reason
+    (stalled,) = [s for s in recorder.of(TaskStalled) if s.task == "worker1"]
+    assert stalled.stopped and stalled.policy == "warn"
 
 
 async def test_a_stall_is_taken_back_when_the_task_shows_life_again(

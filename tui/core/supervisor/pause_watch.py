@@ -19,8 +19,9 @@ def forgive_pause(run: RunRecord) -> None:
     for task in run.tasks.values():
         task.last_activity += gap
     run.hangs.paused(gap)
-    run.notify(Level.INFO, f"the controller was paused for {gap:.0f} s (suspended?): "
-                           "its tasks' quiet time is not counted")
+    what = (f"short of CPU for {gap:.0f} s (the machine is busy)" if run.pause.starved
+            else f"paused for {gap:.0f} s (suspended?)")
+    run.notify(Level.INFO, f"the controller was {what}: its tasks' quiet time is not counted")
 
 
 async def watch_pauses(run: RunRecord) -> None:

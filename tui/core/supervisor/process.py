@@ -20,7 +20,7 @@ from tui.config.cluster import Job
 from tui.core.clock import Wake, first_completed
 from tui.core.describe import describe_event
 from tui.core.events import Level, TaskHint, TaskHintCleared, TaskOutput, TrainerEvent
-from tui.core.exits import describe_exit
+from tui.core.exits import describe_exit, last_error
 from tui.core.hints import CREATE_SESSION, hint_for_exit, hints_in
 from tui.core.supervisor.records import RunRecord, TaskRecord
 from tui.core.supervisor.unreachable import lease_ran_out, out_of_reach_note, task_lost
@@ -262,6 +262,7 @@ def _publish_lines(run: RunRecord, task: TaskRecord, batch: OutputBatch, start: 
 
 def _keep_tail(task: TaskRecord, lines: Sequence[str], events: Mapping[int, protocol.Event]) -> None:
     """The batch's last lines into the task's tail (an event line in its described form)."""
+    task.launch_lines += len(lines)
     first = max(0, len(lines) - (task.tail.maxlen or len(lines)))
     for index in range(first, len(lines)):
         event = events.get(index)
@@ -376,7 +377,11 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = 
         state, reason = TaskState.SUCCEEDED, ""
     else:
         before = " before reporting ready" if settled is TaskState.STARTING else ""
-        state, reason = TaskState.FAILED, describe_exit(code) + before + out_of_reach_note(run, task)
+        # Why, where known: the controller's own kill (a stall), or the error it died of (an
+        # exit code of its own: a signal's kill is no sign of an error it printed).
+        why = task.killed_for or (last_error(task.launch_tail()) if code > 0 else "")
+        state, reason = TaskState.FAILED, describe_exit(code) + before + (f" ({why})" if why else "") \
+            + out_of_reach_note(run, task)
         if not task.hint:  # what it said while waiting for its peers, if it then died of it
             offer_hint(run, task, task.withheld_hint or None)
         # It died by itself: the exit code alone may tell why. (Not when its lease ran out:

@@ -17,7 +17,7 @@ from typing import Any
 
 from trainer.settings import TrainingSettings
 from tui.config.cluster import ClusterConfig, Job
-from tui.config.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy
+from tui.config.restart_policy import DEFAULT_STALL_TIMEOUT, StallPolicy, restarts_within
 from tui.core.clock import Clock, SystemClock
 from tui.core.events import (
     ControllerEvent,
@@ -122,6 +122,7 @@ class TaskRecord:
         self.process: RunningTask | None = None
         self.launches = 0
         self.restarts = 0  # automatic restarts by the restart policy
+        self.restart_times: list[float] = []  # when each was decided (the run's clock)
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         #: Monotonic time of the task's last sign of life (launch, output, CPU use past the
         #: target step): a stall watchdog compares it with the clock.
@@ -170,6 +171,26 @@ class TaskRecord:
         self.launched_at = 0.0  # when this launch began (the run's clock)
 
         self.stall_taken_back = False  # ... again only after it was taken back (on the full timeout)
+        self.stall_escalated = False  # restarted as left behind by its peers (tui.core.supervisor.stall)
+        #: Why the controller killed this launch (a stall), which its exit's reason names.
+        self.killed_for = ""
+        self.launch_lines = 0  # output lines of this launch (the tail holds the last ones)
+
+    def launch_tail(self) -> list[str]:
+        """The tail's lines that this launch printed (not a previous launch's)."""
+        lines = list(self.tail)
+        return lines[len(lines) - min(self.launch_lines, len(lines)):]
+
+    def count_restart(self, now: float) -> int:
+        """One more automatic restart at ``now``; returns the total."""
+        self.restarts += 1
+        self.restart_times.append(now)
+        return self.restarts
+
+    def recent_restarts(self, run: RunRecord) -> int:
+        """Its automatic restarts that count against its policy's budget now (its window's)."""
+        window = run.config.restart_policy(self.job).window
+        return restarts_within(self.restart_times, run.clock.monotonic(), window)
 
     def judge(self, verdict: Verdict) -> None:
         """Record the controller's verdict on this launch: a failure overrides a stop, and
@@ -224,7 +245,11 @@ class RunRecord:
         self._trainers = tuple(t for t in tasks.values() if self.run_end.trains(t.job))
         self._trainer_names = frozenset(t.name for t in self._trainers)
         #: Workers stuck after the target step (a user's sync chief): tui.core.supervisor.after_target.
-        self.hangs = HangWatch(self.program.target(settings))
+        # A worker quiet for a quarter of the stall timeout before the target was reached was
+        # not still working then (the watchdog's own rule): no after-target rule ends it.
+        self.hangs = HangWatch(self.program.target(settings),
+                               stale_after=options.stall_timeout / 4 if options.stall_timeout > 0
+                               else DEFAULT_STALL_TIMEOUT / 4)
         self.hang_check = asyncio.Event()  # a step came in: look at the hang watch again
         #: Notices the controller's own suspensions (tui.core.supervisor.pause).
         self.pause = PauseGuard(enabled=isinstance(clock, SystemClock))

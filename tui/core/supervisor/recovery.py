@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tui.config.cluster import Job
+from tui.config.cluster import Job, RestartPolicy
 from tui.config.restart_policy import PEER_LOSS_SETTLE, Decision, FailureFacts, PsFacts, decide
 from tui.core.clock import Wake, first_completed
 from tui.core.events import Incident, IncidentKind, Level, RunOutcome
@@ -24,9 +24,9 @@ def on_failure(run: RunRecord, task: TaskRecord, was_running: bool, reason: str,
     facts = FailureFacts(job=task.job, was_running=was_running,
                          declared_by_controller=task.declared_failed,
                          lost_peer=task.hint == UNAVAILABLE, cluster_up=run.phase is RunPhase.UP,
-                         workers_done=run.phase is RunPhase.WORKERS_DONE, restarts=task.restarts,
+                         workers_done=run.phase is RunPhase.WORKERS_DONE, restarts=task.recent_restarts(run),
                          settled=settled)
-    ps = [PsFacts(p.restarts, p.declared_failed) for p in run.of_job(Job.PS)]
+    ps = [PsFacts(p.recent_restarts(run), p.declared_failed) for p in run.of_job(Job.PS)]
     decision = decide(run.config, facts, fail_fast=run.options.fail_fast, ps=ps)
     if decision is Decision.RESTART_CLUSTER:
         _begin_cluster_restart(run, task)
@@ -38,10 +38,11 @@ def on_failure(run: RunRecord, task: TaskRecord, was_running: bool, reason: str,
         run.spawn(_judge_after_settle(run, task, reason))
         return
     if decision is Decision.RESTART_TASK:
-        task.restarts += 1
+        task.count_restart(run.clock.monotonic())
         _record_incident(run, task, reason, IncidentKind.TASK_RESTART, resumes=task)
         policy = run.config.restart_policy(task.job)
-        restart = f"restart {task.restarts} of {policy.max_restarts} in {policy.backoff:g} s"
+        restart = f"restart {task.recent_restarts(run)} of {policy.max_restarts}{_within(policy)} " \
+                  f"in {policy.backoff:g} s"
         run.notify(Level.WARNING, f"{reason}; {restart}", task.name)
         # Into BACKOFF now, not in the coroutine: the run must not end (and a start in
         # progress must not fail) while the restart is pending.
@@ -54,6 +55,11 @@ def on_failure(run: RunRecord, task: TaskRecord, was_running: bool, reason: str,
                                   "evaluations", task.name)
     if decision is Decision.FAIL_RUN:
         run.request_stop(RunOutcome.FAILED, f"{task.name} {reason}")
+
+
+def _within(policy: RestartPolicy) -> str:
+    """The budget's window as the notices say it (nothing for a budget of the whole run)."""
+    return f" within {policy.window:g} s" if policy.window > 0 else ""
 
 
 async def _judge_after_settle(run: RunRecord, task: TaskRecord, reason: str) -> None:
@@ -90,13 +96,13 @@ def _begin_cluster_restart(run: RunRecord, cause: TaskRecord) -> None:
     """A ps failed mid-run. The model's variables on it are gone and every worker's session
     with it, so restarting the ps alone cannot help: restart every task, in order, and let
     the chief restore the latest checkpoint."""
-    cause.restarts += 1
+    cause.count_restart(run.clock.monotonic())
     run.enter(RunPhase.RECOVERING)
     _record_incident(run, cause, cause.reason, IncidentKind.CLUSTER_RESTART, resumes=run.chief)
     policy = run.config.restart_policy(cause.job)
     run.notify(Level.WARNING,
-               f"{cause.reason}; restarting the whole cluster (restart {cause.restarts} of "
-               f"{policy.max_restarts} in {policy.backoff:g} s), training resumes from the "
+               f"{cause.reason}; restarting the whole cluster (restart {cause.recent_restarts(run)} of "
+               f"{policy.max_restarts}{_within(policy)} in {policy.backoff:g} s), training resumes from the "
                f"latest checkpoint", cause.name)
     run.spawn(_restart_cluster(run, cause))
 

@@ -19,9 +19,12 @@ A stall is reported once per launch (again only after it was taken back): a
 :class:`~tui.core.events.TaskStalled` event, a hint naming the task and its last line, and a
 warning. ``on_stall`` then decides: ``warn`` (only that), ``restart`` (kill it: the restart
 policy treats it like any failure) or ``fail`` (the controller declares it failed, which
-ends the run). A reported task that shows life again (SIGCONT, progress) gets a
-:class:`~tui.core.events.TaskHintCleared`. While any task is being started, stopped or
-restarted, the others wait for it and idle time counts from its return.
+ends the run). A worker still silent after the full ``stall_timeout`` while its peers
+progress (or reached the target) no longer trains: under ``restart: on-failure`` it is killed
+and restarted whatever ``on_stall`` says, and its exit's reason says why. A reported task that
+shows life again (SIGCONT, progress) gets a :class:`~tui.core.events.TaskHintCleared`. While a
+task the workers wait for (:func:`waited_for`) is being started, stopped, restarted or is out
+of reach, idle time counts from its return.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ import contextlib
 
 import psutil
 
+from trainer.settings import Mode
 from tui.config.cluster import Job
-from tui.config.restart_policy import StallPolicy
+from tui.config.restart_policy import StallPolicy, may_restart
 from tui.core.events import Level, TaskHint, TaskHintCleared, TaskStalled
 from tui.core.supervisor.pause_watch import forgive_pause
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
@@ -71,9 +75,10 @@ def check_stalls(run: RunRecord) -> None:
     timeout = run.options.stall_timeout
     quick = timeout / 4
     now = run.clock.monotonic()
-    if any(t.state in _UNSETTLED for t in run.tasks.values()):
-        # A task is being restarted (by hand or by policy): in sync mode every worker waits
-        # for it, and that wait is not a stall. Idle time counts from when it is back.
+    if any(t.state in _UNSETTLED for t in waited_for(run)):
+        # A task the workers wait for is being restarted (by hand or by policy) or is out of
+        # reach: that wait is not a stall. Idle time counts from when it is back. (Any other
+        # task's absence excuses nobody: a hung worker must not be forgiven by every blip.)
         run.settled_at = now
     running = [t for t in run.tasks.values() if t.state is TaskState.RUNNING]
     # The tasks that train (with a chief job: the coordinator, whose workers only serve).
@@ -104,19 +109,53 @@ def check_stalls(run: RunRecord) -> None:
                 else timeout
         else:
             limit = quick if task.name in stopped else timeout
+        # A training task the others leave behind (they progress, or reached the target)
+        # for the full timeout no longer trains: under ``on-failure`` it is restarted even
+        # when ``on_stall`` only warns (seen: a worker hung for good after its host's cut).
+        behind = (run.run_end.trains(task.job) and idle >= timeout and task.stepped
+                  and (others_progress or run.hangs.reached) and not task.stall_escalated)
         if task.stall_reported:
             if idle < quick and task.name not in stopped:
                 _clear(run, task, "progressing again" if run.settled_at < now - idle
-                       else "a task it waits for was restarting")
+                       else "a task it waits for was restarting or out of reach")
+            elif behind:
+                _escalate(run, task, idle)
             continue
         if stopped and task.name not in stopped:
             continue
         if idle >= limit:
             _report(run, task, idle, task.name in stopped)
+            if behind:
+                _escalate(run, task, idle)
 
 
 #: States of a task being (re)started or stopped, or out of reach (the others may wait for it).
 _UNSETTLED = frozenset({TaskState.STARTING, TaskState.STOPPING, TaskState.BACKOFF, TaskState.UNREACHABLE})
+
+
+def waited_for(run: RunRecord) -> list[TaskRecord]:
+    """The tasks whose absence holds the training workers up: every ps (each holds variables
+    of every step), the chief (the others' sessions need it), and in sync mode every worker
+    (each round needs a gradient from each)."""
+    sync = run.settings.mode is Mode.SYNC
+    return [t for t in run.tasks.values()
+            if t.job is Job.PS or t is run.chief or (sync and run.run_end.trains(t.job))]
+
+
+def _escalate(run: RunRecord, task: TaskRecord, idle: float) -> None:
+    """Restart a training task its peers left behind, when its restart policy allows one
+    (``on_stall: warn`` only said so; the other policies already acted)."""
+    if run.options.on_stall is not StallPolicy.WARN or task.declared_failed:
+        return
+    if not may_restart(run.config, task.job, task.recent_restarts(run), declared_by_controller=False):
+        return
+    task.stall_escalated = True
+    peers = "the target was reached" if run.hangs.reached else "its peers progress"
+    text = f"stalled: no progress for {idle:.0f} s while {peers}"
+    run.publish(TaskHint(task=task.name, hint=f"{text}; restarting it (restart: on-failure)",
+                         t=run.clock.time()))
+    run.notify(Level.WARNING, f"{text}; restarting it (restart: on-failure)", task.name)
+    kill_for(run, task, text)
 
 
 def _clear(run: RunRecord, task: TaskRecord, why: str) -> None:
@@ -152,8 +191,15 @@ def _report(run: RunRecord, task: TaskRecord, idle: float, stopped: bool) -> Non
     if policy is StallPolicy.FAIL:
         task.judge(Verdict(TaskState.FAILED, text))  # declared failed: the run fails
     if policy is not StallPolicy.WARN:
-        task.hint = text  # its SIGKILL exit must not be blamed on memory (tui.core.hints)
-        run.spawn(_kill(task))
+        kill_for(run, task, text)
+
+
+def kill_for(run: RunRecord, task: TaskRecord, text: str) -> None:
+    """Kill a stalled task; ``text`` names why in its exit's reason (and its hint: the
+    SIGKILL must not be blamed on memory, tui.core.hints)."""
+    task.hint = text
+    task.killed_for = text
+    run.spawn(_kill(task))
 
 
 async def _kill(task: TaskRecord) -> None:

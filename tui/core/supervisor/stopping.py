@@ -5,6 +5,7 @@ torn down under the run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from trainer import protocol
@@ -49,6 +50,9 @@ async def stop_one(run: RunRecord, task: TaskRecord, reason: str, *,
     if task.state is not TaskState.STOPPING:
         assert task.verdict is not None
         run.set_state(task, TaskState.STOPPING, task.verdict.reason)
+    if task.tf_server:  # the trainer or the shim reads its stdin: say it is on purpose
+        with contextlib.suppress(Exception):
+            await process.send(protocol.STOP_LINE)
     try:
         await process.terminate()
     except Exception as exc:

@@ -46,25 +46,32 @@ EXIT_NO_ENVIRONMENT = 124
 # $4 = 1: watch the connection. A task that never reads its stdin does not notice EOF when
 # the connection is lost, and would run on (ppid 1). A background watcher, in the task's
 # process group, polls the sshd session process that started us; once it is gone it ends
-# the group (TERM, KILL 5 s later; no "--": dash's kill refuses it).
+# the group (TERM, then KILL once the task has exited or 5 s later; no "--": dash's kill
+# refuses it).
 # $5, $6: the lease. A link that is cut (not closed) leaves the sshd session alive for as
 # long as TCP retries, so the session alone cannot tell: the controller renews a lease file
 # ($5) every second over its own channel (tui.launch.ssh.host_link), and the watcher ends the
-# group once the file has not changed for $6 looks a second apart (so within $6 + 7 s).
-# The watcher ignores TERM itself and ends with the group's KILL; started before the
-# environment is read, it carries none of it (no secret, no run id). It leaves the task's
-# folder (cd /): it outlives the task by up to 6 s, and a folder is in use while a process
-# works in it (tui.launch.ssh.upload_copies).
+# group once the file has not changed for $6 seconds (looks half a second apart, so within
+# $6 + 6 s).
+# The watcher also ends as soon as the task (the group's leader, $$ through exec) is gone:
+# it KILLs what is left of the group, itself included. It lingered 5 s after every task
+# before, and a check for leftovers right after the controller's exit found it on every host.
+# The watcher ignores TERM itself; started before the environment is read, it carries none
+# of it (no secret, no run id). It leaves the task's folder (cd /): a folder is in use while
+# a process works in it (tui.launch.ssh.upload_copies).
 _WATCHER = (
-    'if [ "$4" = 1 ]; then tfdist_p=$PPID; tfdist_g=$$; tfdist_f=$5; tfdist_s=$6; '
+    'if [ "$4" = 1 ]; then tfdist_p=$PPID; tfdist_g=$$; tfdist_f=$5; tfdist_s=$(($6 * 2)); '
     '( cd /; trap "" TERM; tfdist_b=; tfdist_n=0; '
-    'while kill -0 "$tfdist_p" 2>/dev/null; do '
+    'while kill -0 "$tfdist_p" 2>/dev/null && kill -0 "$tfdist_g" 2>/dev/null; do '
     'if [ -n "$tfdist_f" ]; then tfdist_v=; [ -r "$tfdist_f" ] && read -r tfdist_v < "$tfdist_f"; '
     'if [ "$tfdist_v" = "$tfdist_b" ]; then tfdist_n=$((tfdist_n + 1)); '
     '[ "$tfdist_n" -ge "$tfdist_s" ] && break; '
     'else tfdist_b=$tfdist_v; tfdist_n=0; fi; fi; '
-    'sleep 1; done; '
-    'kill -TERM "-$tfdist_g"; sleep 5; kill -KILL "-$tfdist_g" ) </dev/null >/dev/null 2>&1 & '
+    'sleep 0.5; done; '
+    'kill -TERM "-$tfdist_g"; tfdist_n=0; '
+    'while [ "$tfdist_n" -lt 50 ] && kill -0 "$tfdist_g" 2>/dev/null; do '
+    'sleep 0.1; tfdist_n=$((tfdist_n + 1)); done; '
+    'kill -KILL "-$tfdist_g" ) </dev/null >/dev/null 2>&1 & '
     'fi; '
 )
 _TASK_SCRIPT = (

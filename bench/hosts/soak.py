@@ -1,0 +1,131 @@
+"""A soak of random faults on a lab of real hosts: per fault, what it was detected as, the time
+until every worker stepped again, and the collateral (other tasks' incidents), beside a
+fault-free baseline's wall time on the same lab.
+
+The standard layout on 3 network-namespace hosts (ps0, worker0, worker1, each alone on its
+host), the built-in trainer over SSH, warm, ``restart: {policy: on-failure}``; a seeded
+schedule of faults of every kind (SIGKILL of a worker or of the ps, SIGSTOP of a worker for
+15-25 s, a worker's host cut off for 8-15 s), each injected once every worker steps again
+after the one before (tests/launch/soak.py, which the suite's short soak uses too). The ps's
+link is paced while faults come, so that the run cannot end first.
+
+    python -m bench.hosts.soak --seed N [--faults 8] [--mode sync] [--no-baseline]
+
+Needs root, iproute2 and openssh-server (as the lab does). Exits 1 when a promise is broken
+(exit 0, checkpoints monotonic, every incident explained, every worker back within 60 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.report import run_footer
+from tests.launch.netfaults import PACE, Controller, start, summary_of
+from tests.launch.soak import (
+    RECOVERY_BOUND,
+    checkpoint_faults,
+    checkpoints,
+    recoveries,
+    schedule,
+    soak,
+    table,
+    unexplained,
+)
+from tests.support.netlab import NetLab, missing_requirements
+
+RUN_TIME = "about 6 min"
+COMMAND = "python -m bench.hosts.soak"
+#: Per fault, steps the paced run cannot make during it and its recovery (~26 steps/s at most).
+STEPS_PER_FAULT = 2000
+NETWORK: dict[str, float] = {"lease": 30.0, "unreachable_timeout": 120.0}
+#: The controller's own limit (``--timeout``): generous, a soak of many faults takes minutes.
+TIMEOUT = 1800.0
+
+
+def _stop(controller: Controller) -> None:
+    if controller.process.poll() is None:
+        controller.process.kill()
+        controller.process.wait()
+
+
+def baseline(lab: NetLab, temp: Path, steps: int, mode: str) -> float | None:
+    """The wall time of the same run without faults (the ps's link not paced)."""
+    controllers: list[Controller] = []
+    (temp / "baseline").mkdir()
+    controller = start(controllers, lab, temp / "baseline", NETWORK, steps, TIMEOUT, mode)
+    try:
+        code = controller.finish()
+    finally:
+        _stop(controller)
+    return float(summary_of(controller)["wall_time"]) if code == 0 else None
+
+
+def soaked(lab: NetLab, temp: Path, seed: int, count: int, mode: str) -> tuple[list[str], list[str], float]:
+    """One soak: its table, the promises it broke, and its wall time."""
+    faults = schedule(seed, count)
+    controllers: list[Controller] = []
+    lab.cap("h0", PACE)
+    (temp / "soak").mkdir()
+    controller = start(controllers, lab, temp / "soak", NETWORK, STEPS_PER_FAULT * count, TIMEOUT, mode)
+    ended_early = ""
+    try:
+        try:
+            done = soak(lab, controller, faults)
+        except AssertionError:  # the run ended before its faults did: its summary says why
+            done, ended_early = [], "the run ended before the faults did"
+        finally:
+            lab.uncap("h0")  # the faults are over: the run ends at full speed
+        code = controller.finish()
+    finally:
+        _stop(controller)
+    if not list(controller.runs.glob("*/summary.json")):  # the controller ended before its run did
+        return [], [f"{ended_early or 'no summary'}; the controller said: {controller.text()[-1500:]}"], 0.0
+    summary = summary_of(controller)
+    incidents = summary["incidents"]
+    recoveries(controller, done)
+    broken = [ended_early] if ended_early else []
+    broken += [f"exit {code}: {summary['reason']}"] if code != 0 else []
+    broken += checkpoint_faults(checkpoints(controller))
+    broken += [f"unexplained incident: {i['task']} {i['reason']}" for i in unexplained(incidents, done)]
+    broken += [f"{injected.fault}: {worker} not stepping within {RECOVERY_BOUND:g} s"
+               for injected in done for worker, seconds in injected.recovered.items()
+               if seconds is None or seconds > RECOVERY_BOUND]
+    return table(controller, done, incidents), broken, float(summary["wall_time"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=1, help="the fault schedule's seed")
+    parser.add_argument("--faults", type=int, default=8, help="how many faults (every kind before any twice)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the fault-free run")
+    parser.add_argument("--mode", choices=("async", "sync"), default="async", help="the training mode")
+    args = parser.parse_args(argv)
+    if args.faults < 1:
+        parser.error("--faults must be at least 1")
+    why = missing_requirements()
+    if why:
+        print(f"{COMMAND}: {why}", file=sys.stderr)
+        return 2
+    began, load = time.time(), os.getloadavg()[0]
+    steps = STEPS_PER_FAULT * args.faults
+    with tempfile.TemporaryDirectory(prefix="soak-") as temp, NetLab(3, Path(temp)) as lab:
+        base = None if args.no_baseline else baseline(lab, Path(temp), steps, args.mode)
+        lines, broken, wall = soaked(lab, Path(temp), args.seed, args.faults, args.mode)
+    print(f"soak, seed {args.seed}, {args.faults} faults, {steps} steps, {args.mode}")
+    print("\n".join(lines))
+    print(f"wall time {wall:.0f} s with faults" + ("" if args.no_baseline else
+          f", {base:.0f} s without" if base is not None else ", the fault-free run failed"))
+    print("promises: " + ("all kept" if not broken else "; ".join(broken)))
+    print(run_footer(1, began, load))
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
