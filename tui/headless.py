@@ -29,6 +29,7 @@ from tui.config.cluster import Job
 from tui.core.describe import describe_event, format_number
 from tui.core.events import (
     ControllerEvent,
+    HostsProgress,
     Notice,
     ProgressUpdate,
     RunFinished,
@@ -76,6 +77,7 @@ class Printer:
         self._placement_shown = False
         self._last_progress: tuple[int, float] | None = None
         self._prefixes: dict[str, str] = {}  # made once per name and run (every line has one)
+        self._hosts_line = ""  # the remote hosts' progress as last printed
 
     def flush(self) -> None:
         """Write out the task lines still gathered."""
@@ -103,6 +105,10 @@ class Printer:
             self._line(event.task or CONTROLLER, f"{event.level.value}: {event.text}")
         elif isinstance(event, TaskHint):
             self._line(event.task, f"hint: {event.hint}")
+        elif isinstance(event, HostsProgress):
+            if event.line != self._hosts_line:  # (a step within a phase changes no count)
+                self._hosts_line = event.line
+                self._line(CONTROLLER, event.line)
         elif isinstance(event, RunFinished):
             self.summary(event.summary)
         self._out.flush()

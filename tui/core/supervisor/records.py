@@ -133,6 +133,10 @@ class TaskRecord:
         #: Ended by the controller past the target (tui.core.supervisor.after_target), so it
         #: never told the ps it was done: they wait for its token in vain.
         self.ended_after_target = False
+        #: Set once its launch in flight (if any) has its process or failed: a stop asked
+        #: for meanwhile waits for it (a stage's tasks are launched together).
+        self.launched = asyncio.Event()
+        self.launched.set()
         self.new_launch()
 
     @property
