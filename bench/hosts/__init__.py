@@ -1,0 +1,1 @@
+"""Benchmarks of clusters over many SSH hosts (a lab of network-namespace hosts)."""
