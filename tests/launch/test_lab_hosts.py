@@ -69,8 +69,8 @@ def program_folder(lab: NetLab, tmp_path: Path, names: list[str], *, at_once: in
 def run_json(folder: Path, *args: str) -> tuple[int, list[dict[str, Any]], str]:
     # (--timeout: a run that does not end fails with its output, not the subprocess's timeout)
     result = subprocess.run([sys.executable, "-m", "tui", str(folder / "hosts.yaml"), "--no-ui", "--json",
-                             "--timeout", "180", *args], cwd=REPO, capture_output=True, text=True, timeout=240,
-                            stdin=subprocess.DEVNULL)
+                             "--timeout", "180", *args], cwd=REPO, capture_output=True, text=True,
+                            timeout=240, stdin=subprocess.DEVNULL)
     records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     return result.returncode, records, result.stdout[-3000:] + result.stderr[-3000:]
 
