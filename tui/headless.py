@@ -29,6 +29,7 @@ from tui.core.anatomy import AnatomyBoard
 from tui.core.describe import describe_event, format_number, reported_at, same_placement
 from tui.core.events import (
     ControllerEvent,
+    HostsProgress,
     Notice,
     ProgressUpdate,
     RunFinished,
@@ -78,6 +79,7 @@ class Printer:
         self._placement_shown: protocol.Placement | None = None
         self._last_progress: tuple[int, float] | None = None
         self._prefixes: dict[str, str] = {}  # made once per name and run (every line has one)
+        self._hosts_line = ""  # the remote hosts' progress as last printed
 
     def flush(self) -> None:
         """Write out the task lines still gathered."""
@@ -105,6 +107,10 @@ class Printer:
             self._line(event.task or CONTROLLER, f"{event.level.value}: {event.text}")
         elif isinstance(event, TaskHint):
             self._line(event.task, f"hint: {event.hint}")
+        elif isinstance(event, HostsProgress):
+            if event.line != self._hosts_line:  # (a step within a phase changes no count)
+                self._hosts_line = event.line
+                self._line(CONTROLLER, event.line)
         elif isinstance(event, RunFinished):
             self.summary(event.summary)
         self._out.flush()

@@ -58,6 +58,19 @@ def test_failure_is_in_the_row_and_the_log() -> None:
                                                    "── failed: exited with code 1"]
 
 
+def test_the_hosts_line_is_the_cores_in_the_merged_log_once_per_change() -> None:
+    from tui.core.events import HostRow, HostsProgress
+    from tui.launch.host_steps import HostPhase
+
+    d = Dashboard(TrainingSettings(), clock=lambda: T0)
+    waiting = HostsProgress(hosts=(HostRow("h0", "10.0.0.1", HostPhase.WAITING),))
+    connecting = HostsProgress(hosts=(HostRow("h0", "10.0.0.1", HostPhase.CONNECTING),))
+    for event in (waiting, connecting, connecting):
+        d.apply(event)
+    assert d.hosts is connecting
+    assert list(d.merged.lines) == [f"tfdist  | {waiting.line}", f"tfdist  | {connecting.line}"]
+
+
 def test_a_lost_core_leaves_no_row_running() -> None:
     """The core's process was killed: its tasks died with it, and the screen says so."""
     from tui.core.inbox import CoreLost

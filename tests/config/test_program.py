@@ -262,3 +262,27 @@ def test_a_strategy_built_in_a_module_of_the_program_s_own_is_found(tmp_path: Pa
     # A helper that only names it is no PSS program.
     (tmp_path / "pkg" / "setup.py").write_text("def make():\n    return 'ParameterServerStrategy()'\n")
     assert load_config(path).program is not None
+
+
+def test_a_missing_script_fails_with_exit_2_before_any_host_is_contacted(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "hosts.yaml").write_text(dedent("""\
+        hosts:
+          far: {address: 192.0.2.1}
+        program:
+          command: python missing.py --address={address}
+          shim: false
+        cluster:
+          ps: [far:2222]
+          worker: [far:2223]
+        """))
+    result = subprocess.run([sys.executable, "-m", "tui", str(tmp_path / "hosts.yaml"), "--no-ui", "--json"],
+                            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+                            timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "program.command: script 'missing.py' does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+    # Not one host was shown being prepared (192.0.2.1 answers nothing: it would have been).
+    assert '"type":"hosts"' not in result.stdout

@@ -20,6 +20,7 @@ from tui.core.anatomy import AnatomyBoard
 from tui.core.describe import describe_event
 from tui.core.events import (
     ControllerEvent,
+    HostsProgress,
     Notice,
     ProgressUpdate,
     RunFinished,
@@ -135,6 +136,8 @@ class Dashboard:
     worker_history: dict[str, deque[float]] = field(default_factory=dict)
     loss_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     notices: deque[Notice] = field(default_factory=lambda: deque(maxlen=100))
+    #: The remote hosts as the core last showed them (None: none, or not shown yet).
+    hosts: HostsProgress | None = None
     sampled_second: int = 0
     tasks_changed: bool = True
     placement_changed: bool = True
@@ -205,6 +208,10 @@ class Dashboard:
             self._hint(event)
         elif isinstance(event, TaskHintCleared):
             self._hint_cleared(event)
+        elif isinstance(event, HostsProgress):
+            if self.hosts is None or self.hosts.line != event.line:
+                self.merged.add(f"{'tfdist':<8}| {event.line}")
+            self.hosts = event
         elif isinstance(event, CoreLost):
             self._core_lost(event)
 

@@ -53,7 +53,7 @@ TOP = {
     "restart": Value(Shape.SECTION, "what happens when a task fails, for all jobs or per job"),
     "program": Value(Shape.SECTION, "your own training program, run in every task"),
     "resources": Value(Shape.SECTION, "threads, pinning and per-job or per-task core shares"),
-    "network": Value(Shape.SECTION, "how long a host may be out of reach"),
+    "network": Value(Shape.SECTION, "how many hosts are prepared at once, how long one may be out of reach"),
 }
 #: A hosts: entry of any kind; SLURM_HOST adds the keys only a kind: slurm entry has.
 HOST = {
@@ -104,6 +104,7 @@ NETWORK = {
     "unreachable_timeout": Value(Shape.NUMBER, "seconds a host may stay out of reach", minimum=1),
     "lease": Value(Shape.NUMBER, "seconds a remote task runs on without word from the controller",
                    minimum=3),
+    "hosts_at_once": Value(Shape.INTEGER, "remote hosts connected and prepared at a time", minimum=1),
 }
 RESOURCES = {
     "threads": _choice("auto: thread pools from each task's share of cores; tensorflow: TF's own",

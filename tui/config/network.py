@@ -19,16 +19,21 @@ from tui.config.yamlload import Item, NodeReader
 LEASE_MARGIN = 10.0
 #: The shortest lease: the controller renews it every second.
 MIN_LEASE = 3.0
+#: Hosts connected and prepared at a time by default (pdsh's fan-out).
+HOSTS_AT_ONCE = 32
 KEYS = tuple(keys.NETWORK)
 
 
 @dataclass(frozen=True)
 class NetworkSettings:
     """``unreachable_timeout``: seconds a host may stay unreachable before the run fails.
-    ``lease``: seconds a remote task runs on without word from the controller."""
+    ``lease``: seconds a remote task runs on without word from the controller.
+    ``hosts_at_once``: hosts connected and prepared at a time (each costs this machine an
+    SSH handshake and an upload)."""
 
     unreachable_timeout: float = 300.0
     lease: float = 30.0
+    hosts_at_once: int = HOSTS_AT_ONCE
 
     @property
     def gone_after(self) -> float:
@@ -41,12 +46,16 @@ def load(loader: NodeReader, item: Item | None) -> NetworkSettings:
     """The hosts.yaml loader's hook: the top-level ``network:`` item (None: the defaults)."""
     if item is None:
         return NetworkSettings()
-    items = loader.mapping(item.value, "network", "a mapping of unreachable_timeout:, lease:")
+    items = loader.mapping(item.value, "network",
+                           "a mapping of unreachable_timeout:, lease:, hosts_at_once:")
     loader.check_keys(items, KEYS, "network")
     defaults = NetworkSettings()
+    at_once = loader.integer(items["hosts_at_once"].value, "network.hosts_at_once", 1) \
+        if "hosts_at_once" in items else defaults.hosts_at_once
     lease = loader.number(items["lease"].value, "network.lease", MIN_LEASE) if "lease" in items \
         else defaults.lease
-    settings = NetworkSettings(lease=lease, unreachable_timeout=defaults.unreachable_timeout)
+    settings = NetworkSettings(lease=lease, unreachable_timeout=defaults.unreachable_timeout,
+                               hosts_at_once=at_once)
     if "unreachable_timeout" in items:
         node = items["unreachable_timeout"].value
         timeout = loader.number(node, "network.unreachable_timeout", 1.0)
@@ -55,7 +64,7 @@ def load(loader: NodeReader, item: Item | None) -> NetworkSettings:
                                      f"{LEASE_MARGIN:g} s ({settings.gone_after:g} s), so that the tasks "
                                      f"of a host out of reach have stopped themselves before the run "
                                      f"gives up on it")
-        settings = NetworkSettings(lease=lease, unreachable_timeout=timeout)
+        settings = NetworkSettings(lease=lease, unreachable_timeout=timeout, hosts_at_once=at_once)
     elif settings.unreachable_timeout <= settings.gone_after:
         raise loader.error(items["lease"].value,
                            f"network.lease: {lease:g} s leaves no time before unreachable_timeout "

@@ -24,6 +24,7 @@ from trainer.settings import TrainingSettings
 from tui.core.progress import ProgressSnapshot
 from tui.core.run_facts import RunFacts
 from tui.core.task_state import TaskState
+from tui.launch.host_steps import HostPhase
 from tui.launch.lines import Stream
 from tui.plan.tasks import TaskInfo
 
@@ -279,6 +280,49 @@ class RunStarted:
     facts: RunFacts | None = None
 
 
+@dataclass(frozen=True)
+class HostRow:
+    """One remote host as the controller knows it: its address, where its preparation is,
+    the tasks it runs, and what it last did (a step, or why it failed)."""
+
+    name: str
+    address: str
+    state: HostPhase
+    detail: str = ""
+    tasks: tuple[str, ...] = ()
+
+
+#: Failed hosts named in a progress line; the rest are counted.
+NAMED_FAILURES = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostsProgress:
+    """Where every remote host's preparation is (sent as steps happen, a few times a second
+    at most): ``line`` is what both front ends show."""
+
+    hosts: tuple[HostRow, ...]
+    t: float = field(default_factory=time.time)
+
+    def count(self, state: HostPhase) -> int:
+        return sum(1 for h in self.hosts if h.state is state)
+
+    @property
+    def line(self) -> str:
+        """``hosts: 17/64 ready, 3 connecting, 1 failed (h12: authentication refused: ...)``."""
+        parts = [f"{self.count(HostPhase.READY)}/{len(self.hosts)} ready"]
+        parts += [f"{n} {state.value}" for state in (HostPhase.CONNECTING, HostPhase.PREPARING,
+                                                     HostPhase.WAITING)
+                  if (n := self.count(state))]
+        failed = [h for h in self.hosts if h.state is HostPhase.FAILED]
+        if failed:
+            named = "; ".join(f"{h.name}: {h.detail}" if h.detail else h.name
+                              for h in failed[:NAMED_FAILURES])
+            more = f"; {len(failed) - NAMED_FAILURES} more" if len(failed) > NAMED_FAILURES else ""
+            parts.append(f"{len(failed)} failed ({named}{more})")
+        return "hosts: " + ", ".join(parts)
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunFinished:
     """A run ended; every task of it has exited."""
@@ -288,7 +332,7 @@ class RunFinished:
 
 
 ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, ProgressUpdate,
-                        Notice, TaskStalled, TaskHint, TaskHintCleared, RunFinished]
+                        Notice, TaskStalled, TaskHint, TaskHintCleared, RunFinished, HostsProgress]
 
 _RECORD_TYPES: dict[type[Any], str] = {
     RunStarted: "run_started",
@@ -301,6 +345,7 @@ _RECORD_TYPES: dict[type[Any], str] = {
     TaskHint: "task_hint",
     TaskHintCleared: "task_hint_cleared",
     RunFinished: "run_finished",
+    HostsProgress: "hosts",
 }
 
 

@@ -23,6 +23,7 @@ from tui.core.commands import (
     StopTask,
 )
 from tui.core.events import Level
+from tui.core.hosts import HostBoard
 from tui.core.options import RunOptions
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
@@ -41,7 +42,8 @@ class Session:
 
     def __init__(self, supervisor: Supervisor, *, router: Router | None = None,
                  stop_leftovers: bool = False, traffic: TrafficMonitor | None = None,
-                 usage: UsageMonitor | None = None, tensorboard: bool = False) -> None:
+                 usage: UsageMonitor | None = None, tensorboard: bool = False,
+                 hosts: HostBoard | None = None) -> None:
         self.supervisor = supervisor
         self.traffic = traffic
         if traffic is not None:
@@ -50,6 +52,8 @@ class Session:
         self.usage = usage
         if usage is not None:
             supervisor.subscribe(usage.handle)
+        #: Where each remote host's preparation is (shown while the hosts are prepared).
+        self.hosts = hosts
         self._router = router
         self._stop_leftovers = stop_leftovers
         self._swept = False
@@ -70,7 +74,9 @@ class Session:
         supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router,
                                 options=supervisor_options or options.supervisor_options())
         router.on_notice(lambda text: supervisor.notify(Level.WARNING, text))
-        return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers,
+        hosts = HostBoard(options.config, supervisor.announce)
+        router.on_host_step(hosts.step)
+        return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers, hosts=hosts,
                    tensorboard=options.tensorboard,
                    traffic=TrafficMonitor(options.config, router.run_command,
                                           open_command=router.open_command),
@@ -88,9 +94,16 @@ class Session:
     async def start(self) -> None:
         """Sweep for leftovers (the first time), then start a run (see
         :meth:`Supervisor.start` for what it raises). This machine's warm pools start
-        first: their import overlaps the sweep."""
+        first: their import overlaps the sweep. The remote hosts are shown at once, before
+        the first is contacted, and then as each one's preparation goes on."""
+        if self.hosts is not None and not self._swept:
+            self.hosts.begin()
         self.supervisor.prestart()
-        await self.sweep_leftovers()
+        if not self._swept:
+            # The search and the preparation side by side: a host that does not answer holds
+            # neither the other hosts' search nor their preparation (nothing starts a task
+            # before both are done, and the search never stops what a live controller runs).
+            await asyncio.gather(self.sweep_leftovers(), self.supervisor.prepare_hosts())
         await self.supervisor.start()
         if self._tensorboard_each_run:
             # In the background: TensorBoard takes seconds to serve, the run goes on meanwhile.

@@ -225,6 +225,15 @@ class LinkWatching(Protocol):
 
 
 @runtime_checkable
+class PortProber(Protocol):
+    """A launcher that can tell whether something accepts connections on a port of its host,
+    seen from that host (over SSH: a forwarded connection sshd opens there, so neither a
+    firewall nor a jump host between here and there hides it). None: it cannot tell."""
+
+    async def port_open(self, host: HostSpec, port: int, timeout: float) -> bool | None: ...
+
+
+@runtime_checkable
 class CommandRunner(Protocol):
     """A launcher that can run a short command on its hosts (``ss`` for traffic counters,
     ``ps`` for a task's CPU time). Raises OSError or :class:`LaunchError` when it cannot."""
@@ -244,6 +253,7 @@ class TaskPrestarter(Protocol):
 @runtime_checkable
 class PoolStarter(Protocol):
     """A launcher whose hosts can start their warm pool while they are prepared, when told
-    which kind of task will come (:data:`trainer.warm.MODES`; None: none known)."""
+    which kind of task will come (:data:`trainer.warm.MODES`; None: none known), and
+    whether the tasks need TensorFlow (False: nothing looks for it on the hosts)."""
 
-    def expect_pools(self, mode: str | None) -> None: ...
+    def expect_pools(self, mode: str | None, tensorflow: bool = True) -> None: ...

@@ -21,12 +21,14 @@ from tui.launch.base import (
     LaunchError,
     LinkWatching,
     PoolStarter,
+    PortProber,
     PortProblem,
     PortReservation,
     RunningTask,
     TaskPrestarter,
 )
 from tui.launch.command_stream import CommandStream, CommandStreamer, StreamNotSupported, open_local_command
+from tui.launch.host_steps import StepReporter, StepSink
 from tui.launch.kinds import LAUNCHERS
 from tui.launch.local.launcher import run_local_command
 
@@ -81,20 +83,31 @@ class Router:
         return cls(warm=warm, hosts=config.hosts, accept_new_host_keys=accept_new_host_keys,
                    insecure_no_host_key_check=insecure_no_host_key_check,
                    connect_timeout=connect_timeout, upload=upload, upload_exclude=(config.run_dir,),
-                   config=config, lease=config.network.lease)
+                   config=config, lease=config.network.lease,
+                   hosts_at_once=config.network.hosts_at_once)
 
     def on_notice(self, notify: Callable[[str], None]) -> None:
         """Where a launcher sends what people should see before a run starts (a Slurm
         allocation that pends, and why). Call before the first run."""
         self._options.setdefault(HostKind.SLURM, {})["notify"] = notify
 
-    def expect_pools(self, mode: str | None) -> None:
+    def on_host_step(self, sink: StepSink) -> None:
+        """Where the SSH launcher tells each host's preparation steps as they begin
+        (:mod:`tui.launch.host_steps`). Call before the first run."""
+        self._options[HostKind.SSH]["on_step"] = sink
+        launcher = self._launchers.get(HostKind.SSH)
+        if isinstance(launcher, StepReporter):
+            launcher.on_step = sink
+
+    def expect_pools(self, mode: str | None, tensorflow: bool = True) -> None:
         """Tasks of the coming run start from warm pools of ``mode``: each SSH host starts
-        its pool while it is prepared (:meth:`SSHLauncher.expect_pools`)."""
+        its pool while it is prepared (:meth:`SSHLauncher.expect_pools`); without
+        ``tensorflow`` (a program that may not use it) no host looks for TensorFlow."""
         self._options[HostKind.SSH]["warm_mode"] = mode
+        self._options[HostKind.SSH]["check_tensorflow"] = tensorflow
         launcher = self._launchers.get(HostKind.SSH)
         if isinstance(launcher, PoolStarter):
-            launcher.expect_pools(mode)
+            launcher.expect_pools(mode, tensorflow)
 
     def launcher(self, kind: HostKind) -> Launcher:
         """The launcher of ``kind``'s hosts, made on first use."""
@@ -149,6 +162,14 @@ class Router:
         """Whether ``host`` answers, where its launcher knows (:class:`LinkWatching`)."""
         launcher = self._for(host)
         return launcher.link(host) if isinstance(launcher, LinkWatching) else None
+
+    async def port_open(self, host: HostSpec, port: int, timeout: float) -> bool | None:
+        """Whether ``host``'s ``port`` accepts connections, seen from the host, where its
+        launcher can tell (:class:`PortProber`); None where it cannot."""
+        launcher = self._for(host)
+        if isinstance(launcher, PortProber):
+            return await launcher.port_open(host, port, timeout)
+        return None
 
     async def free_ports(self, host: HostSpec, n: int,
                          avoid: frozenset[int] = frozenset()) -> list[PortReservation]:

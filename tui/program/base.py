@@ -158,6 +158,9 @@ class TaskProgram(ABC):
     #: The warm pool its tasks start from (a :data:`trainer.warm.MODES` key), or None: known
     #: before anything is planned, so each host can start its pool while it is checked.
     warm_mode: str | None = None
+    #: Its hosts must have TensorFlow (their version is looked up while they are prepared);
+    #: False for a program that may not use it at all.
+    checks_tensorflow: bool = True
     readiness: Readiness = Readiness.EVENT
     ps_ending: PsEnding = PsEnding.EXITS
     #: Its output on stderr means something too (TensorFlow's own log lines).

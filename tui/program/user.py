@@ -67,6 +67,8 @@ class UserProgram(TaskProgram):
         self.workers = workers  # tasks that train: workers and the chief
         self.ps_ending = PsEnding.END_LINE if self.uses_shim else PsEnding.STOP
         self.warm_mode = "shim" if self.uses_shim else None
+        # Without the shim nothing of ours imports TensorFlow: the program may not use it.
+        self.checks_tensorflow = self.uses_shim
 
     @property
     def name(self) -> str:

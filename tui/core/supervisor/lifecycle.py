@@ -68,7 +68,7 @@ from tui.core.supervisor.stopping import kill_everything, let_ps_exit, stop_one,
 from tui.core.supervisor.summary import summarize
 from tui.core.supervisor.unreachable import watch_links
 from tui.core.task_state import RunPhase
-from tui.launch.base import Launcher, PoolStarter, TaskPrestarter
+from tui.launch.base import ConnectReport, Launcher, PoolStarter, TaskPrestarter
 from tui.launch.local.launcher import LocalLauncher
 from tui.plan.allocation import ResourceError, allocate_for
 from tui.plan.preflight import PreflightError, resolve_ports
@@ -98,6 +98,7 @@ class Supervisor:
         self._clock: Clock = clock or SystemClock()
         self._options = options or SupervisorOptions()
         self._prestarted: TrainingSettings | None = None  # what Supervisor.prestart planned for
+        self._prepared: ConnectReport | None = None  # hosts prepared ahead of the next start
         self._program = self._options.program or program_for(
             config, trainer_argv=self._options.trainer_argv, hold=self._options.hold)
         self._sinks: list[Sink] = []
@@ -161,10 +162,14 @@ class Supervisor:
         if self._run is not None and not self._run.finished.done():
             self._run.notify(level, text, task)
             return
-        notice = Notice(level=level, text=text, task=task, t=self._clock.time())
+        self.announce(Notice(level=level, text=text, task=task, t=self._clock.time()))
+
+    def announce(self, event: ControllerEvent) -> None:
+        """Send ``event`` to the subscribers as it is (what happens before a run exists, such
+        as the hosts being prepared: no run directory records it)."""
         for sink in list(self._sinks):
             try:
-                sink(notice)
+                sink(event)
             except Exception:  # one broken front end must not take the others down
                 log.exception("event subscriber %r failed", sink)
 
@@ -187,6 +192,16 @@ class Supervisor:
             if plan.host.is_local:
                 self._launcher.prestart(plan.host, plan.argv, plan.env)
 
+    async def prepare_hosts(self) -> ConnectReport:
+        """Prepare every host of the next run (what :meth:`start` does first), kept for it:
+        a front end may do it beside other start-up work (the leftover search)."""
+        # Every host at once: preparing a remote host imports TensorFlow there (seconds), in
+        # the warm pool its tasks will start from when the launcher can start it meanwhile.
+        if isinstance(self._launcher, PoolStarter):
+            self._launcher.expect_pools(self._program.warm_mode, self._program.checks_tensorflow)
+        self._prepared = await self._launcher.connect_all(self._config.host_of(t) for t in self._config.tasks)
+        return self._prepared
+
     async def start(self) -> None:
         """Preflight, create the run directory, and begin the staged start in the
         background. Returns once the run has begun; :meth:`wait` for its end.
@@ -194,11 +209,7 @@ class Supervisor:
         if self.is_running:
             raise RuntimeError("a run is already in progress")
         self.prestart()
-        # Every host at once: preparing a remote host imports TensorFlow there (seconds), in
-        # the warm pool its tasks will start from when the launcher can start it meanwhile.
-        if isinstance(self._launcher, PoolStarter):
-            self._launcher.expect_pools(self._program.warm_mode)
-        report = await self._launcher.connect_all(self._config.host_of(t) for t in self._config.tasks)
+        report, self._prepared = self._prepared or await self.prepare_hosts(), None
         if report.failures:
             raise PreflightError([str(f) for f in report.failures])
         try:
@@ -242,8 +253,8 @@ class Supervisor:
                        "reach this machine as localhost: set its address as hosts: localhost: "
                        "address: ... in hosts.yaml")
         for host in report.hosts:
-            run.notify(Level.INFO, f"host {host.name}: Python {host.python_version}, "
-                       f"TensorFlow {host.tf_version}, trainer "
+            tf = f"TensorFlow {host.tf_version}, " if host.tf_version else ""  # (not looked for)
+            run.notify(Level.INFO, f"host {host.name}: Python {host.python_version}, {tf}trainer "
                        f"{'uploaded to' if host.uploaded else 'found in'} {host.trainer_path}")
         directory.on_failure = functools.partial(_record_lost, run)
         run.spawn(directory.flush_periodically(self._clock))

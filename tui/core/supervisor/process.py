@@ -25,7 +25,7 @@ from tui.core.hints import CREATE_SESSION, hint_for_exit, hints_in
 from tui.core.supervisor.records import RunRecord, TaskRecord
 from tui.core.supervisor.unreachable import lease_ran_out, out_of_reach_note, task_lost
 from tui.core.task_state import TaskState
-from tui.launch.base import WARM_REASON, HandsOutput, LaunchError, RunningTask
+from tui.launch.base import WARM_REASON, HandsOutput, LaunchError, PortProber, RunningTask
 from tui.launch.lines import OutputBatch, Stream
 from tui.program.base import Readiness
 from tui.program.end_rules import PORT_PROBE_INTERVAL, port_open
@@ -45,6 +45,7 @@ async def launch(run: RunRecord, task: TaskRecord) -> str | None:
     """Start the task's process; return why it could not start, or None."""
     finished = asyncio.Event()
     run.launching.add(finished)
+    task.launched = finished
     try:
         return await _launch(run, task)
     finally:
@@ -97,7 +98,8 @@ async def _launch(run: RunRecord, task: TaskRecord) -> str | None:
         became_ready(run, task)
     if run.trains(task):
         run.hangs.started(task.name, run.clock.monotonic())
-    if run.program.readiness is Readiness.SERVER and plan.host.is_local:
+    probes = plan.host.is_local or isinstance(run.launcher, PortProber)
+    if run.program.readiness is Readiness.SERVER and probes:
         run.spawn(_probe_port(run, task))
     return None
 
@@ -129,10 +131,20 @@ def _kill_abandoned(starting: asyncio.Future[RunningTask]) -> None:
 
 async def _probe_port(run: RunRecord, task: TaskRecord) -> None:
     """A program that says nothing when its server is up is ready once its port accepts
-    connections (on this machine; on a remote one, TensorFlow's log line says so)."""
+    connections: on this machine, tried from here; on a remote host, from that host through
+    its launcher (an SSH host's sshd), where it can tell (else TensorFlow's log line says so)."""
     exited = task.exited
+    host, port = task.plan.host, task.plan.port
     while task.state is TaskState.STARTING and not exited.is_set():
-        if await port_open(task.plan.host.address, task.plan.port, timeout=PORT_PROBE_INTERVAL):
+        if host.is_local:
+            accepting: bool | None = await port_open(host.address, port, timeout=PORT_PROBE_INTERVAL)
+        elif isinstance(run.launcher, PortProber):
+            accepting = await run.launcher.port_open(host, port, PORT_PROBE_INTERVAL)
+        else:
+            accepting = None
+        if accepting is None:
+            return  # this launcher cannot tell: the task's own lines must say it
+        if accepting:
             became_ready(run, task)
             return
         await first_completed({Wake.DONE: exited.wait(), Wake.TIMEOUT: run.clock.sleep(PORT_PROBE_INTERVAL)})

@@ -138,6 +138,10 @@ class TaskRecord:
         #: backoff (:func:`tui.core.supervisor.stopping.call_off_restarts`): STOPPED, and no
         #: failure of the run's.
         self.restart_called_off = False
+        #: Set once its launch in flight (if any) has its process or failed: a stop asked
+        #: for meanwhile waits for it (a stage's tasks are launched together).
+        self.launched = asyncio.Event()
+        self.launched.set()
         self.new_launch()
 
     @property

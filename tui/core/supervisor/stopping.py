@@ -43,6 +43,8 @@ async def stop_one(run: RunRecord, task: TaskRecord, reason: str, *,
     The exit is recorded as STOPPED with ``reason`` unless the controller already judged the
     launch failed; ``then_restart``: it goes to BACKOFF after, for a by-hand restart."""
     release_port(task)
+    if not task.launched.is_set():  # its launch is in flight: stop what it starts
+        await task.launched.wait()
     process, exited = task.process, task.exited
     if process is None or not task.state.is_active:
         return

@@ -85,8 +85,9 @@ class HostProbe:
 
 async def probe(conn: asyncssh.SSHClientConnection, spec: HostSpec,
                 timeout: float = DEFAULT_PROBE_TIMEOUT, *, import_tf: bool = True) -> HostProbe:
-    """Run ``<python> -c "import tensorflow ..."`` on the host (without ``import_tf``, only
-    the interpreter and folders are checked: ``tf_version`` is then ""). Raises
+    """Run the probe snippet on the host: the interpreter, the folders and TensorFlow's
+    version, read from its package metadata (imported only where it has none); without
+    ``import_tf`` TensorFlow is not looked for (``tf_version`` is then ""). Raises
     :class:`HostError`: PYTHON_MISSING, TENSORFLOW_MISSING, or COMMAND_FAILED for anything else."""
     def fail(failure: HostFailure, detail: str) -> HostError:
         return HostError(spec.name, where(spec), failure, detail)

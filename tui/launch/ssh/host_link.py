@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 import asyncssh
 
 from tui.launch.errors import HostFailure
-from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, RemoteHost
+from tui.launch.ssh.remote_host import INTERPRETER_TIMEOUT, RemoteHost
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +114,9 @@ class SSHHostLink:
         file exists then). Raises HostError when the host cannot run it."""
         process = await remote.open_process(keeper_line(self._name), encoding="utf-8")
         try:
-            path = await asyncio.wait_for(process.stdout.readline(), COMMAND_TIMEOUT)
+            path = await asyncio.wait_for(process.stdout.readline(), INTERPRETER_TIMEOUT)
             self._send(process)
-            echo = await asyncio.wait_for(process.stdout.readline(), COMMAND_TIMEOUT)
+            echo = await asyncio.wait_for(process.stdout.readline(), INTERPRETER_TIMEOUT)
         except (asyncio.TimeoutError, asyncssh.Error, OSError) as exc:
             echo, path = "", f"{exc!r}"
         if not echo.strip():

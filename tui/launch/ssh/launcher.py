@@ -41,6 +41,7 @@ from tui.launch.base import (
 )
 from tui.launch.command_stream import SshCommandStream
 from tui.launch.errors import HostError, HostFailure
+from tui.launch.host_steps import HostPhase, HostStep, StepSink, ignore_step
 from tui.launch.lines import MAX_LINE_BYTES
 from tui.launch.ssh import deploy
 from tui.launch.ssh.connect import ConnectOptions, jump_route, open_connection, where
@@ -48,7 +49,7 @@ from tui.launch.ssh.host_link import SSHHostLink
 from tui.launch.ssh.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.ssh.prepare import prepare_host
 from tui.launch.ssh.remote_command import EXIT_NO_WORKDIR, RemoteCommand
-from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, RemoteHost, close_connections
+from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, INTERPRETER_TIMEOUT, RemoteHost, close_connections
 from tui.launch.ssh.remote_ports import hold_ports
 from tui.launch.ssh.task import SSHTask
 from tui.launch.ssh.upload_copies import UploadCopies
@@ -57,8 +58,9 @@ from tui.launch.streams import read_first_line
 
 log = logging.getLogger(__name__)
 
-#: How long a started task may take to print its pid (the shell's start-up, not the trainer's).
-PID_TIMEOUT = 30.0
+#: How long a started task may take to print its pid: the shell's start-up, or the warm
+#: client's Python (not the trainer's import) on a host that may be loaded.
+PID_TIMEOUT = INTERPRETER_TIMEOUT
 #: A host that could not be connected to this long ago or less is not tried again by
 #: :meth:`SSHLauncher.connect_all` (its error is reported again): the start-up's leftover
 #: search and the run's preparation then wait out one connect timeout, not two.
@@ -107,9 +109,13 @@ class SSHLauncher:
                  ssh_config: tuple[str, ...] | None = (),
                  max_line: int = MAX_LINE_BYTES, upload: Path | None = None,
                  upload_exclude: tuple[Path, ...] = (), warm: bool = True,
-                 warm_mode: str | None = None,
-                 lease: float = NetworkSettings().lease) -> None:
+                 warm_mode: str | None = None, check_tensorflow: bool = True,
+                 lease: float = NetworkSettings().lease, hosts_at_once: int = NetworkSettings().hosts_at_once,
+                 on_step: StepSink = ignore_step) -> None:
         self._specs = dict(hosts or {})
+        # At most this many hosts connected or prepared at a time; each one's steps as they begin.
+        self._slots = asyncio.Semaphore(max(1, hosts_at_once))
+        self.on_step: StepSink = on_step
         # Each host's beats and lease (tui.launch.ssh.host_link), kept across reconnections.
         self._lease = lease
         self._links: dict[str, SSHHostLink] = {}
@@ -119,6 +125,7 @@ class SSHLauncher:
         self._warm_on = warm
         self._warm: RemotePools | None = None
         self._warm_mode = warm_mode  # the pool every host starts while it is prepared
+        self._check_tf = check_tensorflow  # whether preparing a host looks for TensorFlow
         # A user's program: its folder, copied to each host next to the trainer.
         self._upload = UploadCopies(upload, upload_exclude) if upload is not None else None
         self._options = ConnectOptions(
@@ -158,6 +165,9 @@ class SSHLauncher:
                      and time.monotonic() - entry.made < FRESH_FAILURE)
             if entry is not None and (entry.failed or entry.lost) and not fresh:
                 await self._forget(spec.name)
+        for spec in specs:  # (a host the leftover search connected to says where it is)
+            if spec.name not in self._hosts:
+                self.on_step(HostStep(spec.name, HostPhase.WAITING))
         results = await asyncio.gather(*(self.prepare(spec) for spec in specs), return_exceptions=True)
         ready: list[HostInfo] = []
         failures: list[HostError] = []
@@ -203,10 +213,24 @@ class SSHLauncher:
         return (await self._entry(spec)).remote
 
     async def _prepare(self, host: RemoteHost) -> HostInfo:
+        name = host.spec.name
         pooled = self._warm_on and host.spec.warm and self._warm_mode is not None
-        info = await prepare_host(host, self._probe_timeout, self._upload, self._pools() if pooled else None,
-                                  self._warm_mode, self._link_for(host.spec), self._lease)
-        self._infos[host.spec.name] = info
+        try:
+            if host.connecting:  # another's attempt (the leftover search's) holds its own slot
+                await host.first_connection()
+            async with self._slots:
+                info = await prepare_host(host, self._probe_timeout, self._upload,
+                                          self._pools() if pooled else None, self._warm_mode,
+                                          self._link_for(host.spec), self._lease, check_tf=self._check_tf,
+                                          step=lambda phase, what: self.on_step(HostStep(name, phase, what)))
+        except HostError as exc:
+            self.on_step(HostStep(name, HostPhase.FAILED, f"{exc.failure.value}: {exc.detail}"))
+            raise
+        except Exception as exc:
+            self.on_step(HostStep(name, HostPhase.FAILED, repr(exc)))
+            raise
+        self._infos[name] = info
+        self.on_step(HostStep(name, HostPhase.READY))
         return info
 
     def _pools(self) -> RemotePools:
@@ -214,10 +238,13 @@ class SSHLauncher:
             self._warm = RemotePools()
         return self._warm
 
-    def expect_pools(self, mode: str | None) -> None:
+    def expect_pools(self, mode: str | None, tensorflow: bool = True) -> None:
         """Tasks will start from warm pools of ``mode`` (:data:`trainer.warm.MODES`; None:
-        not known): preparing a host starts its pool (:meth:`RemotePools.prestart`)."""
+        not known): preparing a host starts its pool (:meth:`RemotePools.prestart`).
+        Without ``tensorflow`` (a program run without the shim, which may not use it)
+        preparing a host does not look for TensorFlow at all."""
         self._warm_mode = mode
+        self._check_tf = tensorflow
 
     async def _forget(self, name: str) -> None:
         entry = self._hosts.pop(name, None)
@@ -344,6 +371,23 @@ class SSHLauncher:
         remote = await self._remote(host)
         return await hold_ports(remote, n, avoid)
 
+    async def port_open(self, host: HostSpec, port: int, timeout: float) -> bool | None:
+        """Whether something on ``host`` accepts connections on its address's ``port``,
+        asked of sshd there (a direct-tcpip channel: no process started). None when sshd
+        refuses to forward (``AllowTcpForwarding no``) or the host is not connected."""
+        entry = self._hosts.get(host.name)
+        if entry is None or entry.lost or not entry.remote.connections:
+            return None
+        conn = entry.remote.connections[0]
+        try:
+            _, writer = await asyncio.wait_for(conn.open_connection(host.address, port), timeout)
+        except asyncssh.ChannelOpenError as exc:
+            return None if exc.code == asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED else False
+        except (asyncio.TimeoutError, asyncssh.Error, OSError):
+            return False
+        writer.close()
+        return True
+
     async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str:
         """Run a short command on ``host`` over its connection; its stdout. A non-zero exit
         raises :class:`LaunchError`."""
@@ -385,7 +429,19 @@ class SSHLauncher:
         """Processes on ``host`` tagged with a run id (tasks of earlier runs still alive).
         Needs a connection and the host's python, not TensorFlow."""
         remote = await self._remote(host)
-        answer = await remote.run_snippet("tasks", sweep.find_args())
+        try:
+            if remote.connecting:  # another's attempt holds its own slot: waiting for it takes none
+                await remote.first_connection()
+            async with self._slots:  # the sweep connects to every host: as many at a time as preparing
+                if not remote.connections:
+                    self.on_step(HostStep(host.name, HostPhase.CONNECTING))
+                await remote.first_connection()
+                self.on_step(HostStep(host.name, HostPhase.PREPARING, "looking for tasks of earlier runs"))
+                answer = await remote.run_snippet("tasks", sweep.find_args())
+            self.on_step(HostStep(host.name, HostPhase.WAITING, "connected; its preparation comes next"))
+        except HostError as exc:
+            self.on_step(HostStep(host.name, HostPhase.FAILED, f"{exc.failure.value}: {exc.detail}"))
+            raise
         return sweep.parse_found(host.name, answer, exclude_run_ids)
 
     async def stop_leftovers(self, host: HostSpec, tasks: Sequence[sweep.LeftoverTask],

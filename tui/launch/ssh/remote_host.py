@@ -21,8 +21,13 @@ from tui.launch.ssh.remote_command import python_command, signal_groups_line
 
 log = logging.getLogger(__name__)
 
-#: How long a short remote command (a signal, a port check) may take.
+#: How long a short shell command (a signal) may take.
 COMMAND_TIMEOUT = 30.0
+#: How long a command that starts the host's Python (a snippet: a port check, the leftover
+#: search, a copy's clean-up) or a keeper process may take: an interpreter's start on a
+#: loaded host, with every other host being prepared at once, takes seconds, and a host that
+#: is only slow must not fail like a dead one (a dead one fails its connection instead).
+INTERPRETER_TIMEOUT = 120.0
 #: How long a start waits for port releases sent before it to take effect.
 RELEASE_TIMEOUT = 5.0
 #: Connections to one host at most, when sshd's MaxSessions keeps refusing channels.
@@ -82,6 +87,11 @@ class RemoteHost:
         """Connecting failed (the error is kept: make a new RemoteHost to try again)."""
         task = self._first
         return task is not None and task.done() and (task.cancelled() or task.exception() is not None)
+
+    @property
+    def connecting(self) -> bool:
+        """A connection was asked for (under way, made, or failed)."""
+        return self._first is not None
 
     @property
     def where(self) -> str:
@@ -168,7 +178,8 @@ class RemoteHost:
         except (asyncssh.Error, OSError) as exc:
             raise self.error(HostFailure.CONNECTION_LOST, str(exc)) from None
 
-    async def run_snippet(self, name: str, args: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> object:
+    async def run_snippet(self, name: str, args: Sequence[str],
+                          timeout: float = INTERPRETER_TIMEOUT) -> object:
         """Run one of :mod:`tui.launch.snippets` with the host's python; its answer."""
         command = python_command(self.spec.interpreter, snippets.source(name), args, env=self.spec.env)
         result = await self.run(command.shell_line(), timeout, stdin=command.env_input())

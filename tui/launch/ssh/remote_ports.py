@@ -17,7 +17,7 @@ from tui.launch.errors import HostFailure
 from tui.launch.lines import Stream
 from tui.launch.ssh import deploy
 from tui.launch.ssh.remote_command import parse_pid_line, python_command
-from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, RemoteHost
+from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, INTERPRETER_TIMEOUT, RemoteHost
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
 
 
@@ -53,7 +53,7 @@ class PortHolder:
     async def start(self, n: int) -> list[int]:
         """Wait for the holder's answer: the ports it holds."""
         try:
-            answer, rest = await asyncio.wait_for(self._answer(), COMMAND_TIMEOUT)
+            answer, rest = await asyncio.wait_for(self._answer(), INTERPRETER_TIMEOUT)
         except (asyncio.TimeoutError, asyncssh.Error, OSError) as exc:
             raise self._host.error(HostFailure.COMMAND_FAILED,
                                    f"cannot reserve {n} free ports: no answer ({exc!r})") from None

@@ -1,0 +1,185 @@
+"""Time until every one of N SSH hosts is ready and every task running, and the controller's
+CPU and memory per host, on a lab of N network-namespace hosts (tests/support/netlab.py: own
+address and sshd each), N = 8, 32, 64, 4 lightweight tasks per host (bench/scale_task.py: a
+``shim: false`` program that binds its port and prints a step line), ``--no-ui --json --cold``.
+
+Per N and mode (idle: a line every 5 s per task; stepping: 5 lines/s per task), from the
+command's start: the first ``hosts`` record (the first progress line), every host ready, every
+task running (the "all N tasks up" notice). Then, after a settling pause, the controller's own
+CPU over a window (``/proc/PID/stat`` utime + stime of the controller process: the lab's
+sshd and tasks are other processes, so the hosts' own work is not counted) as a share of one
+core, and its resident memory, each also per host. The machine is shared: see the load
+average in the footer.
+
+    python -m bench.hosts [--hosts 8,32,64] [--modes idle,stepping] [--window 20] [--settle 5]
+
+Needs root, iproute2 and openssh-server (as the lab does). Prints its table only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from bench.report import run_footer
+from bench.scale import cpu_seconds
+from tests.support.netlab import NetLab, missing_requirements
+
+RUN_TIME = "about 12 min"  # 8 and 32 hosts, both modes; 64 hosts add about 10
+REPO = Path(__file__).resolve().parents[2]
+TASK = REPO / "bench" / "scale_task.py"
+TASKS_PER_HOST = 4
+#: Seconds between a task's lines: idle and stepping (5 lines/s).
+MODES = {"idle": 5.0, "stepping": 0.2}
+#: How long the run may take to have every task running.
+UP_LIMIT = 600.0
+
+
+@dataclass
+class Result:
+    hosts: int
+    mode: str
+    first: float | None = None      # seconds to the first hosts record
+    ready: float | None = None      # to every host ready
+    running: float | None = None    # to every task running
+    cpu: float | None = None        # controller's share of one core over the window
+    rss_mb: float | None = None
+
+
+class Watch:
+    """Reads the controller's --json lines on a thread, noting when each milestone came."""
+
+    def __init__(self, process: subprocess.Popen[bytes], began: float) -> None:
+        self.result: dict[str, float] = {}
+        self.done = threading.Event()
+        self._process, self._began = process, began
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for raw in self._process.stdout:
+            if raw.startswith(b'{"type":"task_') or raw.startswith(b'{"type":"trainer'):
+                continue  # (most lines: nothing to note)
+            now = time.monotonic() - self._began
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            kind = record.get("type")
+            if kind == "hosts":
+                self.result.setdefault("first", now)
+                if all(h["state"] == "ready" for h in record["hosts"]):
+                    self.result.setdefault("ready", now)
+            elif kind == "notice" and " tasks up in " in str(record.get("text")):
+                self.result.setdefault("running", now)
+                self.done.set()
+            elif kind == "run_finished":
+                self.done.set()
+        self.done.set()
+
+
+def hosts_file(lab: NetLab, folder: Path, every: float) -> Path:
+    names = list(lab.hosts)
+    entries = [f"{name}:auto" for name in names for _ in range(TASKS_PER_HOST)]
+    ps = max(1, len(entries) // 16)
+    (folder / "task.py").write_text(TASK.read_text())
+    path = folder / "hosts.yaml"
+    path.write_text(yaml.safe_dump({
+        # (the hosts' folders outside the uploaded one, which must not change while it is copied)
+        "hosts": {name: lab.yaml_entry(name, workdir=folder.parent / "work" / name) for name in names},
+        "cluster": {"ps": entries[:ps], "worker": entries[ps:]},
+        "program": {"command": f"python task.py --address={{address}} --every={every}", "shim": False,
+                    "upload": ".", "metrics": [r"step (?P<step>\d+) loss (?P<loss>[0-9.]+)"]},
+        "training": {"steps": 1_000_000_000},
+        "run_dir": str(folder.parent / "runs"),
+    }, sort_keys=False))
+    return path
+
+
+def measure(lab: NetLab, folder: Path, mode: str, window: float, settle: float) -> Result:
+    result = Result(len(lab.hosts), mode)
+    began = time.monotonic()
+    process = subprocess.Popen([sys.executable, "-m", "tui", str(hosts_file(lab, folder, MODES[mode])),
+                                "--no-ui", "--json", "--cold"], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
+    watch = Watch(process, began)
+    try:
+        watch.done.wait(UP_LIMIT)
+        result.first, result.ready = watch.result.get("first"), watch.result.get("ready")
+        result.running = watch.result.get("running")
+        if result.running is not None:
+            time.sleep(settle)
+            cpu0, t0 = cpu_seconds(process.pid), time.monotonic()
+            time.sleep(window)
+            result.cpu = (cpu_seconds(process.pid) - cpu0) / (time.monotonic() - t0)
+            result.rss_mb = _rss_mb(process.pid)
+    finally:
+        process.send_signal(signal.SIGINT)  # the controller stops its tasks and exits
+        try:
+            process.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return result
+
+
+def _rss_mb(pid: int) -> float | None:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def _cell(value: float | None, text: str) -> str:
+    return "not seen" if value is None else text.format(value)
+
+
+def table(results: list[Result]) -> str:
+    rows = ["| hosts | tasks | mode | first hosts line | all hosts ready | all tasks running | "
+            "controller CPU (one core) | per host | memory | per host |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        rows.append(f"| {r.hosts} | {r.hosts * TASKS_PER_HOST} | {r.mode} | {_cell(r.first, '{:.2f} s')} | "
+                    f"{_cell(r.ready, '{:.1f} s')} | {_cell(r.running, '{:.1f} s')} | "
+                    f"{_cell(r.cpu, '{:.1%}')} | "
+                    f"{_cell(None if r.cpu is None else r.cpu / r.hosts, '{:.2%}')} | "
+                    f"{_cell(r.rss_mb, '{:.0f} MB')} | "
+                    f"{_cell(None if r.rss_mb is None else r.rss_mb / r.hosts, '{:.2f} MB')} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.hosts", description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", default="8,32,64", help="lab sizes, comma-separated")
+    parser.add_argument("--modes", default="idle,stepping", help="idle, stepping")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds of CPU measured")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds after every task runs")
+    args = parser.parse_args(argv)
+    if why := missing_requirements():
+        parser.error(f"needs a host lab: {why}")  # (exit code 2)
+    started, load = time.time(), os.getloadavg()[0]
+    results: list[Result] = []
+    for count in (int(n) for n in args.hosts.split(",")):
+        with tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
+            (Path(tmp) / "lab").mkdir()
+            with NetLab(count, Path(tmp) / "lab") as lab:
+                for mode in args.modes.split(","):
+                    folder = Path(tmp) / mode
+                    folder.mkdir()
+                    results.append(measure(lab, folder, mode, args.window, args.settle))
+                    print(table(results[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    print(table(results))
+    print()
+    print(run_footer(1, started, load))
+    return 0
