@@ -96,6 +96,11 @@ def sshd_config(path: Path, port: int, addresses: tuple[str, ...], host_key: Pat
         # Tests open many connections at once; the default throttles unauthenticated ones.
         "MaxStartups 100",
         "LogLevel VERBOSE",
+        # Root's shell start-up on a machine with pyenv runs `pyenv rehash` in every session,
+        # which waits up to 60 s for a lock file that a session killed mid-rehash leaves
+        # behind: from then on every remote command took a minute and lab runs failed on
+        # their 30 s limits. The tests' hosts give that lock 1 s.
+        "SetEnv PYENV_REHASH_TIMEOUT=1",
     ]
     path.write_text("\n".join(lines) + "\n")
     return path
