@@ -29,13 +29,13 @@ from enum import Enum
 from pathlib import Path
 
 from bench.controller.cores import busy_loops
-from bench.harness.processes import REPO, Child, environment, kill_tagged, wait
+from bench.harness.processes import Child, environment, kill_tagged, wait
 from bench.harness.stats import percentile
 
 #: At its default size, on 2 cores.
 RUN_TIME = "about 15 min"
 
-TASK = REPO / "bench" / "scale_task.py"
+TASK = Path(__file__).with_name("scale_task.py")
 #: How long all tasks may take to show running, seconds.
 UP_LIMIT = 300.0
 _TICK = os.sysconf("SC_CLK_TCK")

@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.report import run_footer
+from bench.harness.report import run_footer
 from tests.launch.netfaults import PACE, Controller, start, summary_of
 from tests.launch.soak import (
     RECOVERY_BOUND,

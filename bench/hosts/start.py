@@ -1,6 +1,6 @@
 """Time until every one of N SSH hosts is ready and every task running, and the controller's
 CPU and memory per host, on a lab of N network-namespace hosts (tests/support/netlab.py: own
-address and sshd each), N = 8, 32, 64, 4 lightweight tasks per host (bench/scale_task.py: a
+address and sshd each), N = 8, 32, 64, 4 lightweight tasks per host (bench/controller/scale_task.py: a
 ``shim: false`` program that binds its port and prints a step line), ``--no-ui --json --cold``.
 
 Per N and mode (idle: a line every 5 s per task; stepping: 5 lines/s per task), from the
@@ -32,13 +32,13 @@ from pathlib import Path
 
 import yaml
 
-from bench.report import run_footer
-from bench.scale import cpu_seconds
+from bench.controller.scale import cpu_seconds
+from bench.harness.report import run_footer
 from tests.support.netlab import NetLab, missing_requirements
 
 RUN_TIME = "about 12 min"  # 8 and 32 hosts, both modes; 64 hosts add about 10
 REPO = Path(__file__).resolve().parents[2]
-TASK = REPO / "bench" / "scale_task.py"
+TASK = REPO / "bench" / "controller" / "scale_task.py"
 TASKS_PER_HOST = 4
 #: Seconds between a task's lines: idle and stepping (5 lines/s).
 MODES = {"idle": 5.0, "stepping": 0.2}

@@ -17,6 +17,8 @@ from xdist.scheduler import LoadFileScheduling
 #: from its ``--durations``). A file not listed keeps xdist's order, after these; a name no
 #: longer in the suite is passed over here and named by tests/test_schedule.py.
 SLOW_FIRST = (
+    "tests/launch/test_soak_faults.py",  # 1 test, ~170 s (4 faults on a lab)
+    "tests/launch/test_lab_hosts.py",  # 2 tests, ~90 s
     "tests/launch/test_network_faults.py",  # 3 tests, ~175 s (~140 s alone, paced, warm)
     "tests/launch/test_network_faults_ps.py",  # 2 tests, ~120 s (~100 s alone, warm)
     "tests/bench/test_warm_smoke.py",  # ~60 s

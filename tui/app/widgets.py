@@ -309,9 +309,11 @@ class ThroughputView(VerticalScroll):
             scaled("training loss", losses, "{:.4g}", "a step report") if losses
             else "training loss: none reported yet")
         lines = dashboard.anatomy.lines()
-        put(self.query_one("#anatomy-title", Static),
-            "step anatomy (a sampled step of each worker, from TensorFlow's step stats)" if lines
-            else "step anatomy: no step sampled yet")
+        # No sample yet, or a program that samples none (only the built-in trainer does): no
+        # heading that promises one.
+        title = self.query_one("#anatomy-title", Static)
+        title.display = bool(lines)
+        put(title, "step anatomy (a sampled step of each worker, from TensorFlow's step stats)")
         put(self.query_one("#anatomy-text", Static), "\n".join(lines))
         if workers:
             self._show_workers(dashboard, examples)
