@@ -22,7 +22,7 @@ from trainer import protocol
 from tui.common.exit_codes import ExitCode
 from tui.common.paced_loop import paced_loop
 from tui.common.streams import BatchedWriter, SurvivingStream
-from tui.common.terminal import inert, wants_colour
+from tui.common.terminal import display_line, display_lines, inert, wants_colour
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
 from tui.core.anatomy import AnatomyBoard
@@ -54,8 +54,6 @@ from tui.core.traffic import TrafficMonitor, TrafficUpdate
 from tui.plan.preflight import PreflightError
 
 PROGRESS_INTERVAL = 5.0
-#: Longer output lines are cut on screen (never in the run directory's logs).
-DISPLAY_LINE_CHARS = 4000
 CONTROLLER = "tfdist"
 
 _COLOURS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)
@@ -91,7 +89,7 @@ class Printer:
             self._run_started(event)
         elif isinstance(event, TaskOutput):
             if shown := event.shown():
-                self._out.write(_display_lines(f"{self._prefix(event.task)} ", shown, event.task))
+                self._out.write(display_lines(f"{self._prefix(event.task)} ", shown, event.task))
             self._out.flush_soon()  # one write(2) a tick for every task's lines, not one a read
             return
         elif isinstance(event, TaskStateChanged):
@@ -172,7 +170,7 @@ class Printer:
             exit_text = ExitInfo(result.exit_code).how("failed")
             write(f"{result.name} {exit_text}; its last {len(result.last_lines)} lines:\n")
             for line in result.last_lines:
-                self._out.write(f"  {self._prefix(result.name)} {_display(line, result.name)}\n")
+                self._out.write(f"  {self._prefix(result.name)} {display_line(line, result.name)}\n")
         self._out.flush()
 
     def fit(self, names: Sequence[str]) -> None:
@@ -345,22 +343,6 @@ def task_rates(snap: ProgressSnapshot) -> str:
     is named as such (its rate is the cluster's), the workers' parts of it after it."""
     return ", ".join(f"{t.task}{' (coordinator)' if t.coordinates else ''} "
                      + ("-" if t.rate is None else f"{t.rate:.1f}") for t in figures(snap).tasks)
-
-
-def _display_lines(head: str, lines: Sequence[str], task: str) -> str:
-    """Lines of a task's output for the terminal, each behind ``head``: made inert (and an
-    over-long one cut) in one pass over them all, not a call per line."""
-    if max(map(len, lines)) > DISPLAY_LINE_CHARS:
-        return "".join(f"{head}{_display(line, task)}\n" for line in lines)
-    return head + inert("\n".join(lines), newlines=True).replace("\n", f"\n{head}") + "\n"
-
-
-def _display(text: str, task: str) -> str:
-    text = inert(text)
-    if len(text) > DISPLAY_LINE_CHARS:
-        rest = len(text) - DISPLAY_LINE_CHARS
-        text = text[:DISPLAY_LINE_CHARS] + f"... ({rest} more characters in logs/{task}.log)"
-    return text
 
 
 class _Stopper:

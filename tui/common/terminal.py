@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from typing import TextIO
 
 __all__ = ["inert", "is_inert", "one_line", "wants_colour", "without_sequences"]
@@ -88,3 +89,25 @@ def wants_colour(stream: TextIO) -> bool:
     environment (https://no-color.org). Set at all, even empty, it counts, as it does for
     Textual, so that the app and the headless front end agree."""
     return "NO_COLOR" not in os.environ and stream.isatty()
+
+
+#: Longer output lines are cut on screen (never in the run directory's logs).
+DISPLAY_LINE_CHARS = 4000
+
+
+def display_lines(head: str, lines: Sequence[str], task: str) -> str:
+    """Lines of a task's output for the terminal, each behind ``head``: made inert (and an
+    over-long one cut) in one pass over them all, not a call per line."""
+    if max(map(len, lines)) > DISPLAY_LINE_CHARS:
+        return "".join(f"{head}{display_line(line, task)}\n" for line in lines)
+    return head + inert("\n".join(lines), newlines=True).replace("\n", f"\n{head}") + "\n"
+
+
+def display_line(text: str, task: str) -> str:
+    """One line of ``task``'s output for the terminal: inert, and cut past
+    :data:`DISPLAY_LINE_CHARS` with a pointer to the task's log, which keeps it whole."""
+    text = inert(text)
+    if len(text) > DISPLAY_LINE_CHARS:
+        rest = len(text) - DISPLAY_LINE_CHARS
+        text = text[:DISPLAY_LINE_CHARS] + f"... ({rest} more characters in logs/{task}.log)"
+    return text
