@@ -41,7 +41,14 @@ def limited(config: ClusterConfig, tmp_path: Path) -> RunOptions:
     return RunOptions(config=config, runs_root=tmp_path / "runs", timeout=RUN_LIMIT)
 
 
-def killer(supervisor: Supervisor, plan: list[tuple[str, Callable[[protocol.Event], bool]]]
+#: The chief of make_config's cluster.
+CHIEF = "worker0"
+
+Reported = Callable[[str, protocol.Event], bool]
+"""Whether a trainer event, and the task that reported it, is the moment to act."""
+
+
+def killer(supervisor: Supervisor, plan: list[tuple[str, Reported]]
            ) -> tuple[Callable[[ControllerEvent], None], list[tuple[str, int]]]:
     """A subscriber that SIGKILLs task after task: each ``(task, when)`` of ``plan`` in turn,
     at the first trainer event ``when`` accepts (once the previous kill has happened).
@@ -52,7 +59,7 @@ def killer(supervisor: Supervisor, plan: list[tuple[str, Callable[[protocol.Even
         if len(kills) == len(plan) or not isinstance(event, TrainerEvent):
             return
         victim, when = plan[len(kills)]
-        if when(event.event):
+        if when(event.task, event.event):
             pid = next(t.pid for t in supervisor.tasks() if t.name == victim)
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
@@ -61,18 +68,20 @@ def killer(supervisor: Supervisor, plan: list[tuple[str, Callable[[protocol.Even
     return on_event, kills
 
 
-def step_at_least(step: int) -> Callable[[protocol.Event], bool]:
-    return lambda e: isinstance(e, protocol.Step) and e.global_step >= step
+def step_at_least(step: int) -> Reported:
+    return lambda _task, e: isinstance(e, protocol.Step) and e.global_step >= step
 
 
-def after_the_chief_rejoined(steps: int) -> Callable[[protocol.Event], bool]:
-    """Accepts a step event ``steps`` global steps after the chief's (next) `initialized`."""
+def after_the_chief_rejoined(steps: int) -> Reported:
+    """Accepts the chief's own step event ``steps`` global steps after its (next) `initialized`:
+    its own, because a restart's incident records the killed task's last report, and another
+    worker's step may be up to ``log_every`` steps ahead of it."""
     rejoined: list[int] = []
 
-    def when(event: protocol.Event) -> bool:
+    def when(task: str, event: protocol.Event) -> bool:
         if isinstance(event, protocol.Initialized) and event.is_chief:
             rejoined.append(event.global_step)
-        return bool(rejoined) and isinstance(event, protocol.Step) and \
+        return bool(rejoined) and task == CHIEF and isinstance(event, protocol.Step) and \
             event.global_step >= rejoined[0] + steps
 
     return when
