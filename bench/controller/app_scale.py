@@ -27,7 +27,7 @@ from tempfile import TemporaryDirectory
 
 from textual.widgets import TabbedContent
 
-from bench.controller.cores import CORES, busy_loops, core_factory, core_list
+from bench.controller.cores import CORES, add_load_arguments, busy_loops, core_factory
 from bench.controller.flood import _hosts, _press_latencies
 from bench.harness.stats import percentile
 from tui.app.app import TfdistApp
@@ -242,8 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=64)
     parser.add_argument("--past-runs", type=int, default=20)
     parser.add_argument("--past-mb", type=float, default=5.0)
-    parser.add_argument("--cores", type=core_list, default=CORES, help="thread,process (default both)")
-    parser.add_argument("--busy", type=int, default=0, help="busy loops beside it all (a loaded machine)")
+    add_load_arguments(parser)
     args = parser.parse_args(argv)
     with busy_loops(args.busy):
         print(asyncio.run(measure(args.tasks, args.past_runs, args.past_mb, args.cores)))

@@ -5,6 +5,7 @@ beside them, for figures on a loaded machine."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -58,6 +59,14 @@ def busy_loops(count: int) -> Iterator[None]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(loop.pid, signal.SIGKILL)
             loop.wait()
+
+
+def add_load_arguments(parser: argparse.ArgumentParser, *, cores: bool = True) -> None:
+    """The options every controller benchmark shares: ``--cores`` (which cores to compare,
+    when it compares them) and ``--busy`` (busy loops beside it all: a loaded machine)."""
+    if cores:
+        parser.add_argument("--cores", type=core_list, default=CORES, help="thread,process (default both)")
+    parser.add_argument("--busy", type=int, default=0, help="busy loops beside it all (a loaded machine)")
 
 
 def core_list(text: str) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from tempfile import TemporaryDirectory
 from textual import events
 from textual.widgets import TabbedContent
 
-from bench.controller.cores import CORES, busy_loops, controller_rss_mb, core_factory, core_list
+from bench.controller.cores import add_load_arguments, busy_loops, controller_rss_mb, core_factory
 from bench.harness.stats import percentile
 from tui.app.app import TfdistApp
 from tui.config.load import load_config
@@ -164,8 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--cores", type=core_list, default=CORES, help="thread,process (default both)")
-    parser.add_argument("--busy", type=int, default=0, help="busy loops beside the app (a loaded machine)")
+    add_load_arguments(parser)
     args = parser.parse_args(argv)
     results = []
     with busy_loops(args.busy):

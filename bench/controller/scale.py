@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from bench.controller.cores import busy_loops
+from bench.controller.cores import add_load_arguments, busy_loops
 from bench.harness.processes import Child, environment, kill_tagged, wait
 from bench.harness.stats import percentile
 
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=30.0, help="CPU window, seconds")
     parser.add_argument("--settle", type=float, default=5.0, help="pause once all run, seconds")
     parser.add_argument("--keys", type=float, default=10.0, help="key presses with the app, seconds")
-    parser.add_argument("--busy", type=int, default=0, help="busy loops beside it all (a loaded machine)")
+    add_load_arguments(parser, cores=False)
     args = parser.parse_args(argv)
     modes = [Mode[name.strip().upper()] for name in args.modes.split(",") if name.strip()]
     with busy_loops(args.busy), _noted_load():
