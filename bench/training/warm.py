@@ -79,6 +79,8 @@ REPO = Path(__file__).resolve().parents[2]
 OUTPUT = REPO / "BENCHMARKS.md"
 #: How long one phase may take before the benchmark gives up on it.
 PHASE_TIMEOUT = 240.0
+#: How long the controller may take to stop its tasks and exit after SIGTERM.
+EXIT_TIMEOUT = 60.0
 SIDES = ("warm", "cold")
 
 
@@ -239,7 +241,12 @@ async def _command_start(side: str, folder: Path, n_workers: int = 2) -> float:
         return time.time() - t0
     finally:
         controller.send_signal(signal.SIGTERM)  # stops its tasks and pool, then exits
-        await controller.communicate()
+        try:
+            await asyncio.wait_for(controller.communicate(), EXIT_TIMEOUT)
+        except asyncio.TimeoutError:
+            controller.kill()
+            await controller.wait()
+            raise RuntimeError(f"the controller did not exit within {EXIT_TIMEOUT:g} s of SIGTERM") from None
 
 
 async def _losses(side: str, folder: Path, steps_seeded: int) -> list[tuple[int, float]]:

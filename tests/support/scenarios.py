@@ -21,6 +21,7 @@ from tests.support.clirun import (
     all_running,
     kill_all,
     read_json_until,
+    stacks_of,
     start_controller,
     survivors,
     tagged_env,
@@ -82,12 +83,14 @@ async def run_to_end(args: list[str], tmp_path: Path, fake: bool, **env: str) ->
                 await readers
             state = "still running" if process.returncode is None else \
                 f"exited {process.returncode}, its output still open"
-            left = [" ".join(p.cmdline()) for p in survivors(tag, pools=True)]
+            commands = [" ".join(p.cmdline()) for p in survivors(tag, pools=True)]
             said = out.decode(errors="replace")[-3000:] + err.decode(errors="replace")[-3000:]
-            raise AssertionError(f"the controller did not end ({state}); left of the run: {left}\n{said}") \
-                from None
+            stacks = await stacks_of(process.pid) if process.returncode is None else ""
+            raise AssertionError(f"the controller did not end ({state}); left of the run: {commands}\n{said}"
+                                 f"{stacks}") from None
         left = await wait_no_survivors(tag, STOP_WITHIN)
         assert not left, f"trainer processes survived: {[p.pid for p in left]}"
+        assert process.returncode is not None
         return Finished(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
