@@ -168,3 +168,25 @@ def python_without_tf(tmp_path_factory: pytest.TempPathFactory) -> str:
     python = venv / "bin" / "python"
     assert python.exists(), os.listdir(venv)
     return str(python)
+
+
+#: pyenv's rehash lock (root's shell start-up runs `pyenv rehash` in every SSH session).
+PYENV_LOCK = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "shims" / ".pyenv-shim"
+#: A rehash holds its lock well under a second; one older than this was left by a session
+#: killed mid-rehash (a test's SIGKILL of a remote group, a cut host) and is never removed.
+STALE_LOCK_AGE = 15.0
+
+
+@pytest.fixture(autouse=True)
+def _no_stale_pyenv_lock(request: pytest.FixtureRequest) -> None:
+    """Before a test that talks to an sshd (the private one or the lab's), remove a rehash lock
+    that an earlier test's killed session left: with it every remote command waited for it
+    (1 s with the tests' PYENV_REHASH_TIMEOUT, and said "cannot rehash" on its stderr). Only a
+    lock old enough to be stale, so a rehash under way keeps its own."""
+    if not {"sshd", "netlab"} & set(request.fixturenames):
+        return
+    try:
+        if time.time() - PYENV_LOCK.stat().st_mtime > STALE_LOCK_AGE:
+            PYENV_LOCK.unlink()
+    except FileNotFoundError:
+        pass
