@@ -7,6 +7,7 @@ Slurm host's partition (the real test Slurm)."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -149,3 +150,28 @@ def test_a_slurm_hosts_partition_is_asked_of_slurm(slurm: SlurmCluster, tmp_path
     assert (problem["host"], problem["kind"]) == ("hpc", "partition")
     assert problem["message"].startswith("partition nosuch is not one of this cluster's"), problem
     assert PARTITION != "nosuch" and not our_jobs(slurm)  # asked, nothing allocated
+
+
+def test_ctrl_c_while_a_host_is_asked_ends_it_cleanly(tmp_path: Path) -> None:
+    """A host that takes the connection and never says a word (no SSH banner): the check waits
+    for it until Ctrl-C, which ends it with 130 and a sentence, not a traceback."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        path = tmp_path / "hosts.yaml"
+        path.write_text(yaml.safe_dump({
+            "hosts": {"far": {"address": "127.0.0.1", "port": silent.getsockname()[1]}},
+            "cluster": {"ps": ["far:auto"], "worker": ["far:auto"]}, "run_dir": str(tmp_path / "runs")}))
+        argv = [sys.executable, "-m", "tui", "check", str(path), "--connect-timeout", "120"]
+        process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   stdin=subprocess.DEVNULL)
+        try:
+            silent.settimeout(120)
+            connection, _ = silent.accept()  # the check is asking the host now
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+            connection.close()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 130, out + err
+    assert "interrupted: nothing was started" in err and "Traceback" not in out + err

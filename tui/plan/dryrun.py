@@ -199,7 +199,11 @@ def check_main(argv: Sequence[str]) -> int:
     except ConfigError as exc:
         print(inert(f"error: {exc}", newlines=True), file=sys.stderr)
         return ExitCode.USAGE
-    report = asyncio.run(_run(config, args))
+    try:
+        report = asyncio.run(_run(config, args))
+    except KeyboardInterrupt:  # the router was closed on the way out: nothing is left on a host
+        print("interrupted: nothing was started", file=sys.stderr)
+        return ExitCode.INTERRUPTED
     print(report.to_json() if args.json else "\n".join(report.lines()))
     return ExitCode.OK if not report.problems else ExitCode.USAGE
 
