@@ -20,7 +20,7 @@ import yaml
 from tests.launch.test_lab_runs import PORT, assert_hosts_empty, standard_layout
 from tests.support.clirun import REPO
 from tests.support.netlab_fixture import MakeLab
-from tests.support.slurm import PARTITION, SlurmCluster
+from tests.support.slurm import HELD_PARTITION, PARTITION, SlurmCluster
 from tests.support.slurm_helpers import our_jobs, slurm_hosts
 from tests.support.ssh import SshServer, describe, remote_processes
 from tui.launch.ssh.deploy import local_package
@@ -149,6 +149,11 @@ def test_a_slurm_hosts_partition_is_asked_of_slurm(slurm: SlurmCluster, tmp_path
     (problem,) = json.loads(missing.stdout)["problems"]
     assert (problem["host"], problem["kind"]) == ("hpc", "partition")
     assert problem["message"].startswith("partition nosuch is not one of this cluster's"), problem
+
+    slurm_hosts(path, entry={"partition": HELD_PARTITION})  # there, but its State is DOWN
+    down = check(str(path))
+    assert down.returncode == 2, down.stdout + down.stderr
+    assert f"partition {HELD_PARTITION} is down: an allocation there would wait until it is up" in down.stdout
     assert PARTITION != "nosuch" and not our_jobs(slurm)  # asked, nothing allocated
 
 

@@ -4,7 +4,7 @@ Python, the installed TensorFlow's version read without importing it, the free d
 the run writes), checks the fixed ports with the launchers' port check, asks a remote host's
 launcher what the host offers and whether the trainer's and the ``upload:`` folder's copies
 there match this controller's (or could be uploaded: :mod:`tui.launch.look`), checks a Slurm
-host's partition with ``sinfo``, and prints the plan: tasks per host, each task's share of its
+host's partition (there and up) with ``sinfo``, and prints the plan: tasks per host, each task's share of its
 host (the run's own planner, :mod:`tui.plan.allocation`) and the placement preview per ps.
 Every problem is listed (typed: :mod:`tui.plan.check_report`), not only the first; exit 0 when
 the run could start, 2 otherwise. Nothing is started or placed: each probe is one short
@@ -154,7 +154,7 @@ async def _ports(config: ClusterConfig, host: HostSpec, python: str, router: Rou
 
 
 async def _partition(host: HostSpec) -> list[Problem]:
-    """The Slurm partition named, if any, exists (asked of this machine's Slurm)."""
+    """The Slurm partition named, if any, exists and is up (asked of this machine's Slurm)."""
     partition = host.slurm.partition if host.slurm is not None else None
     if partition is None:
         return []
@@ -162,13 +162,18 @@ async def _partition(host: HostSpec) -> list[Problem]:
         return [Problem(ProblemKind.PARTITION, f"partition {partition}: sinfo is not on this machine's PATH",
                         host.name)]
     process = await asyncio.create_subprocess_exec(
-        "sinfo", "-h", "-p", partition, "-o", "%P", stdin=asyncio.subprocess.DEVNULL,
+        "sinfo", "-h", "-p", partition, "-o", "%a", stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await process.communicate()
     if process.returncode != 0 or not out.strip():
         why = err.decode(errors="replace").strip()
         return [Problem(ProblemKind.PARTITION, f"partition {partition} is not one of this cluster's"
                         + (f" ({why})" if why else ""), host.name)]
+    states = set(out.decode(errors="replace").split())
+    if "up" not in states:
+        # An allocation there is queued, not refused: the run would wait, not start.
+        return [Problem(ProblemKind.PARTITION, f"partition {partition} is {'/'.join(sorted(states))}: an "
+                        f"allocation there would wait until it is up", host.name)]
     return []
 
 
@@ -177,8 +182,10 @@ def check_parser() -> argparse.ArgumentParser:
         prog="tfdist-tui check",
         description="Check, before anything starts, that a run of HOSTS.yaml could start: every "
                     "host answers, has Python and TensorFlow (its version read without importing "
-                    "it), free disk and free ports; a Slurm host's partition exists. Prints the "
-                    "plan; exits 0 when the run could start, 2 with every problem listed.")
+                    "it), free disk, free ports, and the trainer's and upload: folder's copies "
+                    "matching (or uploadable); a Slurm host's partition is up. Prints the plan "
+                    "(each task's share, each ps's bytes); exits 0 when the run could start, 2 with "
+                    "every problem listed, 130 on Ctrl-C.")
     parser.add_argument("hosts", metavar="HOSTS.yaml", type=Path)
     parser.add_argument("--json", action="store_true", help="print the findings as one JSON document")
     parser.add_argument("--run-dir", type=Path, metavar="DIR", help="where run directories would go")
