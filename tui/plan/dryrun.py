@@ -3,12 +3,12 @@
 Python, the installed TensorFlow's version read without importing it, the free disk where
 the run writes), checks the fixed ports with the launchers' port check, asks a remote host's
 launcher what the host offers and whether the trainer's and the ``upload:`` folder's copies
-there match this controller's (or could be uploaded: :mod:`tui.launch.look`), checks a Slurm
-host's partition (there and up) with ``sinfo``, and prints the plan: tasks per host, each task's share of its
-host (the run's own planner, :mod:`tui.plan.allocation`) and the placement preview per ps.
-Every problem is listed (typed: :mod:`tui.plan.check_report`), not only the first; exit 0 when
-the run could start, 2 otherwise. Nothing is started or placed: each probe is one short
-command that exits."""
+there match this controller's (or could be uploaded: :mod:`tui.launch.look`), checks that a
+Slurm host's partition is there and up with ``sinfo``, and prints the plan: tasks per host,
+each task's share of its host (the run's own planner, :mod:`tui.plan.allocation`) and the
+placement preview per ps. Every problem is listed (typed: :mod:`tui.plan.check_report`), not
+only the first; exit 0 when the run could start, 2 otherwise, 130 on Ctrl-C. Nothing is
+started or placed: each probe is one short command that exits."""
 
 from __future__ import annotations
 
