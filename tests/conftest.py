@@ -72,6 +72,8 @@ SLOW_WITHOUT_PARTS = frozenset({
     "tests/core/test_events.py::test_events_between_random_bytes_survive_any_chunking",
     "tests/core/test_hints.py::test_a_failures_clues_are_in_every_line_its_pattern_matches",
     "tests/launch/test_lines.py::test_carriage_returns_split_the_same_in_any_chunking",
+    # Real zsh and fish, each completing six lines: a Python start per completion.
+    "tests/common/test_completion.py::test_zsh_and_fish_complete_commands_options_and_choices",
     # A pytest of its own, collecting two files.
     "tests/test_quick.py::test_quick_leaves_out_real_parts_and_known_slow_tests",
 })

@@ -1,10 +1,13 @@
 """``tfdist-tui check`` (tui.plan.dryrun) on a lab of real hosts (tests/support/netlab.py):
-one host cut off, one whose python is a plain venv without TensorFlow, one in use on its
-port; every problem listed, exit 2, JSON for CI, and nothing left running on any host."""
+each host's shares and placement, one host cut off, one whose python is a plain venv without
+TensorFlow, one in use on its port; every problem listed, exit 2, typed JSON for CI, and
+nothing left running on any host. Also a copy that would fail to upload (the real sshd) and a
+Slurm host's partition (the real test Slurm)."""
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +20,10 @@ import yaml
 from tests.launch.test_lab_runs import PORT, assert_hosts_empty, standard_layout
 from tests.support.clirun import REPO
 from tests.support.netlab_fixture import MakeLab
+from tests.support.slurm import HELD_PARTITION, PARTITION, SlurmCluster
+from tests.support.slurm_helpers import our_jobs, slurm_hosts
+from tests.support.ssh import SshServer, describe, remote_processes
+from tui.launch.ssh.deploy import local_package
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -35,6 +42,20 @@ def test_check_lists_every_problem_of_the_lab_and_leaves_nothing_running(
     assert "the run could start" in ok.stdout
     for name in ("h0", "h1", "h2", "h3"):
         assert f"{name:<12} ok" in ok.stdout
+    # Every remote host's part of the plan: what it offers, its task's share, its ps's bytes,
+    # and the trainer's copy the run would upload there.
+    plan = json.loads(check(str(path), "--json").stdout)
+    by_host = {h["host"]: h for h in plan["hosts"]}
+    assert set(plan["shares"]) == {"ps0", "worker0", "worker1", "worker2"}
+    assert by_host["h1"]["shares"] == {"worker0": plan["shares"]["worker0"]}
+    assert "core" in plan["shares"]["worker0"]
+    assert by_host["h0"]["ps_bytes"]["ps0"] > 0 and not by_host["h1"]["ps_bytes"]
+    assert "cores" in by_host["h2"]["offers"]
+    assert [(c["name"], c["state"]) for c in by_host["h3"]["copies"]] == [("trainer", "upload")]
+    assert f"{'':<12} shares worker0 {plan['shares']['worker0']}" in ok.stdout
+    assert f"{'':<12} holds ps0 " in ok.stdout and "(100%)" in ok.stdout
+    assert f"{local_package().dirname} would be uploaded" in ok.stdout
+    assert not (tmp_path / "work").exists()  # checked, never placed
 
     no_tf = tmp_path / "no-tf"
     subprocess.run([sys.executable, "-I", "-m", "venv", "--without-pip", str(no_tf)], check=True)
@@ -71,6 +92,10 @@ def test_check_lists_every_problem_of_the_lab_and_leaves_nothing_running(
     assert took < 120, took
     assert as_json.returncode == 2 and not report["ok"]
     assert len(report["problems"]) == sum(len(h["problems"]) for h in report["hosts"])
+    # Typed records, for CI to tell them apart without parsing sentences.
+    assert {(p["host"], p["kind"]) for p in report["problems"]} == \
+        {("h1", "connect"), ("h2", "tensorflow"), ("h3", "port")}
+    assert all(isinstance(p["message"], str) and p["message"] for p in report["problems"])
     assert {h["host"]: bool(h["problems"]) for h in report["hosts"]} == \
         {"h0": False, "h1": True, "h2": True, "h3": True}
     assert report["hosts"][0]["tf_version"]  # h0's TensorFlow, read without importing it
@@ -95,3 +120,63 @@ def test_a_port_in_use_on_this_machine_is_a_problem(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"localhost:{port} is in use" in result.stdout
     assert not (tmp_path / "runs").exists()  # nothing started, not even a run directory
+
+
+def test_a_copy_that_could_not_be_uploaded_is_a_problem(sshd: SshServer, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    host = sshd.yaml_entry(sshd.host("far", workdir=blocker / "work"))
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump({"hosts": {"far": host}, "run_dir": str(tmp_path / "runs"),
+                                    "cluster": {"ps": ["far:auto"], "worker": ["far:auto"]}}))
+    result = check(str(path), "--json")
+    assert result.returncode == 2, result.stdout + result.stderr
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert problem["host"] == "far" and problem["kind"] == "copy"
+    assert f"the upload would fail: {blocker} cannot hold it" in problem["message"]
+    assert not remote_processes(sshd.pid), describe(remote_processes(sshd.pid))
+
+
+def test_a_slurm_hosts_partition_is_asked_of_slurm(slurm: SlurmCluster, tmp_path: Path) -> None:
+    path = slurm_hosts(tmp_path / "hosts.yaml")
+    there = check(str(path))
+    assert there.returncode == 0, there.stdout + there.stderr
+    assert f"{'hpc':<12} ok" in there.stdout
+
+    slurm_hosts(path, entry={"partition": "nosuch"})
+    missing = check(str(path), "--json")
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    (problem,) = json.loads(missing.stdout)["problems"]
+    assert (problem["host"], problem["kind"]) == ("hpc", "partition")
+    assert problem["message"].startswith("partition nosuch is not one of this cluster's"), problem
+
+    slurm_hosts(path, entry={"partition": HELD_PARTITION})  # there, but its State is DOWN
+    down = check(str(path))
+    assert down.returncode == 2, down.stdout + down.stderr
+    assert f"partition {HELD_PARTITION} is down: an allocation there would wait until it is up" in down.stdout
+    assert PARTITION != "nosuch" and not our_jobs(slurm)  # asked, nothing allocated
+
+
+def test_ctrl_c_while_a_host_is_asked_ends_it_cleanly(tmp_path: Path) -> None:
+    """A host that takes the connection and never says a word (no SSH banner): the check waits
+    for it until Ctrl-C, which ends it with 130 and a sentence, not a traceback."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        path = tmp_path / "hosts.yaml"
+        path.write_text(yaml.safe_dump({
+            "hosts": {"far": {"address": "127.0.0.1", "port": silent.getsockname()[1]}},
+            "cluster": {"ps": ["far:auto"], "worker": ["far:auto"]}, "run_dir": str(tmp_path / "runs")}))
+        argv = [sys.executable, "-m", "tui", "check", str(path), "--connect-timeout", "120"]
+        process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   stdin=subprocess.DEVNULL)
+        try:
+            silent.settimeout(120)
+            connection, _ = silent.accept()  # the check is asking the host now
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+            connection.close()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 130, out + err
+    assert "interrupted: nothing was started" in err and "Traceback" not in out + err

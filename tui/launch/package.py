@@ -77,6 +77,17 @@ class FolderPackage:
     def dirname(self) -> str:
         return f"{self.name}-{self.digest}"
 
+    @property
+    def size(self) -> int:
+        """The files' bytes together, as they are on this machine now (a file gone counts 0)."""
+        total = 0
+        for file in self.files:
+            try:
+                total += file.source.stat().st_size if file.source is not None else len(file.data)
+            except OSError:
+                continue
+        return total
+
     @classmethod
     def of(cls, name: str, files: Iterable[PackageFile],
            folders: Iterable[tuple[str, int]] = ()) -> FolderPackage:

@@ -31,6 +31,7 @@ from tui.launch.command_stream import CommandStream, CommandStreamer, StreamNotS
 from tui.launch.host_steps import StepReporter, StepSink
 from tui.launch.kinds import LAUNCHERS
 from tui.launch.local.launcher import run_local_command
+from tui.launch.look import HostLook, HostLooker
 
 if TYPE_CHECKING:
     from tui.launch.ssh.launcher import SSHLauncher
@@ -209,6 +210,13 @@ class Router:
         if isinstance(launcher, LeftoverSearch):
             return await launcher.stop_leftovers(host, tasks, grace)
         return await sweep.stop_local_leftovers(tasks, grace)
+
+    async def look(self, host: HostSpec) -> HostLook | None:
+        """What ``host`` offers and what of the run's copies are there, from a launcher that
+        can tell without placing anything (:class:`HostLooker`); None from one that cannot
+        (this machine's tasks use the files in place). Raises :class:`LaunchError`."""
+        launcher = self._for(host)
+        return await launcher.look(host) if isinstance(launcher, HostLooker) else None
 
     async def run_command(self, host: HostSpec, argv: Sequence[str]) -> str:
         """Run a short command (``ss`` for traffic counters) on ``host``; its stdout. A

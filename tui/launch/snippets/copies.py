@@ -8,6 +8,11 @@ UNUSED_FOR seconds ago and no live process has its working directory inside it (
 runs in its copy, warm or cold). Without ``/proc`` (not Linux) nothing is removed: which
 copies are in use cannot be told.
 
+``python -c SOURCE look WORKDIR COPY...`` changes nothing (``tfdist-tui check``): for each
+named copy, whether it is complete and the sha256 of every file its marker lists (None where
+the file is missing), and, for an upload, the nearest existing folder at or above WORKDIR,
+whether a copy could be made there and its free space.
+
 A copy is first renamed to ``<copy>.partial-gone-<pid>`` (a half-removed copy must never look
 complete), then checked again: a controller that marked it used meanwhile gets it back."""
 
@@ -111,9 +116,48 @@ def tidy(workdir: str, name: str, current: str, unused_for: float) -> dict[str, 
     return {"current": complete, "removed": removed, "in_use": busy, "proc": cwds is not None}
 
 
+def look(workdir: str, names: list[str]) -> dict[str, object]:
+    """What a run would find of the copies ``names`` in ``workdir``; touches nothing."""
+    import hashlib
+
+    workdir = os.path.abspath(os.path.expanduser(workdir))
+    copies: dict[str, object] = {}
+    for name in names:
+        marker = os.path.join(workdir, name, MARKER)
+        try:
+            with open(marker, encoding="utf-8") as file:
+                listed = file.read().splitlines()[1:]
+        except (OSError, ValueError):
+            copies[name] = None
+            continue
+        files: dict[str, object] = {}
+        for path in listed:
+            digest = hashlib.sha256()
+            try:
+                with open(os.path.join(workdir, name, path), "rb") as handle:
+                    chunk = handle.read(1 << 20)
+                    while chunk:
+                        digest.update(chunk)
+                        chunk = handle.read(1 << 20)
+                files[path] = digest.hexdigest()
+            except OSError:
+                files[path] = None
+        copies[name] = files
+    folder = workdir
+    while not os.path.lexists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    usable = os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK)
+    free = shutil.disk_usage(folder).free if os.path.isdir(folder) else None
+    return {"workdir": workdir, "copies": copies, "folder": folder, "writable": usable, "free": free}
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["look"] and len(argv) >= 2:
+        sys.stdout.write(RESULT_PREFIX + json.dumps(look(argv[1], argv[2:])) + "\n")
+        sys.stdout.flush()
+        return
     if len(argv) != 4:
-        sys.exit("usage: WORKDIR NAME CURRENT UNUSED_FOR")
+        sys.exit("usage: WORKDIR NAME CURRENT UNUSED_FOR | look WORKDIR COPY...")
     answer = tidy(argv[0], argv[1], argv[2], float(argv[3]))
     sys.stdout.write(RESULT_PREFIX + json.dumps(answer) + "\n")
     sys.stdout.flush()

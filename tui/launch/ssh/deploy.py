@@ -160,9 +160,7 @@ async def deploy(conn: asyncssh.SSHClientConnection, spec: HostSpec, workdir: st
             raise HostError(spec.name, where(spec), HostFailure.CONNECTION_LOST,
                             f"the connection was lost while uploading {package.name} to {final}: "
                             f"{exc.reason}") from None
-        raise HostError(spec.name, where(spec), HostFailure.DEPLOY_FAILED,
-                        f"the SSH server offers no SFTP ({exc.reason}); enable its sftp "
-                        f"subsystem (Subsystem sftp in sshd_config)") from None
+        raise HostError(spec.name, where(spec), HostFailure.DEPLOY_FAILED, no_sftp(exc.reason)) from None
     except (asyncssh.Error, OSError) as exc:
         reason = exc.reason if isinstance(exc, asyncssh.Error) else (exc.strerror or str(exc))
         raise HostError(spec.name, where(spec), HostFailure.DEPLOY_FAILED,
@@ -188,6 +186,12 @@ async def _remove_stale_partials(sftp: asyncssh.SFTPClient, workdir: str, name: 
         if filename.startswith(prefix) and ".partial-" in filename and now - mtime > STALE_PARTIAL:
             with contextlib.suppress(asyncssh.SFTPError):
                 await sftp.rmtree(posixpath.join(workdir, filename), ignore_errors=True)
+
+
+def no_sftp(reason: str) -> str:
+    """Why nothing can be uploaded to a host whose sshd refused an SFTP channel for ``reason``."""
+    return (f"the SSH server offers no SFTP ({reason}); enable its sftp subsystem "
+            f"(Subsystem sftp in sshd_config)")
 
 
 def describe_status(result: asyncssh.SSHCompletedProcess) -> str:

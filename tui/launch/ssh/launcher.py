@@ -43,10 +43,12 @@ from tui.launch.command_stream import SshCommandStream
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.host_steps import HostPhase, HostStep, StepSink, ignore_step
 from tui.launch.lines import MAX_LINE_BYTES
+from tui.launch.look import HostLook
 from tui.launch.ssh import deploy
 from tui.launch.ssh.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.ssh.host_link import SSHHostLink
 from tui.launch.ssh.hostkeys import INSECURE_WARNING, HostKeyPolicy
+from tui.launch.ssh.look import look_at
 from tui.launch.ssh.prepare import prepare_host
 from tui.launch.ssh.remote_command import EXIT_NO_WORKDIR, RemoteCommand
 from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, INTERPRETER_TIMEOUT, RemoteHost, close_connections
@@ -370,6 +372,11 @@ class SSHLauncher:
             return []
         remote = await self._remote(host)
         return await hold_ports(remote, n, avoid)
+
+    async def look(self, host: HostSpec) -> HostLook:
+        """What ``host`` offers and what of this run's copies are there; places nothing
+        (implements :class:`tui.launch.look.HostLooker`)."""
+        return await look_at(await self._remote(host), self._upload, self._probe_timeout)
 
     async def port_open(self, host: HostSpec, port: int, timeout: float) -> bool | None:
         """Whether something on ``host`` accepts connections on its address's ``port``,

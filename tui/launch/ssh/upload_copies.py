@@ -52,7 +52,7 @@ class UploadCopies:
         """The folder as it is now, on ``host`` in ``workdir`` (absolute): placed once per
         content (a relaunch after an edit uploads the new files), checked again after
         :data:`RECHECK` seconds. Raises :class:`HostError` (DEPLOY_FAILED)."""
-        package = upload_package(self._folder, self._exclude)
+        package = self.package()
         key = f"{host.spec.name}/{package.digest}"
         placed = self._placed.get(key)
         now = time.monotonic()
@@ -61,6 +61,10 @@ class UploadCopies:
                                                       name=f"upload to {host.spec.name}"))
             self._placed[key] = placed
         return await asyncio.shield(placed.task)
+
+    def package(self) -> FolderPackage:
+        """The folder as it is now (hashed again only when a file in it changed)."""
+        return upload_package(self._folder, self._exclude)
 
     async def _place(self, host: RemoteHost, workdir: str, package: FolderPackage) -> deploy.Deployment:
         # Marked used and the earlier copies removed first: when the copy is there already
