@@ -357,13 +357,13 @@ async def test_a_flooding_task_loses_no_line_on_screen_or_in_its_log(tmp_path: P
 
 def test_the_hosts_are_printed_as_the_core_says_once_per_change() -> None:
     from tui.core.events import HostRow, HostsProgress
-    from tui.launch.host_steps import HostPhase
+    from tui.core.host_state import HostState
 
-    def hosts(*states: HostPhase, detail: str = "") -> HostsProgress:
+    def hosts(*states: HostState, detail: str = "") -> HostsProgress:
         return HostsProgress(hosts=tuple(HostRow(f"h{i}", f"10.0.0.{i}", s, detail if s is F else "")
                                          for i, s in enumerate(states)))
 
-    W, C, R, F = HostPhase.WAITING, HostPhase.CONNECTING, HostPhase.READY, HostPhase.FAILED
+    W, C, R, F = HostState.WAITING, HostState.CONNECTING, HostState.READY, HostState.FAILED
     events = [hosts(W, W), hosts(C, W), hosts(C, W), hosts(R, F, detail="unreachable: no answer")]
     assert printed(*events).splitlines() == [f"tfdist | {e.line}" for e in (events[0], events[1], events[3])]
     assert events[3].line == "hosts: 1/2 ready, 1 failed (h1: unreachable: no answer)"

@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.support.fakes import make_config
 from tui.config.cluster import ClusterConfig, HostSpec
 from tui.core.events import HostRow, HostsProgress, to_record
+from tui.core.host_state import HostState
 from tui.core.hosts import HostBoard
 from tui.launch.host_steps import HostPhase, HostStep
 
@@ -24,21 +25,22 @@ def remote_config(tmp_path: Path, hosts: int) -> ClusterConfig:
     return dataclasses.replace(config, hosts=specs, tasks=tasks)
 
 
-def row(name: str, state: HostPhase, detail: str = "") -> HostRow:
+def row(name: str, state: HostState, detail: str = "") -> HostRow:
     return HostRow(name, "10.0.0.1", state, detail)
 
 
 def test_the_line_counts_each_state_and_names_failed_hosts_with_their_reason() -> None:
-    rows = (row("h0", HostPhase.READY), row("h1", HostPhase.CONNECTING), row("h2", HostPhase.WAITING),
-            row("h3", HostPhase.FAILED, "unreachable: no SSH answer within 10 s"))
+    rows = (row("h0", HostState.READY), row("h1", HostState.CONNECTING), row("h2", HostState.WAITING),
+            row("h3", HostState.FAILED, "unreachable: no SSH answer within 10 s"))
     assert HostsProgress(hosts=rows).line == (
         "hosts: 1/4 ready, 1 connecting, 1 waiting, 1 failed (h3: unreachable: no SSH answer within 10 s)")
-    many = tuple(row(f"f{i}", HostPhase.FAILED, "refused") for i in range(5))
+    many = tuple(row(f"f{i}", HostState.FAILED, "refused") for i in range(5))
     assert HostsProgress(hosts=many).line == (
         "hosts: 0/5 ready, 5 failed (f0: refused; f1: refused; f2: refused; 2 more)")
     record = to_record(HostsProgress(hosts=rows[:1], t=1.0))
     assert record == {"type": "hosts", "t": 1.0, "hosts": [
-        {"name": "h0", "address": "10.0.0.1", "state": "ready", "detail": "", "tasks": []}]}
+        {"name": "h0", "address": "10.0.0.1", "state": "ready", "detail": "", "tasks": [],
+        "pool": None, "heard": None}]}
 
 
 async def test_shown_at_once_then_a_few_times_a_second_and_failures_at_once(tmp_path: Path) -> None:
@@ -46,7 +48,7 @@ async def test_shown_at_once_then_a_few_times_a_second_and_failures_at_once(tmp_
     board = HostBoard(remote_config(tmp_path, 3), shown.append, interval=0.2)
     assert [r.tasks for r in board.rows] == [("ps0",), ("worker0",), ("worker1",)]
     board.begin()
-    assert [r.state for r in shown[-1].hosts] == [HostPhase.WAITING] * 3
+    assert [r.state for r in shown[-1].hosts] == [HostState.WAITING] * 3
     board.step(HostStep("h0", HostPhase.CONNECTING))
     board.step(HostStep("h1", HostPhase.CONNECTING))
     assert len(shown) == 1  # within the interval: gathered

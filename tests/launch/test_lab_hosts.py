@@ -135,7 +135,7 @@ def test_a_dead_host_is_named_with_its_reason_while_the_others_get_ready(netlab:
 def line_of(record: dict[str, Any]) -> str:
     """The progress line both front ends show for a ``hosts`` record."""
     from tui.core.events import HostRow, HostsProgress
-    from tui.launch.host_steps import HostPhase
+    from tui.core.host_state import HostState
 
-    return HostsProgress(hosts=tuple(HostRow(r["name"], r["address"], HostPhase(r["state"]), r["detail"],
+    return HostsProgress(hosts=tuple(HostRow(r["name"], r["address"], HostState(r["state"]), r["detail"],
                                              tuple(r["tasks"])) for r in record["hosts"])).line
