@@ -21,10 +21,10 @@ from typing import Any, Union
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui.core.host_state import HostReach, HostState
 from tui.core.progress import ProgressSnapshot
 from tui.core.run_facts import RunFacts
 from tui.core.task_state import TaskState
-from tui.core.host_state import HostReach, HostState
 from tui.launch.host_steps import HostPool
 from tui.launch.lines import Stream
 from tui.plan.tasks import TaskInfo

@@ -94,7 +94,8 @@ def sort_lines(lines: list[HostLine], by: HostSort) -> list[HostLine]:
     figure = {HostSort.TASKS: lambda h: float(len(h.tasks)),
               HostSort.CPU: lambda h: h.cpu_percent,
               HostSort.MEMORY: lambda h: None if h.rss_bytes is None else float(h.rss_bytes),
-              HostSort.TRAFFIC: lambda h: None if h.in_per_sec is None else h.in_per_sec + (h.out_per_sec or 0.0),
+              HostSort.TRAFFIC: lambda h: None if h.in_per_sec is None
+              else h.in_per_sec + (h.out_per_sec or 0.0),
               }[by]
     return sorted(lines, key=lambda h: (figure(h) is None, -(figure(h) or 0.0), h.name))
 

@@ -61,10 +61,12 @@ class HostBoard:
         """The launcher's sink (:data:`tui.launch.host_steps.StepSink`)."""
         state = HostState.of(step.phase)
         row = self._rows.get(step.host)
-        if row is None or (row.state is state and row.detail == step.detail) or not can_move(row.state, state):
+        if row is None or (row.state is state and row.detail == step.detail) \
+                or not can_move(row.state, state):
             return
         self._put(row, state, step.detail, step.pool or row.pool, time.time())
-        if state is HostState.FAILED or self._unsettled == 0 or time.monotonic() - self._last >= self._interval:
+        settled = self._unsettled == 0
+        if state is HostState.FAILED or settled or time.monotonic() - self._last >= self._interval:
             self._send()
         elif self._pending is None:
             delay = self._interval - (time.monotonic() - self._last)
@@ -81,7 +83,8 @@ class HostBoard:
         self._put(row, event.state, event.reason, row.pool, heard)
         self._send()
 
-    def _put(self, row: HostRow, state: HostState, detail: str, pool: HostPool | None, heard: float | None) -> None:
+    def _put(self, row: HostRow, state: HostState, detail: str, pool: HostPool | None,
+             heard: float | None) -> None:
         self._unsettled += int(row.state.settled) - int(state.settled)
         self._rows[row.name] = HostRow(row.name, row.address, state, detail, row.tasks,
                                        pool, heard)

@@ -142,7 +142,8 @@ async def _give_up_after_lease(run: RunRecord, link: HostLink, since: float) -> 
         run.notify(Level.WARNING, f"host {link.host} unreachable for {gone_after:g} s: its tasks have "
                    f"stopped themselves (their {link.lease:g} s lease ran out); reconnecting",
                    about=reach(link.host))
-        _tell(run, link.host, HostState.LOST, f"past its {link.lease:g} s lease: its tasks stopped themselves")
+        _tell(run, link.host, HostState.LOST,
+              f"past its {link.lease:g} s lease: its tasks stopped themselves")
         link.abandon()
 
 
