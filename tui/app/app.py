@@ -81,7 +81,7 @@ CLOCK_SECONDS = 1.0
 #: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
 TABLE_REFRESH_SECONDS = 0.4
 LOG_TABS = ("logs", "merged")  # the tabs that show log panes
-PANES = ("logs", "merged", "placement", "throughput", "hosts", "runs")
+PANES = ("logs", "merged", "placement", "throughput", "runs", "hosts")
 
 
 class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitActions, TensorBoardActions,
@@ -150,11 +150,11 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
                 yield PlacementView(id="placement-view")
             with TabPane("Throughput", id="throughput"):
                 yield ThroughputView(id="throughput-view")
-            with TabPane("Hosts", id="hosts"):
-                yield HostsView(id="hosts-view")
             with TabPane("Runs", id="runs"):
                 yield RunsView(self.options.runs_root, self.options.config.path, id="runs-view",
                                last_finished=lambda: getattr(self.dashboard.finished, "run_id", None))
+            with TabPane("Hosts", id="hosts"):
+                yield HostsView(id="hosts-view")
         with Vertical(id="fields"):  # (hidden while neither field is open)
             yield Input(placeholder="search the logs (enter: go to a match, then n / N; esc: clear)",
                         id="search")
