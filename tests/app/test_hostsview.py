@@ -32,8 +32,8 @@ def many_hosts() -> HostsProgress:
 
 def cell(view: HostsView, row: int, column: str) -> str:
     table = view.query_one(DataTable)
-    value = table.get_cell_at(table.get_cell_coordinate(table.coordinate_to_cell_key((row, 0)).row_key, column))
-    return str(value)
+    key = table.coordinate_to_cell_key((row, 0)).row_key
+    return str(table.get_cell(key, column))
 
 
 async def test_the_hosts_pane_sorts_and_filters_the_task_table_by_host(options: RunOptions) -> None:
@@ -41,7 +41,7 @@ async def test_the_hosts_pane_sorts_and_filters_the_task_table_by_host(options: 
     traffic = TrafficUpdate(sample=TrafficSample(t=T0 + 39, global_step=1, ps=(
         PsTraffic("ps0", 2 << 20, 1 << 20, 0, 0), PsTraffic("ps1", 2 << 20, 1 << 20, 0, 0))),
         expected_per_sec=())
-    app, core = scripted(options, [*running_history(options.config.training), many_hosts(), usage, traffic])
+    app, _ = scripted(options, [*running_history(options.config.training), many_hosts(), usage, traffic])
     async with app.run_test(size=(120, 40)) as pilot:
         app.refresh_dashboard(force=True)
         app.query_one(TabbedContent).active = "hosts"
@@ -86,6 +86,7 @@ async def test_a_new_picture_moves_a_host_in_place(options: RunOptions) -> None:
         view = app.query_one(HostsView)
         assert cell(view, 7, "state") == "unreachable"
         rows = list(many_hosts().hosts)
-        rows[7] = HostRow("h07", "10.0.0.8", HostState.READY, "answers again after 9 s", (), HostPool.WARM, T0 + 39)
+        rows[7] = HostRow("h07", "10.0.0.8", HostState.READY, "answers again after 9 s", (), HostPool.WARM,
+                          T0 + 39)
         await feed(app, core, pilot, [HostsProgress(hosts=tuple(rows))])
         assert cell(view, 7, "state") == "ready" and cell(view, 7, "detail") == "answers again after 9 s"
