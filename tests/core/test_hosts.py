@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fakes import make_config
+from tests.support.netlab_fixture import MakeLab
 from tui.config.cluster import ClusterConfig, HostSpec
 from tui.core.events import HostRow, HostsProgress, to_record
 from tui.core.host_state import HostState
@@ -183,3 +184,63 @@ def test_the_view_model_joins_usage_and_ps_traffic_and_shows_no_unknown_figure()
     assert changes.reach_lines(HostsProgress(hosts=back)) == [
         "host b (10.0.0.2): ready: answers again after 7 s"]
     assert changes.reach_lines(HostsProgress(hosts=back)) == []
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+async def test_on_the_lab_a_cut_host_is_unreachable_then_ready_in_the_one_model(
+        netlab: MakeLab, tmp_path: Path) -> None:
+    """Real hosts (tests/support/netlab.py): h2 (worker1's host) cut off during a run is
+    unreachable in the hosts' model (its reason, when it was last heard), then ready again
+    once its link is back, as the pictures both front ends get say; the others stay ready."""
+    import time
+
+    import yaml
+
+    from tests.launch.test_lab_runs import assert_hosts_empty, standard_layout
+    from tui.config.load import load_config
+    from tui.core.events import ControllerEvent
+    from tui.core.options import RunOptions
+    from tui.core.session import Session
+
+    lab = netlab(3)
+    path = standard_layout(lab, tmp_path, ps=1, workers=2, training={"steps": 10_000_000, "log_every": 50})
+    config = yaml.safe_load(path.read_text())
+    config["network"] = {"lease": 30, "unreachable_timeout": 120}
+    path.write_text(yaml.safe_dump(config))
+    session = Session.from_options(RunOptions(config=load_config(path), runs_root=tmp_path / "runs"))
+    pictures: list[HostsProgress] = []
+    changed = asyncio.Event()
+
+    def listen(event: ControllerEvent) -> None:
+        if isinstance(event, HostsProgress):
+            pictures.append(event)
+            changed.set()
+
+    async def until(state: HostState, timeout: float) -> HostsProgress:
+        deadline = time.monotonic() + timeout
+        while not (pictures and {r.name: r.state for r in pictures[-1].hosts}.get("h2") is state):
+            changed.clear()
+            await asyncio.wait_for(changed.wait(), max(0.1, deadline - time.monotonic()))
+        return pictures[-1]
+
+    session.supervisor.subscribe(listen)
+    try:
+        await session.start()
+        ready = await until(HostState.READY, 200)
+        assert {r.name: r.state for r in ready.hosts} == {n: HostState.READY for n in ("h0", "h1", "h2")}
+        cut_at = time.time()
+        lab.cut("h2")
+        try:
+            out = await until(HostState.UNREACHABLE, 60)
+        finally:
+            lab.restore("h2")
+        h2 = {r.name: r for r in out.hosts}["h2"]
+        assert h2.detail.startswith("no answer for") and h2.heard is not None and h2.heard <= cut_at + 1
+        assert [r.state for r in out.hosts if r.name != "h2"] == [HostState.READY] * 2
+        back = {r.name: r for r in (await until(HostState.READY, 90)).hosts}["h2"]
+        assert back.detail.startswith(("answers again", "reconnected")) and back.heard > cut_at
+    finally:
+        await session.supervisor.stop_all()
+        await session.close()
+    await asyncio.to_thread(assert_hosts_empty, lab, 60)
