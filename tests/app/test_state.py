@@ -69,6 +69,10 @@ def test_the_hosts_line_is_the_cores_in_the_merged_log_once_per_change() -> None
         d.apply(event)
     assert d.hosts is connecting
     assert list(d.merged.lines) == [f"tfdist  | {waiting.line}", f"tfdist  | {connecting.line}"]
+    out = HostsProgress(hosts=(HostRow("h0", "10.0.0.1", HostState.UNREACHABLE, "no answer for 6 s"),))
+    d.apply(out)
+    assert list(d.merged.lines)[-2:] == [f"tfdist  | {out.line}",
+                                         "tfdist  | host h0 (10.0.0.1): unreachable: no answer for 6 s"]
 
 
 def test_a_lost_core_leaves_no_row_running() -> None:
