@@ -195,20 +195,11 @@ async def test_on_the_lab_a_cut_host_is_unreachable_then_ready_in_the_one_model(
     once its link is back, as the pictures both front ends get say; the others stay ready."""
     import time
 
-    import yaml
-
-    from tests.launch.test_lab_runs import assert_hosts_empty, standard_layout
-    from tui.config.load import load_config
+    from tests.launch.test_lab_runs import assert_hosts_empty, endless_session
     from tui.core.events import ControllerEvent
-    from tui.core.options import RunOptions
-    from tui.core.session import Session
 
     lab = netlab(3)
-    path = standard_layout(lab, tmp_path, ps=1, workers=2, training={"steps": 10_000_000, "log_every": 50})
-    config = yaml.safe_load(path.read_text())
-    config["network"] = {"lease": 30, "unreachable_timeout": 120}
-    path.write_text(yaml.safe_dump(config))
-    session = Session.from_options(RunOptions(config=load_config(path), runs_root=tmp_path / "runs"))
+    session = endless_session(lab, tmp_path)
     pictures: list[HostsProgress] = []
     changed = asyncio.Event()
 
