@@ -153,20 +153,19 @@ def test_a_failed_workers_host_is_left_out_with_start_without_and_a_ps_host_neve
     config["network"]["on_host_failure"] = "start_without"
     (folder / "hosts.yaml").write_text(yaml.safe_dump(config))
 
-    lab.cut(names[0])
-    try:
-        code, records, output = run_json(folder, "--connect-timeout", "10")
-    finally:
-        lab.restore(names[0])
+    def run_without(dead: str) -> tuple[int, list[dict[str, Any]], str]:
+        lab.cut(dead)
+        try:
+            return run_json(folder, "--connect-timeout", "10")
+        finally:
+            lab.restore(dead)
+
+    code, records, output = run_without(names[0])
     assert code == 2, output
     assert not any(r["type"] == "run_started" for r in records), output
     assert "the run cannot start without ps0 (only workers other than the chief can be left out)" in output
 
-    lab.cut(names[2])
-    try:
-        code, records, output = run_json(folder, "--connect-timeout", "10")
-    finally:
-        lab.restore(names[2])
+    code, records, output = run_without(names[2])
     assert code == 0, output
     (started,) = [r for r in records if r["type"] == "run_started"]
     assert [t["name"] for t in started["tasks"]] == ["ps0", "worker0"]
