@@ -357,13 +357,36 @@ async def test_a_flooding_task_loses_no_line_on_screen_or_in_its_log(tmp_path: P
 
 def test_the_hosts_are_printed_as_the_core_says_once_per_change() -> None:
     from tui.core.events import HostRow, HostsProgress
-    from tui.launch.host_steps import HostPhase
+    from tui.core.host_state import HostState
 
-    def hosts(*states: HostPhase, detail: str = "") -> HostsProgress:
+    def hosts(*states: HostState, detail: str = "") -> HostsProgress:
         return HostsProgress(hosts=tuple(HostRow(f"h{i}", f"10.0.0.{i}", s, detail if s is F else "")
                                          for i, s in enumerate(states)))
 
-    W, C, R, F = HostPhase.WAITING, HostPhase.CONNECTING, HostPhase.READY, HostPhase.FAILED
+    W, C, R, F = HostState.WAITING, HostState.CONNECTING, HostState.READY, HostState.FAILED
     events = [hosts(W, W), hosts(C, W), hosts(C, W), hosts(R, F, detail="unreachable: no answer")]
     assert printed(*events).splitlines() == [f"tfdist | {e.line}" for e in (events[0], events[1], events[3])]
     assert events[3].line == "hosts: 1/2 ready, 1 failed (h1: unreachable: no answer)"
+
+
+def test_a_host_out_of_reach_and_back_gets_a_line_of_its_own() -> None:
+    """The progress line counts hosts; a host that goes out of reach during a run, is lost or
+    comes back is named with what the controller saw, once."""
+    from tui.core.events import HostRow, HostsProgress
+    from tui.core.host_state import HostState
+
+    def hosts(h1: HostState, detail: str = "") -> HostsProgress:
+        return HostsProgress(hosts=(HostRow("h0", "10.0.0.1", HostState.READY),
+                                    HostRow("h1", "10.0.0.2", h1, detail)))
+
+    events = [hosts(HostState.READY), hosts(HostState.UNREACHABLE, "no answer for 6 s"),
+              hosts(HostState.UNREACHABLE, "no answer for 6 s"), hosts(HostState.LOST, "past its 30 s lease"),
+              hosts(HostState.READY, "reconnected after 41 s")]
+    assert printed(*events).splitlines() == [
+        "tfdist | hosts: 2/2 ready",
+        "tfdist | hosts: 1/2 ready, 1 unreachable",
+        "tfdist | host h1 (10.0.0.2): unreachable: no answer for 6 s",
+        "tfdist | hosts: 1/2 ready, 1 lost",
+        "tfdist | host h1 (10.0.0.2): lost: past its 30 s lease",
+        "tfdist | hosts: 2/2 ready",
+        "tfdist | host h1 (10.0.0.2): ready: reconnected after 41 s"]

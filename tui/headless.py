@@ -44,6 +44,7 @@ from tui.core.events import (
     to_record,
 )
 from tui.core.exits import ExitInfo, exit_code_for
+from tui.core.host_table import StateChanges
 from tui.core.options import RunOptions
 from tui.core.progress import ProgressSnapshot
 from tui.core.run_facts import RateUnit, figures
@@ -78,6 +79,7 @@ class Printer:
         self._last_progress: tuple[int, float] | None = None
         self._prefixes: dict[str, str] = {}  # made once per name and run (every line has one)
         self._hosts_line = ""  # the remote hosts' progress as last printed
+        self._host_changes = StateChanges()  # each host's state as last printed
 
     def flush(self) -> None:
         """Write out the task lines still gathered."""
@@ -109,6 +111,8 @@ class Printer:
             if event.line != self._hosts_line:  # (a step within a phase changes no count)
                 self._hosts_line = event.line
                 self._line(CONTROLLER, event.line)
+            for line in self._host_changes.reach_lines(event):
+                self._line(CONTROLLER, line)
         elif isinstance(event, RunFinished):
             self.summary(event.summary)
         self._out.flush()

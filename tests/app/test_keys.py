@@ -154,6 +154,8 @@ async def test_settings_keys_preview_and_relaunch(tmp_path: Path, monkeypatch: p
             assert panes.active == pane
         assert app.focused is app.query_one("#runs-table")
         await pilot.press("tab")
+        assert panes.active == "hosts" and app.focused is app.query_one("#hosts-table")
+        await pilot.press("tab")
         assert panes.active == "logs"
         assert app.focused is app.table
 

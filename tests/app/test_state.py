@@ -60,15 +60,19 @@ def test_failure_is_in_the_row_and_the_log() -> None:
 
 def test_the_hosts_line_is_the_cores_in_the_merged_log_once_per_change() -> None:
     from tui.core.events import HostRow, HostsProgress
-    from tui.launch.host_steps import HostPhase
+    from tui.core.host_state import HostState
 
     d = Dashboard(TrainingSettings(), clock=lambda: T0)
-    waiting = HostsProgress(hosts=(HostRow("h0", "10.0.0.1", HostPhase.WAITING),))
-    connecting = HostsProgress(hosts=(HostRow("h0", "10.0.0.1", HostPhase.CONNECTING),))
+    waiting = HostsProgress(hosts=(HostRow("h0", "10.0.0.1", HostState.WAITING),))
+    connecting = HostsProgress(hosts=(HostRow("h0", "10.0.0.1", HostState.CONNECTING),))
     for event in (waiting, connecting, connecting):
         d.apply(event)
     assert d.hosts is connecting
     assert list(d.merged.lines) == [f"tfdist  | {waiting.line}", f"tfdist  | {connecting.line}"]
+    out = HostsProgress(hosts=(HostRow("h0", "10.0.0.1", HostState.UNREACHABLE, "no answer for 6 s"),))
+    d.apply(out)
+    assert list(d.merged.lines)[-2:] == [f"tfdist  | {out.line}",
+                                         "tfdist  | host h0 (10.0.0.1): unreachable: no answer for 6 s"]
 
 
 def test_a_lost_core_leaves_no_row_running() -> None:

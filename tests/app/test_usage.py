@@ -12,16 +12,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.launch.test_lab_runs import assert_hosts_empty, standard_layout
+from tests.launch.test_lab_runs import assert_hosts_empty, endless_session
 from tests.support.fakes import make_config
 from tests.support.netlab_fixture import MakeLab
 from tui.config.cluster import HostSpec, Job
-from tui.config.load import load_config
 from tui.core.events import RunFinished, RunStarted, TaskStateChanged
-from tui.core.options import RunOptions
-from tui.core.session import Session
 from tui.core.task_state import TaskState
 from tui.core.usage import (
     FRESH_INTERVALS,
@@ -151,11 +147,7 @@ async def test_on_the_lab_a_cut_hosts_tasks_lose_their_figures_and_get_them_back
     task's cpu%/rss and its host's totals go within a few samples (as they stayed on screen
     on the lab before), the other hosts' figures go on, and they are back once it answers."""
     lab = netlab(3)
-    path = standard_layout(lab, tmp_path, ps=1, workers=2, training={"steps": 10_000_000, "log_every": 50})
-    config = yaml.safe_load(path.read_text())
-    config["network"] = {"lease": 30, "unreachable_timeout": 120}
-    path.write_text(yaml.safe_dump(config))
-    session = Session.from_options(RunOptions(config=load_config(path), runs_root=tmp_path / "runs"))
+    session = endless_session(lab, tmp_path)
     assert session.usage is not None
     wanted: list[tuple[Callable[[UsageSample], bool], asyncio.Event]] = []
 

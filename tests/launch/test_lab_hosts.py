@@ -135,7 +135,41 @@ def test_a_dead_host_is_named_with_its_reason_while_the_others_get_ready(netlab:
 def line_of(record: dict[str, Any]) -> str:
     """The progress line both front ends show for a ``hosts`` record."""
     from tui.core.events import HostRow, HostsProgress
-    from tui.launch.host_steps import HostPhase
+    from tui.core.host_state import HostState
 
-    return HostsProgress(hosts=tuple(HostRow(r["name"], r["address"], HostPhase(r["state"]), r["detail"],
+    return HostsProgress(hosts=tuple(HostRow(r["name"], r["address"], HostState(r["state"]), r["detail"],
                                              tuple(r["tasks"])) for r in record["hosts"])).line
+
+
+def test_a_failed_workers_host_is_left_out_with_start_without_and_a_ps_host_never(netlab: MakeLab,
+                                                                                  tmp_path: Path) -> None:
+    """``network.on_host_failure: start_without``: a dead host holding a worker other than the
+    chief, and the run starts without it, says so and succeeds; a dead ps host fails the run
+    before anything starts, saying why it cannot start without it."""
+    lab = netlab(3)
+    names = list(lab.hosts)  # ps0, worker0 (the chief), worker1
+    folder = program_folder(lab, tmp_path, names, at_once=3)
+    config = yaml.safe_load((folder / "hosts.yaml").read_text())
+    config["network"]["on_host_failure"] = "start_without"
+    (folder / "hosts.yaml").write_text(yaml.safe_dump(config))
+
+    def run_without(dead: str) -> tuple[int, list[dict[str, Any]], str]:
+        lab.cut(dead)
+        try:
+            return run_json(folder, "--connect-timeout", "10")
+        finally:
+            lab.restore(dead)
+
+    code, records, output = run_without(names[0])
+    assert code == 2, output
+    assert not any(r["type"] == "run_started" for r in records), output
+    assert "the run cannot start without ps0 (only workers other than the chief can be left out)" in output
+
+    code, records, output = run_without(names[2])
+    assert code == 0, output
+    (started,) = [r for r in records if r["type"] == "run_started"]
+    assert [t["name"] for t in started["tasks"]] == ["ps0", "worker0"]
+    notices = [r["text"] for r in records if r["type"] == "notice"]
+    assert any(text.startswith("started without worker1: host " + names[2]) for text in notices), notices
+    assert states([r for r in records if r["type"] == "hosts"][-1])[names[2]] == "failed"
+    assert_hosts_empty(lab)

@@ -14,6 +14,9 @@ import yaml
 from tests.support import wait_until
 from tests.support.netlab import NetLab
 from tests.support.netlab_fixture import MakeLab
+from tui.config.load import load_config
+from tui.core.options import RunOptions
+from tui.core.session import Session
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -37,6 +40,17 @@ def standard_layout(lab: NetLab, tmp_path: Path, ps: int, workers: int,
         "run_dir": str(tmp_path / "runs"),
     }))
     return path
+
+
+def endless_session(lab: NetLab, tmp_path: Path) -> Session:
+    """A session of ps0 and two workers training without end on the lab's first three hosts,
+    with a 30 s lease and 120 s before an unreachable host fails the run: for cutting a host
+    off while its tasks run."""
+    path = standard_layout(lab, tmp_path, ps=1, workers=2, training={"steps": 10_000_000, "log_every": 50})
+    config = yaml.safe_load(path.read_text())
+    config["network"] = {"lease": 30, "unreachable_timeout": 120}
+    path.write_text(yaml.safe_dump(config))
+    return Session.from_options(RunOptions(config=load_config(path), runs_root=tmp_path / "runs"))
 
 
 def headless(hosts_yaml: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:

@@ -24,6 +24,7 @@ from tui.app import signals
 from tui.app.announce import TOAST_SECONDS
 from tui.app.bridge import Core, call_on_news
 from tui.app.controls import CONTROLS
+from tui.app.hostsview import HostsActions, HostsView
 from tui.app.logs import LogPane
 from tui.app.lostrun import record_lost_run
 from tui.app.markup import said
@@ -80,10 +81,11 @@ CLOCK_SECONDS = 1.0
 #: table each tick held the GIL the core needed to start tasks, 2x slower than headless.
 TABLE_REFRESH_SECONDS = 0.4
 LOG_TABS = ("logs", "merged")  # the tabs that show log panes
-PANES = ("logs", "merged", "placement", "throughput", "runs")
+PANES = ("logs", "merged", "placement", "throughput", "runs", "hosts")
 
 
-class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitActions, TensorBoardActions):
+class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitActions, TensorBoardActions,
+                HostsActions):
     """``tfdist-tui hosts.yaml``."""
 
     TITLE = "tfdist-tui"
@@ -151,6 +153,8 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
             with TabPane("Runs", id="runs"):
                 yield RunsView(self.options.runs_root, self.options.config.path, id="runs-view",
                                last_finished=lambda: getattr(self.dashboard.finished, "run_id", None))
+            with TabPane("Hosts", id="hosts"):
+                yield HostsView(id="hosts-view")
         with Vertical(id="fields"):  # (hidden while neither field is open)
             yield Input(placeholder="search the logs (enter: go to a match, then n / N; esc: clear)",
                         id="search")
@@ -259,6 +263,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
             # A chart per worker: a point a second, so redrawn once a second (hundreds of
             # them on each frame held the UI thread).
             self._show_throughput(workers=force or now - self._last_worker_charts >= 1.0)
+        self.show_hosts(force=force)
         self.watch_screen()
         return bool(events or dropped)
 
@@ -277,6 +282,7 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
             self.query_one(RunsView).action_reload_runs()  # a run may have finished since
         else:
             self._show_new_log_lines()  # what a log pane missed while hidden
+        self.show_hosts(force=True)  # (only while shown)
         # Once every focus asked for so far has been given: the operator may have moved on.
         self.call_after_refresh(self._place_focus)
         self.watch_screen()
@@ -292,8 +298,8 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
         """The focus where the shown pane's keys act: the Runs pane's list (space, c) on the
         Runs pane; else where it is, unless that is in a hidden pane (then the task table)."""
         active = self.query_one(TabbedContent).active
-        if active == "runs":
-            self.query_one(RunsView).query_one(DataTable).focus()
+        if active in ("runs", "hosts"):  # (their keys act in their lists)
+            self.query_one(f"#{active}-view").query_one(DataTable).focus()
             return
         focused = self.focused
         pane = next((a for a in focused.ancestors if isinstance(a, TabPane)), None) if focused else None
@@ -424,10 +430,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
     def action_previous_pane(self) -> None:
         self._cycle_pane(-1)
 
-    def action_sort_tasks(self) -> None:
-        self.notify(f"tasks sorted by {self.table.cycle_sort()}", timeout=2)
-        self.refresh_dashboard(force=True)
-
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
@@ -476,12 +478,6 @@ class TfdistApp(signals.SignalHandling, SettingsActions, CorePacing, SplitAction
                 if isinstance(event, TrafficUpdate):
                     self._take_traffic(event)
         return found
-
-    def _take_traffic(self, update: TrafficUpdate) -> None:
-        # Once the run's own traffic came (or why there is none), a late idle sample does not
-        # replace it.
-        if self.traffic is None or not self.traffic.final or update.final:
-            self.traffic = update
 
     def exit_code_now(self) -> ExitCode:
         """The app's exit status, in the core's terms (:func:`tui.core.exits.exit_code_for`):

@@ -122,10 +122,16 @@ CONTROLS: tuple[Control, ...] = (
     Control("space", "space", "toggle_run", "Select run", "select a run", _V, pane="runs"),
     Control("c", "c", "compare_runs", "Compare", "compare selected runs", _V, pane="runs"),
     Control("g", "g", "reload_runs", "Reload runs", "reload runs", _V, pane="runs"),
+    # The Hosts pane's table (tui.app.hostsview.HostsView binds these while it has focus).
+    Control("o", "o", "sort_hosts", "Sort hosts",
+            "sort the hosts: host, state, tasks, CPU, memory, traffic, last heard", _V, pane="hosts"),
+    Control("h", "h", "filter_by_host", "Host's tasks",
+            "show only the selected host's tasks in the task table (esc there: all)", _V, pane="hosts"),
     Control("q", "q", "quit", "Quit", "quit (stops every task; asks while tasks run)", _V),
     # Keys Textual's widgets and dialogs handle themselves (listed so every key is here).
     Control("ctrl+q", "ctrl+q", None, "Quit", "quit, as q", _V, footer=False),
-    Control("escape", "Esc", None, "Close", "close the help or a dialog (no); clear the search or filter",
+    Control("escape", "Esc", None, "Close", "close the help or a dialog (no); clear the search or filter; "
+            "in the task table: show every host's tasks again",
             _V, footer=False),
     Control("y,n", "y / n", None, "Answer", "answer a question (enter: the focused button)", _V,
             footer=False),

@@ -42,7 +42,7 @@ class CorePacing(LogActions):
             tasks = None  # every task's lines
         elif active == "logs":
             tasks = frozenset(name for name in (self.log_task, self.query_one(LogSplit).pinned) if name)
-        watch = Watch(tasks, progress=active == "throughput", traffic=active == "placement")
+        watch = Watch(tasks, progress=active == "throughput", traffic=active in ("placement", "hosts"))
         if watch != self._watched:
             self._watched = watch
             self.core.watch(watch)

@@ -33,6 +33,7 @@ from tui.core.events import (
     TrainerEvent,
 )
 from tui.core.exits import ExitInfo
+from tui.core.host_table import StateChanges
 from tui.core.inbox import CoreLost
 from tui.core.progress import ProgressSnapshot, WorkerProgress
 from tui.core.run_facts import Figures, RateUnit, RunFacts, counts_examples, figures
@@ -159,6 +160,8 @@ class Dashboard:
     _sampled: dict[str, WorkerProgress] = field(default_factory=dict, repr=False)
     #: The second of each aggregate chart's last point, by the chart's unit.
     _pointed: dict[RateUnit, int] = field(default_factory=dict, repr=False)
+    #: Each host's state in the last picture of the hosts (a line for a change of reach).
+    _host_changes: StateChanges = field(default_factory=StateChanges, repr=False)
 
     # -- folding events -------------------------------------------------------------------
 
@@ -211,6 +214,8 @@ class Dashboard:
         elif isinstance(event, HostsProgress):
             if self.hosts is None or self.hosts.line != event.line:
                 self.merged.add(f"{'tfdist':<8}| {event.line}")
+            for line in self._host_changes.reach_lines(event):  # (as headless names them)
+                self.merged.add(f"{'tfdist':<8}| {line}")
             self.hosts = event
         elif isinstance(event, CoreLost):
             self._core_lost(event)

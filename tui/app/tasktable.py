@@ -36,7 +36,8 @@ class TaskTable(DataTable[Text | str]):
 
     # End follows the log below (as everywhere else in the app); ctrl+end still goes to the
     # last row.
-    BINDINGS = [Binding("end", "app.follow_log", "Follow", show=False)]
+    BINDINGS = [Binding("end", "app.follow_log", "Follow", show=False),
+                Binding("escape", "app.clear_host_filter", "Clear", show=False)]
 
     # Up to "out" fits 80 columns with the cell padding; the share comes last, seen whole
     # from 106 columns (the widths plus a column of padding each side; at 100 it reads
@@ -53,6 +54,10 @@ class TaskTable(DataTable[Text | str]):
         self.collapsed: set[Job] = set()
         #: Cells as drawn, by what they show and where (:meth:`_render_cell`).
         self._drawn_cells: LRUCache[Hashable, SegmentLines] = LRUCache(CELLS_KEPT)
+        #: Only these tasks are shown (``h`` on the Hosts pane: a host's), None: every task;
+        #: ``only_label`` says whose they are on the border.
+        self.only: frozenset[str] | None = None
+        self.only_label = ""
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -67,12 +72,18 @@ class TaskTable(DataTable[Text | str]):
     def cycle_sort(self) -> str:
         """The next order (``o``); the table is redrawn in it at the next refresh."""
         self.order = self.SORTS[(self.SORTS.index(self.order) + 1) % len(self.SORTS)]
-        self.border_subtitle = "" if self.order == "declared" else f"sorted by {self.order} (o)"
+        self._subtitle()
         return self.order
+
+    def _subtitle(self) -> None:
+        said = [] if self.order == "declared" else [f"sorted by {self.order} (o)"]
+        if self.only is not None:
+            said.append(f"only {self.only_label}'s tasks (esc: all)")
+        self.border_subtitle = "  ".join(said)
 
     def ordered(self, dashboard: Dashboard) -> list[str]:
         """The task names in the chosen order (ties keep the declared order)."""
-        names = list(dashboard.rows)
+        names = list(dashboard.rows) if self.only is None else [n for n in dashboard.rows if n in self.only]
         if self.order == "declared":
             return names
         usage = dashboard.usage.tasks if dashboard.usage else {}
@@ -98,6 +109,7 @@ class TaskTable(DataTable[Text | str]):
 
     def show(self, dashboard: Dashboard) -> None:
         now = dashboard.clock()
+        self._subtitle()
         keys = self._layout(dashboard)
         if [r.value for r in self.rows] != keys:
             selected = self._cursor_key()

@@ -105,6 +105,8 @@ NETWORK = {
     "lease": Value(Shape.NUMBER, "seconds a remote task runs on without word from the controller",
                    minimum=3),
     "hosts_at_once": Value(Shape.INTEGER, "remote hosts connected and prepared at a time", minimum=1),
+    "on_host_failure": _choice("a host that fails its preparation: fail the run, or start without "
+                               "its tasks (non-chief workers only)", "fail", "start_without"),
 }
 RESOURCES = {
     "threads": _choice("auto: thread pools from each task's share of cores; tensorflow: TF's own",

@@ -4,12 +4,17 @@ A host that does not answer is *unreachable*, not failed: its tasks may well be 
 controller waits for it, and each task on it holds a *lease*: a task that has heard nothing
 from the controller for ``lease`` seconds stops itself (its whole process group), so that no
 task trains on alone on a host cut off from its controller. A host unreachable for longer
-than ``unreachable_timeout`` seconds fails the run.
+than ``unreachable_timeout`` seconds fails the run. A host that fails its preparation fails
+the run before anything starts, unless ``on_host_failure: start_without`` lets the run start
+without its tasks where the cluster can train without them
+(:mod:`tui.core.supervisor.host_failure`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from enum import Enum
 
 from tui.config import keys
 from tui.config.yamlload import Item, NodeReader
@@ -24,16 +29,25 @@ HOSTS_AT_ONCE = 32
 KEYS = tuple(keys.NETWORK)
 
 
+class OnHostFailure(str, Enum):
+    """What a host that failed its preparation does to the run: ``fail`` it (nothing
+    starts), or ``start_without`` its tasks where they are only non-chief workers."""
+
+    FAIL = "fail"
+    START_WITHOUT = "start_without"
+
+
 @dataclass(frozen=True)
 class NetworkSettings:
     """``unreachable_timeout``: seconds a host may stay unreachable before the run fails.
     ``lease``: seconds a remote task runs on without word from the controller.
     ``hosts_at_once``: hosts connected and prepared at a time (each costs this machine an
-    SSH handshake and an upload)."""
+    SSH handshake and an upload). ``on_host_failure``: see :class:`OnHostFailure`."""
 
     unreachable_timeout: float = 300.0
     lease: float = 30.0
     hosts_at_once: int = HOSTS_AT_ONCE
+    on_host_failure: OnHostFailure = OnHostFailure.FAIL
 
     @property
     def gone_after(self) -> float:
@@ -47,7 +61,7 @@ def load(loader: NodeReader, item: Item | None) -> NetworkSettings:
     if item is None:
         return NetworkSettings()
     items = loader.mapping(item.value, "network",
-                           "a mapping of unreachable_timeout:, lease:, hosts_at_once:")
+                           "a mapping of unreachable_timeout:, lease:, hosts_at_once:, on_host_failure:")
     loader.check_keys(items, KEYS, "network")
     defaults = NetworkSettings()
     at_once = loader.integer(items["hosts_at_once"].value, "network.hosts_at_once", 1) \
@@ -69,4 +83,7 @@ def load(loader: NodeReader, item: Item | None) -> NetworkSettings:
         raise loader.error(items["lease"].value,
                            f"network.lease: {lease:g} s leaves no time before unreachable_timeout "
                            f"({settings.unreachable_timeout:g} s); raise unreachable_timeout too")
+    if "on_host_failure" in items:
+        policy = loader.choice(items["on_host_failure"].value, "network.on_host_failure", OnHostFailure)
+        settings = dataclasses.replace(settings, on_host_failure=policy)
     return settings

@@ -21,10 +21,11 @@ from typing import Any, Union
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui.core.host_state import HostReach, HostState
 from tui.core.progress import ProgressSnapshot
 from tui.core.run_facts import RunFacts
 from tui.core.task_state import TaskState
-from tui.launch.host_steps import HostPhase
+from tui.launch.host_steps import HostPool
 from tui.launch.lines import Stream
 from tui.plan.tasks import TaskInfo
 
@@ -282,14 +283,18 @@ class RunStarted:
 
 @dataclass(frozen=True)
 class HostRow:
-    """One remote host as the controller knows it: its address, where its preparation is,
-    the tasks it runs, and what it last did (a step, or why it failed)."""
+    """One remote host as the controller knows it: its address, its state, the tasks it runs,
+    what it last did (a step, or why it failed or went out of reach), where its tasks start
+    from (None: not known before it is ready) and when the controller last heard from it
+    (wall time; None: never yet)."""
 
     name: str
     address: str
-    state: HostPhase
+    state: HostState
     detail: str = ""
     tasks: tuple[str, ...] = ()
+    pool: HostPool | None = None
+    heard: float | None = None
 
 
 #: Failed hosts named in a progress line; the rest are counted.
@@ -304,17 +309,18 @@ class HostsProgress:
     hosts: tuple[HostRow, ...]
     t: float = field(default_factory=time.time)
 
-    def count(self, state: HostPhase) -> int:
+    def count(self, state: HostState) -> int:
         return sum(1 for h in self.hosts if h.state is state)
 
     @property
     def line(self) -> str:
         """``hosts: 17/64 ready, 3 connecting, 1 failed (h12: authentication refused: ...)``."""
-        parts = [f"{self.count(HostPhase.READY)}/{len(self.hosts)} ready"]
-        parts += [f"{n} {state.value}" for state in (HostPhase.CONNECTING, HostPhase.PREPARING,
-                                                     HostPhase.WAITING)
+        parts = [f"{self.count(HostState.READY)}/{len(self.hosts)} ready"]
+        parts += [f"{n} {state.value}" for state in (HostState.CONNECTING, HostState.PREPARING,
+                                                     HostState.WAITING, HostState.UNREACHABLE,
+                                                     HostState.LOST)
                   if (n := self.count(state))]
-        failed = [h for h in self.hosts if h.state is HostPhase.FAILED]
+        failed = [h for h in self.hosts if h.state is HostState.FAILED]
         if failed:
             named = "; ".join(f"{h.name}: {h.detail}" if h.detail else h.name
                               for h in failed[:NAMED_FAILURES])
@@ -332,7 +338,8 @@ class RunFinished:
 
 
 ControllerEvent = Union[RunStarted, TaskStateChanged, TaskOutput, TrainerEvent, ProgressUpdate,
-                        Notice, TaskStalled, TaskHint, TaskHintCleared, RunFinished, HostsProgress]
+                        Notice, TaskStalled, TaskHint, TaskHintCleared, RunFinished, HostsProgress,
+                        HostReach]
 
 _RECORD_TYPES: dict[type[Any], str] = {
     RunStarted: "run_started",
@@ -346,6 +353,7 @@ _RECORD_TYPES: dict[type[Any], str] = {
     TaskHintCleared: "task_hint_cleared",
     RunFinished: "run_finished",
     HostsProgress: "hosts",
+    HostReach: "host_reach",
 }
 
 

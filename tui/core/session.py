@@ -52,8 +52,10 @@ class Session:
         self.usage = usage
         if usage is not None:
             supervisor.subscribe(usage.handle)
-        #: Where each remote host's preparation is (shown while the hosts are prepared).
+        #: Each remote host's state: its preparation, then its reach while a run is on.
         self.hosts = hosts
+        if hosts is not None:
+            supervisor.subscribe(hosts.handle)
         self._router = router
         self._stop_leftovers = stop_leftovers
         self._swept = False

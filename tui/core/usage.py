@@ -49,11 +49,13 @@ class Usage:
 @dataclass(frozen=True)
 class UsageSample:
     """Every task's usage at one moment, and each host's total over its tasks: only those whose
-    host answered lately (a task or host absent: not known now)."""
+    host answered lately (a task or host absent: not known now); ``heard``: when each of those
+    hosts last answered (wall time)."""
 
     t: float
     tasks: dict[str, Usage] = field(default_factory=dict)
     hosts: dict[str, Usage] = field(default_factory=dict)
+    heard: dict[str, float] = field(default_factory=dict)
 
 
 def group_totals(stat_lines: str, groups: set[int]) -> dict[int, tuple[int, int]]:
@@ -209,6 +211,8 @@ class UsageMonitor:
         the tasks gone or unreachable since."""
         tasks: dict[str, Usage] = {}
         hosts: dict[str, Usage] = {}
+        heard: dict[str, float] = {}
+        wall = time.time()
         for host_name, answer in self._answers.items():
             if now - answer.t > FRESH_INTERVALS * self._interval:
                 continue
@@ -219,7 +223,8 @@ class UsageMonitor:
             tasks.update(known)
             hosts[host_name] = Usage(sum(u.cpu_percent or 0.0 for u in known.values()),
                                      sum(u.rss_bytes for u in known.values()))
-        return UsageSample(now, tasks, hosts)
+            heard[host_name] = wall - (now - answer.t)
+        return UsageSample(now, tasks, hosts, heard)
 
     def _publish(self, sample: UsageSample) -> None:
         self.latest = sample

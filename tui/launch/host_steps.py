@@ -25,14 +25,25 @@ class HostPhase(Enum):
         return self in (HostPhase.READY, HostPhase.FAILED)
 
 
+class HostPool(Enum):
+    """Where a prepared host's tasks start from. WARM: a warm pool (TensorFlow imported once)
+    was started while it was prepared; COLD: each task starts its own interpreter (``--cold``
+    or the host's ``warm: false``); NONE: nothing of the program forks from a pool."""
+
+    WARM = "warm"
+    COLD = "cold"
+    NONE = "none"
+
+
 @dataclass(frozen=True)
 class HostStep:
     """Host ``host`` entered ``phase``; ``detail`` says which step (``uploading the
-    program``) or, for FAILED, why."""
+    program``) or, for FAILED, why; ``pool``, with READY, where its tasks start from."""
 
     host: str
     phase: HostPhase
     detail: str = ""
+    pool: HostPool | None = None
 
 
 #: Where a launcher sends its steps (called on the event loop; must not block).

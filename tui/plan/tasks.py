@@ -147,13 +147,15 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
              hold: bool = True, run_dir: Path | None = None,
              controller: ControllerId | None = None,
              allocation: Allocation | None = None,
-             placement: Mapping[str, HostSpec] | None = None) -> tuple[TaskPlan, ...]:
+             placement: Mapping[str, HostSpec] | None = None,
+             without: frozenset[str] = frozenset()) -> tuple[TaskPlan, ...]:
     """One plan per task, in the config's order. ``ports`` maps task names to resolved
     ports (``auto`` already chosen); ``program`` defaults to :func:`program_for` (with
     ``trainer_argv`` and ``hold``); ``run_dir`` (the run's directory) gives the default
     checkpoint directory; ``allocation`` (:func:`tui.plan.allocation.allocate`) adds each task's
     share to its environment, whatever program it runs; ``placement`` (from
-    :class:`~tui.launch.base.ConnectReport`) the node each Slurm task runs on."""
+    :class:`~tui.launch.base.ConnectReport`) the node each Slurm task runs on. The tasks named
+    in ``without`` get no plan (their hosts failed); their addresses stay in the cluster."""
     program = program or program_for(config, trainer_argv=trainer_argv, hold=hold)
     plans = []
     # Every task's TF_CONFIG holds the whole cluster: its addresses are made once, not once
@@ -162,6 +164,8 @@ def plan_run(config: ClusterConfig, settings: TrainingSettings, ports: Mapping[s
     # (A command's {ps_hosts} are the config's hosts, where a Slurm task was placed or not.)
     addresses = cluster_spec(config, ports) if placement else cluster
     for spec in config.tasks:
+        if spec.name in without:
+            continue
         host = (placement or {}).get(spec.name) or config.host_of(spec)
         kind = kind_of(host)
         python = kind.python(host, local_python)

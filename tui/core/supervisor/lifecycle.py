@@ -59,6 +59,7 @@ from tui.core.run_facts import RunFacts
 from tui.core.rundir import RunDirectory, WriteFailure, new_run_id
 from tui.core.supervisor import recovery
 from tui.core.supervisor.after_target import end_hung_workers
+from tui.core.supervisor.host_failure import leave_out
 from tui.core.supervisor.pause_watch import watch_pauses
 from tui.core.supervisor.process import launch
 from tui.core.supervisor.records import RunRecord, Sink, SupervisorOptions, TaskRecord, TaskView
@@ -210,19 +211,22 @@ class Supervisor:
             raise RuntimeError("a run is already in progress")
         self.prestart()
         report, self._prepared = self._prepared or await self.prepare_hosts(), None
-        if report.failures:
-            raise PreflightError([str(f) for f in report.failures])
+        left_out = leave_out(self._config, self._settings, report.failures) if report.failures else None
+        without = left_out.tasks if left_out is not None else frozenset()
         try:
             allocation = await allocate_for(self._config, {h.name: h.resources for h in report.hosts})
         except ResourceError as exc:
             raise PreflightError([str(exc)]) from None
-        ports, reservations = await resolve_ports(self._config, self._launcher)
+        kept = dataclasses.replace(self._config, tasks=tuple(t for t in self._config.tasks
+                                                             if t.name not in without))
+        ports, reservations = await resolve_ports(kept, self._launcher)
+        ports.update({t.name: t.port for t in self._config.tasks if t.name in without and t.port})
         started_wall = self._clock.time()
         run_id = new_run_id(started_wall)
         options = self._options
         plans = plan_run(self._config, self._settings, ports, run_id, program=self._program,
                          local_python=options.local_python, run_dir=self._runs_root / run_id,
-                         allocation=allocation, placement=report.placement)
+                         allocation=allocation, placement=report.placement, without=without)
         try:
             directory = RunDirectory.create(self._runs_root, run_id)
             directory.write_config(self._config, self._settings, plans)
@@ -245,7 +249,7 @@ class Supervisor:
                                tasks=tuple(p.info for p in plans), settings=self._settings,
                                t=started_wall, description=program.describe(self._settings),
                                facts=RunFacts.of(program, self._settings)))
-        for text in (*report.warnings, *allocation.notes):
+        for text in (*report.warnings, *allocation.notes, *([left_out.notice] if left_out else [])):
             run.notify(Level.WARNING, text)
         if unreachable_local := _local_tasks_remote_peers_cannot_reach(self._config):
             run.notify(Level.WARNING,

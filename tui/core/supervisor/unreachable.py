@@ -20,10 +20,12 @@ What the controller does, host by host:
 from __future__ import annotations
 
 import asyncio
+import time
 
 from tui.config.network import LEASE_MARGIN
 from tui.core.clock import Wake, first_completed
 from tui.core.events import Level, RunOutcome
+from tui.core.host_state import HostReach, HostState
 from tui.core.supervisor.records import RunRecord, TaskRecord
 from tui.core.task_state import TaskState
 from tui.launch.base import HostLink, LaunchError, LinkWatching
@@ -92,8 +94,14 @@ def reach(host: str) -> str:
     return f"host {host}"
 
 
+def _tell(run: RunRecord, host: str, state: HostState, reason: str, heard: float | None = None) -> None:
+    """The host's change of reach, for the model of the hosts both front ends show."""
+    run.publish(HostReach(host=host, state=state, reason=reason, heard=heard))
+
+
 def _went_silent(run: RunRecord, link: HostLink, silent: float) -> None:
     since = run.clock.monotonic() - silent
+    _tell(run, link.host, HostState.UNREACHABLE, f"no answer for {silent:.0f} s", time.time() - silent)
     run.unreachable.setdefault(link.host, since)
     reason = f"host {link.host} does not answer"
     marked = [t for t in _on_host(run, link.host) if mark_unreachable(run, t, reason)]
@@ -120,6 +128,7 @@ def _answers_again(run: RunRecord, link: HostLink) -> None:
     if since is None and not back:
         return  # a reconnection said so already
     carry = f"; {_names(back)} {'carries' if len(back) == 1 else 'carry'} on" if back else ""
+    _tell(run, link.host, HostState.READY, f"answers again{took}")
     run.notify(Level.INFO, f"host {link.host} answers again{took}{carry}", about=reach(link.host))
 
 
@@ -133,6 +142,8 @@ async def _give_up_after_lease(run: RunRecord, link: HostLink, since: float) -> 
         run.notify(Level.WARNING, f"host {link.host} unreachable for {gone_after:g} s: its tasks have "
                    f"stopped themselves (their {link.lease:g} s lease ran out); reconnecting",
                    about=reach(link.host))
+        _tell(run, link.host, HostState.LOST,
+              f"past its {link.lease:g} s lease: its tasks stopped themselves")
         link.abandon()
 
 
@@ -169,6 +180,7 @@ async def task_lost(run: RunRecord, task: TaskRecord, error: str) -> str:
         return f"its host does not answer; there it stops itself within its {link.lease:g} s lease"
     since = run.unreachable.setdefault(host, run.clock.monotonic())
     mark_unreachable(run, task, f"its connection to host {host} was lost; reconnecting")
+    _tell(run, host, HostState.UNREACHABLE, "its connection was lost; reconnecting")
     if run.reconnected_at.get(host, -1.0) > task.launched_at:
         back = True  # its connection was the one a reconnection has replaced already
     else:
@@ -205,6 +217,7 @@ async def _reconnect(run: RunRecord, link: HostLink, since: float) -> bool:
         remaining = deadline - run.clock.monotonic()
         if remaining <= 0:
             run.notify(Level.ERROR, f"host {link.host} still unreachable: {why}", about=reach(link.host))
+            _tell(run, link.host, HostState.LOST, f"unreachable past network: unreachable_timeout: {why}")
             return False
         try:  # an attempt (a connect timeout, the host's checks) never runs past the limit
             wake = await first_completed({Wake.DONE: link.reconnect(), Wake.STOPPED: run.entered_ending(),
@@ -215,6 +228,8 @@ async def _reconnect(run: RunRecord, link: HostLink, since: float) -> bool:
             if wake is Wake.DONE:
                 run.reconnected_at[link.host] = run.clock.monotonic()
                 run.host_answers(link.host)
+                _tell(run, link.host, HostState.READY,
+                      f"reconnected after {run.clock.monotonic() - since:.0f} s")
                 run.notify(Level.INFO, f"host {link.host} reconnected after "
                                        f"{run.clock.monotonic() - since:.0f} s", about=reach(link.host))
                 return True

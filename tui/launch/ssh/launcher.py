@@ -41,7 +41,7 @@ from tui.launch.base import (
 )
 from tui.launch.command_stream import SshCommandStream
 from tui.launch.errors import HostError, HostFailure
-from tui.launch.host_steps import HostPhase, HostStep, StepSink, ignore_step
+from tui.launch.host_steps import HostPhase, HostPool, HostStep, StepSink, ignore_step
 from tui.launch.lines import MAX_LINE_BYTES
 from tui.launch.look import HostLook
 from tui.launch.ssh import deploy
@@ -232,7 +232,9 @@ class SSHLauncher:
             self.on_step(HostStep(name, HostPhase.FAILED, repr(exc)))
             raise
         self._infos[name] = info
-        self.on_step(HostStep(name, HostPhase.READY))
+        pool = HostPool.WARM if pooled else (
+            HostPool.NONE if self._warm_on and host.spec.warm else HostPool.COLD)
+        self.on_step(HostStep(name, HostPhase.READY, pool=pool))
         return info
 
     def _pools(self) -> RemotePools:
