@@ -33,7 +33,8 @@ The contract with the controller (its plan builds the command line):
   variables ``ParameterServerStrategy`` creates give ``placement`` (a ``ShardedVariable``'s
   parts as shards) at the first ``ClusterCoordinator.schedule``, which also gives
   ``initialized``; each scheduled function a worker finished is a step (``step`` events
-  about once a second, the final count before ``done``).
+  about once a second, the final count before ``done``), and every 5 s the coordinator's
+  ``step_anatomy`` of its functions as it sees them (:mod:`trainer.shim.functions`).
 - **stdin**: the line ``end`` ends the task inside ``server.join()`` with ``done`` (reason
   ``ended_in_join``) and exit 0: by hand join never returns, so nothing the program does
   after it runs; stdin EOF or the death of the parent process makes the
