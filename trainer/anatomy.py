@@ -38,7 +38,7 @@ TYPICAL_STEPS = 50
 #: Which part a moment belongs to when several are under way at once: the worker's own work
 #: first, then what it waits for.
 PRIORITY = ("compute", "input", "wait", "read", "push")
-_TASK = re.compile(r"/job:(ps|worker)/(?:replica:\d+/)?task:(\d+)")
+_TASK = re.compile(r"/job:(ps|worker|chief)/(?:replica:\d+/)?task:(\d+)")
 _FROM = re.compile(r" from (/job:\w+/(?:replica:\d+/)?task:\d+)")
 _NOT_WORK = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv", "NoOp", "Const", "RecvTensor"})
 
@@ -66,20 +66,21 @@ class Interval:
     ps: int | None = None
 
 
-def intervals(step_stats: Any, worker: int) -> list[Interval]:
-    """The parts of worker ``worker``'s step in its step statistics."""
+def intervals(step_stats: Any, worker: int, job: str = "worker") -> list[Interval]:
+    """The parts of task ``worker`` of job ``job``'s step (a user's TF1 program may train
+    as ``chief``) in its step statistics."""
     found: list[Interval] = []
     for dev in step_stats.dev_stats:
         where = _task(dev.device)
         if where is None:
             continue
-        job, index = where
+        on, index = where
         for node in dev.node_stats:
             start = float(node.all_start_micros)
             end = start + float(node.all_end_rel_micros)
             part: str | None = None
             ps: int | None = None
-            if job == "worker" and index == worker:
+            if where == (job, worker):
                 if node.node_name == "RecvTensor":
                     source = _FROM.search(node.timeline_label)
                     sender = _task(source.group(1)) if source else None
@@ -91,12 +92,12 @@ def intervals(step_stats: Any, worker: int) -> list[Interval]:
                         part = "input"
                     elif op not in _NOT_WORK:
                         part = "compute"
-            elif job == "ps":
+            elif on == "ps":
                 if "sync_token_q" in node.node_name and "Dequeue" in _op(node):
                     part = "wait"
                 elif node.node_name == "RecvTensor":
                     source = _FROM.search(node.timeline_label)
-                    if source and _task(source.group(1)) == ("worker", worker):
+                    if source and _task(source.group(1)) == (job, worker):
                         part, ps = "push", index
                 elif _op(node) not in _NOT_WORK:
                     part, ps = "push", index
@@ -184,9 +185,12 @@ class Sampler:
 
 
 def anatomy(metadata: Any, *, worker: int, num_ps: int, sync: bool, start: float, end: float,
-            global_step: int, local_step: int, sampler: Sampler) -> protocol.StepAnatomy:
-    """The event for one traced step that ran from ``start`` to ``end`` (``time.time()``)."""
-    parts = dissect(intervals(metadata.step_stats, worker), start * 1e6, end * 1e6, num_ps, sync)
-    return protocol.StepAnatomy(role="worker", index=worker, global_step=global_step,
+            global_step: int, local_step: int, sampler: Sampler,
+            role: str = "worker") -> protocol.StepAnatomy:
+    """The event for one traced step of task ``worker`` of job ``role`` that ran from
+    ``start`` to ``end`` (``time.time()``)."""
+    parts = dissect(intervals(metadata.step_stats, worker, role), start * 1e6, end * 1e6, num_ps,
+                    sync)
+    return protocol.StepAnatomy(role=role, index=worker, global_step=global_step,
                                 local_step=local_step, seconds=round(end - start, 6), parts=parts,
                                 every=sampler.every, cost=round(sampler.cost, 5))

@@ -82,14 +82,16 @@ class TrainGraph:
     placement: Any
     chief_sync_op: Any = None  # sync only: one round of aggregate-apply-enqueue tokens
     release_tokens: Any = None  # sync only: frees workers still waiting after the last round
-    #: Fused async only: the global step after this step as read at its start plus one (other
-    #: workers' steps in between not counted), fetched instead of ``train_op``'s value, which
-    #: is then run as a target: one transfer from the ps fewer a step.
+    #: Fused async only: the global step after this step as read at its start plus one, a
+    #: lower bound (other workers' steps during this one are not counted), fetched instead of
+    #: ``train_op``'s value, which is then run as a target: one transfer from the ps fewer a
+    #: step. The steps whose global step is reported fetch the value itself (``exact``).
     step_after: Tensor = None
 
-    def fetches(self) -> list[Any]:
-        """What a training step runs: the global step after it, the loss, and what must run."""
-        if self.step_after is None:
+    def fetches(self, exact: bool = False) -> list[Any]:
+        """What a training step runs: the global step after it (fused async and not
+        ``exact``: its lower bound, :attr:`step_after`), the loss, and what must run."""
+        if self.step_after is None or exact:
             return [self.train_op, self.loss]
         return [self.step_after, self.loss, self.train_op.op]
 

@@ -244,8 +244,13 @@ class Worker:
         sampler = Sampler()
         while step < target:
             metadata = self.tf.RunMetadata() if sampler.due(self.local_step + 1) else None
+            # A step whose global step is reported fetches the value its own increment
+            # returned (fused async steps otherwise know only a lower bound: their read + 1).
+            after = self.local_step + 1
+            reports = (after == 1 or after % self.settings.log_every == 0
+                       or time.monotonic() - last_emit >= 1.0)
             began = time.time()
-            step, loss = self.step(metadata)
+            step, loss = self.step(metadata, exact=reports)
             ended = time.time()
             step = int(step)
             self.local_step += 1
@@ -257,8 +262,10 @@ class Worker:
             window.steps += 1
             self.last_loss = float(loss)
             now = time.monotonic()
-            if (self.local_step == 1 or self.local_step % self.settings.log_every == 0
-                    or now - last_emit >= 1.0 or step >= target):
+            if step >= target and not reports and self.graph.step_after is not None:
+                # The last step knew a lower bound only: the global step as it now stands.
+                step = max(step, int(self.sess.run(self.graph.global_step)))
+            if reports or step >= target:
                 self._emit_step(step, window, now)
                 window = _Window(started=now)
                 last_emit = now
@@ -282,15 +289,16 @@ class Worker:
                 trace_level=self.tf.RunOptions.FULL_TRACE), run_metadata=metadata)
         return step, loss
 
-    def step(self, metadata: Any = None) -> tuple[Any, Any]:
-        """One training step: (global step, loss). Async, a step failed by a connection reset
-        (:data:`RESET_RETRY_SECS`), by a ps that could not connect to this worker's address
+    def step(self, metadata: Any = None, exact: bool = False) -> tuple[Any, Any]:
+        """One training step: (global step, loss; the global step exact, or fused async and
+        not ``exact`` its lower bound: :attr:`TrainGraph.step_after`). Async, a step failed by
+        a connection reset (:data:`RESET_RETRY_SECS`), by a ps that could not connect to this worker's address
         (:data:`REFUSED_RETRY_SECS`) or by a peer that received its request twice
         (:data:`DUPLICATE_RETRY_SECS`) is retried, as is the cancelled step that may follow it;
         any other error, such a failure that stays, or a refill of the input for the retry that
         does not end (:data:`REFILL_DEADLINE_SECS`) ends it. (Sync, a failed step may have
         taken its round's token: a second try could wait for a token forever.)"""
-        fetches = self.graph.fetches()
+        fetches = self.graph.fetches(exact)
         if self.settings.mode is not Mode.ASYNC:
             return self._run(fetches, metadata)
         errors = self.tf.errors

@@ -285,6 +285,18 @@ class StepAnatomy(Event):
     parts: tuple[AnatomyPart, ...]
     every: int
     cost: float = 0.0
+    #: A TF2 coordinator's functions as it sees them (it has no step statistics of its
+    #: workers): means over the ``every`` functions finished since its last such event, each
+    #: from its schedule to its result, in two parts, ``queued`` (waiting for a free worker)
+    #: and ``function`` (on a worker: its compute and transfers in there, unseen);
+    #: ``local_step`` counts the functions finished, ``global_step`` the batches.
+    coordinator: bool = False
+    #: A coordinator's mean ``function`` seconds on each worker (index = worker task index;
+    #: null for a worker that finished none since the last event).
+    by_worker: tuple[float | None, ...] = ()
+    #: A coordinator's functions put back to run again since its last such event (a worker
+    #: failed under them).
+    retried: int = 0
 
     def seconds_of(self, part: str) -> float:
         """Seconds of every part so named (reads or pushes: summed over the ps)."""

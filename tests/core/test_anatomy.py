@@ -88,3 +88,27 @@ def test_both_front_ends_show_the_same_lines() -> None:
         printer.handle(event)
     printer.flush()
     assert "took" not in quiet.getvalue() and f"warning: {straggler}" in quiet.getvalue()
+
+
+def test_a_coordinators_functions_are_shown_as_it_sees_them_on_both_screens() -> None:
+    """A TF2 coordinator has no step statistics: its line says what it knows (queued, on a
+    worker, each worker's mean, retries), that the inside of a function is not seen, and
+    gives no worker a figure it does not know."""
+    parts = (protocol.AnatomyPart(part="queued", seconds=0.001, share=0.25),
+             protocol.AnatomyPart(part="function", seconds=0.003, share=0.75))
+    sample = protocol.StepAnatomy(role="chief", index=0, global_step=400, local_step=40, seconds=0.004,
+                                  parts=parts, every=40, coordinator=True, by_worker=(0.002, None, 0.004),
+                                  retried=2)
+    dashboard = Dashboard(TrainingSettings())
+    out = io.StringIO()
+    printer = Printer(out, colour=False, anatomy=True)
+    event = TrainerEvent(task="chief0", event=sample)
+    dashboard.apply(event)
+    printer.handle(event)
+    printer.flush()
+    (line,) = dashboard.anatomy.lines()
+    assert line == ("chief0: 40 functions to batch 400 as the coordinator sees them, 4.00 ms each from "
+                    "schedule to result: queued 25% · on a worker 75% (worker0 2.00 ms, worker2 4.00 ms); "
+                    "2 retried; inside a function (compute, reads, pushes) is not seen from the coordinator")
+    assert f"chief0 | -- {line.removeprefix('chief0: ')}" in out.getvalue()
+    assert "worker1" not in line

@@ -68,3 +68,33 @@ def test_fused_steps_apply_the_unfused_update(tf, model: str, partitions: int, n
     assert received_from_ps(fused_trace) == holding + len(alone)
     assert (model == "cifar_cnn") == bool(alone)  # (its local3 weights: 6.3 MB)
     assert received_from_ps(plain_trace) >= shards + 1
+
+
+def test_a_reporting_step_says_the_global_step_its_own_increment_made(tf) -> None:
+    """Two workers' steps at once (two threads on one session): a step's read + 1, all a
+    fused step knows by itself, misses the other's increments during it, so a reported step
+    fetches the increment's own value: each is then one of 1..N exactly once."""
+    import threading
+
+    per_thread = 150
+    s = TrainingSettings().replace(model="mlp", dataset="digits", fuse=True, batch_size=16)
+    with ready_session(tf, s, 1) as (g, sess):
+        said: list[int] = []
+        lock = threading.Lock()
+
+        def train() -> None:
+            for _ in range(per_thread):
+                step = int(sess.run(g.fetches(exact=True))[0])
+                with lock:
+                    said.append(step)
+
+        threads = [threading.Thread(target=train) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(said) == list(range(1, 2 * per_thread + 1))
+        assert int(sess.run(g.global_step)) == 2 * per_thread
+        # Not exact: the read at the step's start + 1, never past what the step made.
+        lower = int(sess.run(g.fetches())[0])
+        assert lower <= int(sess.run(g.global_step)) == 2 * per_thread + 1

@@ -68,7 +68,7 @@ def worker(session: Session, mode: Mode = Mode.ASYNC) -> loop.Worker:
     made = loop.Worker.__new__(loop.Worker)  # (no TensorFlow: only what step() reads)
     made.tf = SimpleNamespace(errors=SimpleNamespace(UnavailableError=Unavailable, AbortedError=Aborted))
     made.sess = session
-    made.graph = SimpleNamespace(fetches=lambda: ["train_op", "loss"],  # type: ignore[assignment]
+    made.graph = SimpleNamespace(fetches=lambda exact=False: ["train_op", "loss"],  # type: ignore[assignment]
                                  iterator_init="iterator_init", x_feed="x", y_feed="y")
     made.data = SimpleNamespace(train=SimpleNamespace(images=(), labels=()))  # type: ignore[assignment]
     made.settings = TrainingSettings(mode=mode)
@@ -142,7 +142,7 @@ def cut_while_reading(tf: Any, graph: Any, init: Any, train_op: Any, loss: Any, 
     made = loop.Worker.__new__(loop.Worker)
     made.tf = tf
     made.sess = CutWhileReading(tf, tf.Session(graph=graph))
-    made.graph = SimpleNamespace(fetches=lambda: [train_op, loss],  # type: ignore[assignment]
+    made.graph = SimpleNamespace(fetches=lambda exact=False: [train_op, loss],  # type: ignore[assignment]
                                  iterator_init=iterator.initializer, x_feed=x_feed, y_feed=y_feed)
     made.data = SimpleNamespace(train=SimpleNamespace(  # type: ignore[assignment]
         images=np.ones((64, 4), np.float32), labels=np.zeros(64, np.int64)))

@@ -23,15 +23,18 @@ The contract with the controller (its plan builds the command line):
   what sits on a ps but has no byte count (SyncReplicas accumulators, token queues) or a
   variable on no ps; ``initialized`` when a worker's ``SessionManager`` hands it a usable
   session; ``step`` about once a second while the global step moves, read beside the user's
-  session (``local_step`` counts the global steps this task has seen since its session
-  started, ``loss`` is null: the shim cannot see the program's own steps); ``done``
+  session (``local_step`` and ``step_time`` are this task's own: its ``Session.run`` calls
+  of a train op, :mod:`trainer.shim.steps`, or the global step's moves when it built no
+  train op the shim knows; ``loss`` is null: the shim cannot see the loss), and one step in
+  N traced for ``step_anatomy``; ``done``
   (reason ``program_ended``) when the script returns normally or ``sys.exit(0)``; ``error``
   before a non-zero exit caused by an exception. The role and index come from the
   ``Server(...)`` call, else from ``TF_CONFIG``. TF2 (:mod:`trainer.shim.tf2`): the
   variables ``ParameterServerStrategy`` creates give ``placement`` (a ``ShardedVariable``'s
   parts as shards) at the first ``ClusterCoordinator.schedule``, which also gives
   ``initialized``; each scheduled function a worker finished is a step (``step`` events
-  about once a second, the final count before ``done``).
+  about once a second, the final count before ``done``), and every 5 s the coordinator's
+  ``step_anatomy`` of its functions as it sees them (:mod:`trainer.shim.functions`).
 - **stdin**: the line ``end`` ends the task inside ``server.join()`` with ``done`` (reason
   ``ended_in_join``) and exit 0: by hand join never returns, so nothing the program does
   after it runs; stdin EOF or the death of the parent process makes the

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Sequence
 
 from trainer import lifecycle, protocol, threads
-from trainer.shim import REPORT_DIR, hooks, private, progress, tf2
+from trainer.shim import REPORT_DIR, hooks, private, progress, steps, tf2
 from trainer.shim.state import STATE, soft
 
 USAGE = "usage: python -m trainer.shim (script.py | -m module) [args...]"
@@ -102,7 +102,8 @@ def _run(script: str, module: str | None = None) -> int:
         soft("the final step read", tf2.read_final)
         lifecycle.emit(protocol.Done(role=STATE.role, index=STATE.index,
                                      reason=protocol.REASON_PROGRAM_ENDED,
-                                     global_step=STATE.global_step))
+                                     global_step=STATE.global_step,
+                                     local_step=steps.own_steps() or 0))
     _run_atexit()
     return code
 

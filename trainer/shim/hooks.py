@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from trainer import lifecycle, protocol
-from trainer.shim import progress, tf2
+from trainer.shim import progress, steps, tf2
 from trainer.shim.state import STATE, as_dict, soft
 
 #: The cap on ``SessionManager``'s poll (TensorFlow's default: 30 s).
@@ -78,6 +78,7 @@ def install() -> None:
     soft("the server hook", lambda: _patch_server(server_lib.Server))
     soft("the session hook", lambda: _patch_session_manager(session_manager.SessionManager))
     soft("the graph hook", lambda: _patch_graph(ops.Graph))
+    soft("the step hooks", steps.install)
     soft("the TF2 hooks", tf2.install)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from trainer import lifecycle, protocol
 from trainer import placement as placement_mod
+from trainer.shim import steps
 from trainer.shim.state import STATE, seconds_since_start, soft
 
 #: Seconds between two reads of the global step.
@@ -108,6 +109,7 @@ class _Reader:
     _first = 0
     _last_step = -1
     _last_time = 0.0
+    _last_own = 0
     _emitted = False
 
     @classmethod
@@ -116,6 +118,7 @@ class _Reader:
             cls._target = (session, global_step, first)
             with cls._emit_lock:
                 cls._first, cls._last_step, cls._last_time = first, first, time.monotonic()
+                cls._last_own = steps.own_steps() or 0
                 cls._emitted = False
             if cls._thread is None:
                 cls._thread = threading.Thread(target=cls._run, name="tfdist-shim-steps",
@@ -160,12 +163,19 @@ class _Reader:
                 return
             if cls._emitted and not final and now - cls._last_time < STEP_INTERVAL:
                 return
-            moved = max(step - cls._last_step, 1)
+            # This task's own steps when the shim knows its train op (another worker's
+            # steps move the global step too); else the global step's moves.
+            own = steps.own_steps()
+            if own is not None:
+                local_step, moved = own, max(own - cls._last_own, 1)
+            else:
+                local_step, moved = step - cls._first, max(step - cls._last_step, 1)
             lifecycle.emit(protocol.Step(
-                role=STATE.role, index=STATE.index, global_step=step,
-                local_step=step - cls._first, loss=None, examples_per_sec=0.0,
+                role=STATE.role, index=STATE.index, global_step=step, local_step=local_step,
+                loss=None, examples_per_sec=0.0,
                 step_time=round((now - cls._last_time) / moved, 6)))
             cls._last_step, cls._last_time, cls._emitted = step, now, True
+            cls._last_own = own or 0
 
 
 def read_final() -> None:

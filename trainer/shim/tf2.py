@@ -12,7 +12,10 @@ TF2 program is seen with no change, as a TF1 one is:
   the first schedule, then ``step`` about once a second while the count moves, and the final
   count in ``done`` when the chief returns;
 - each ``step`` is the whole cluster's (``coordinator``), with the functions each worker
-  finished so far (``by_worker``: the coordinator knows which worker ran each one).
+  finished so far (``by_worker``: the coordinator knows which worker ran each one);
+- every :data:`trainer.shim.functions.INTERVAL` seconds (and at the end) a ``step_anatomy``
+  of the functions finished since the last, as the coordinator sees them: queued, on a
+  worker, each worker's mean, the retried.
 
 ``tfdist_report.step`` stays the way to report the program's own step, loss and accuracy,
 and while it does the shim's ``step`` events stay quiet."""
@@ -30,6 +33,7 @@ from typing import Any
 
 from trainer import lifecycle, protocol
 from trainer import placement as placement_mod
+from trainer.shim import functions
 from trainer.shim.state import STATE, seconds_since_start, soft
 
 #: Seconds between two ``step`` events while the count moves.
@@ -72,6 +76,7 @@ def install() -> None:
     soft("the TF2 schedule hook", lambda: _patch_schedule(cluster_coordinator.ClusterCoordinator))
     soft("the TF2 step hook",
          lambda: _patch_finished(cluster_coordinator._CoordinatedClosureQueue))
+    soft("the TF2 queue hook", lambda: _patch_queue(cluster_coordinator._CoordinatedClosureQueue))
     soft("the TF2 worker hook", lambda: _patch_worker(cluster_coordinator.Worker))
 
 
@@ -109,6 +114,7 @@ def _patch_finished(queue: Any) -> None:
     def mark_finished(self: Any) -> None:
         original(self)
         worker = getattr(_Tracker.current, "index", None)
+        soft("the TF2 function timing", lambda: functions.finished(worker))
         with _Tracker.lock:  # only functions: the datasets' resource closures never get here
             _Tracker.finished += 1
             _Tracker.finished_at = time.monotonic()
@@ -126,9 +132,28 @@ def _patch_worker(worker_class: Any) -> None:
     @functools.wraps(original)
     def process_closure(self: Any, closure: Any) -> Any:
         _Tracker.current.index = getattr(self, "worker_index", None)
+        soft("the TF2 function timing", lambda: functions.started(closure))
         return original(self, closure)
 
     worker_class._process_closure = process_closure
+
+
+def _patch_queue(queue: Any) -> None:
+    """The time each function is scheduled (put in the closure queue), and those put back
+    to run again, for the coordinator's anatomy (:mod:`trainer.shim.functions`)."""
+    original_put, original_put_back = queue.put, queue.put_back
+
+    @functools.wraps(original_put)
+    def put(self: Any, closure: Any, *args: Any, **kwargs: Any) -> Any:
+        soft("the TF2 function timing", lambda: functions.queued(closure))
+        return original_put(self, closure, *args, **kwargs)
+
+    @functools.wraps(original_put_back)
+    def put_back(self: Any, closure: Any) -> Any:
+        soft("the TF2 function timing", functions.put_back)
+        return original_put_back(self, closure)
+
+    queue.put, queue.put_back = put, put_back
 
 
 def _on_scheduled() -> None:
@@ -215,6 +240,17 @@ def _report_steps() -> None:
     while True:
         time.sleep(STEP_INTERVAL)
         emit_step()
+        emit_functions()
+
+
+def emit_functions(final: bool = False) -> None:
+    """The coordinator's anatomy of its functions since the last (at most every
+    :data:`trainer.shim.functions.INTERVAL` seconds, or now when ``final``)."""
+    with _Tracker.lock:
+        finished = _Tracker.finished
+    event = functions.anatomy(STATE.role, STATE.index, STATE.global_step, finished, final)
+    if event is not None:
+        lifecycle.emit(event)
 
 
 def emit_step() -> None:
@@ -282,6 +318,7 @@ def read_final() -> None:
     """The last count, in a ``step`` event, before ``done`` (the program has joined)."""
     if _Tracker.scheduled:
         emit_step()
+        emit_functions(final=True)
 
 
 def _placement_reported() -> bool:

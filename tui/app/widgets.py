@@ -313,7 +313,11 @@ class ThroughputView(VerticalScroll):
         # heading that promises one.
         title = self.query_one("#anatomy-title", Static)
         title.display = bool(lines)
-        put(title, "step anatomy (a sampled step of each worker, from TensorFlow's step stats)")
+        if any(e.coordinator for e in dashboard.anatomy.latest.values()):
+            put(title, "step anatomy (sampled steps from TensorFlow's step stats; a TF2 coordinator's "
+                       "functions as it sees them)")
+        else:
+            put(title, "step anatomy (a sampled step of each worker, from TensorFlow's step stats)")
         put(self.query_one("#anatomy-text", Static), "\n".join(lines))
         if workers:
             self._show_workers(dashboard, examples)

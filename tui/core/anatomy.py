@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from trainer import protocol
-from tui.core.describe import part_name
+from tui.core.describe import coordinator_text, part_name
 
 #: Step reports per worker that a straggler is judged over (a report a second at most).
 WINDOW = 8
@@ -100,7 +100,10 @@ class AnatomyBoard:
 
 
 def anatomy_text(event: protocol.StepAnatomy) -> str:
-    """A sampled step: its time, its parts' shares largest first (parts of no time left out)."""
+    """A sampled step: its time, its parts' shares largest first (parts of no time left out);
+    a TF2 coordinator's functions as it sees them."""
+    if event.coordinator:
+        return coordinator_text(event)
     parts = sorted((p for p in event.parts if p.share >= 0.005), key=lambda p: -p.share)
     shown = " · ".join(f"{part_name(p)} {p.share:.0%}" for p in parts)
     return f"step {event.global_step}, {event.seconds * 1000:.2f} ms: {shown}"

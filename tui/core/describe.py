@@ -72,8 +72,24 @@ def part_name(part: protocol.AnatomyPart) -> str:
     return part.part if part.ps is None else f"{part.part} ps{part.ps}"
 
 
+def coordinator_text(event: protocol.StepAnatomy) -> str:
+    """A TF2 coordinator's functions as it sees them: their mean time from schedule to result,
+    queued and on a worker, each worker's mean, the retried; what it cannot see, said."""
+    shares = " · ".join(f"{'on a worker' if p.part == 'function' else p.part} {p.share:.0%}"
+                        for p in event.parts)
+    workers = ", ".join(f"worker{w} {seconds * 1000:.2f} ms" for w, seconds in enumerate(event.by_worker)
+                        if seconds is not None)
+    text = (f"{event.every} functions to batch {event.global_step} as the coordinator sees them, "
+            f"{event.seconds * 1000:.2f} ms each from schedule to result: {shares}")
+    text += f" ({workers})" if workers else ""
+    text += f"; {event.retried} retried" if event.retried else ""
+    return text + "; inside a function (compute, reads, pushes) is not seen from the coordinator"
+
+
 def anatomy_line(event: protocol.StepAnatomy) -> str:
     """A sampled step's parts as shares of it, largest first; parts of no time left out."""
+    if event.coordinator:
+        return coordinator_text(event)
     parts = sorted((p for p in event.parts if p.share >= 0.005), key=lambda p: -p.share)
     shown = " · ".join(f"{part_name(p)} {p.share:.0%}" for p in parts)
     return (f"step {event.global_step} took {event.seconds * 1000:.2f} ms: {shown} "
