@@ -25,7 +25,7 @@ from tui.common.streams import BatchedWriter, SurvivingStream
 from tui.common.terminal import display_line, display_lines, inert, wants_colour
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
-from tui.core.anatomy import AnatomyBoard
+from tui.core.anatomy import AnatomyBoard, typical_text
 from tui.core.describe import describe_event, format_number, reported_at, same_placement
 from tui.core.events import (
     ControllerEvent,
@@ -168,6 +168,8 @@ class Printer:
                 write(f"  {indent}  hint: {result.hint}\n")
         for number, incident in enumerate(summary.incidents, 1):
             write(f"  {'restarts' if number == 1 else '':<12} {incident.describe()}\n")
+        if (step := self._board.typical()) is not None:
+            write(f"  a step       {typical_text(step)}\n")
         write(f"  run dir      {summary.run_dir}\n")
         write(f"  compare      {compare_command(summary)}\n")
         for result in summary.failed_tasks:

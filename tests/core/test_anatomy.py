@@ -5,12 +5,15 @@ same events show the same lines."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
+
+import pytest
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.state import Dashboard
-from tui.core.anatomy import WINDOW, AnatomyBoard
-from tui.core.events import TrainerEvent
+from tui.core.anatomy import WINDOW, AnatomyBoard, typical_text
+from tui.core.events import RunOutcome, RunSummary, TrainerEvent
 from tui.headless import Printer
 
 
@@ -112,3 +115,46 @@ def test_a_coordinators_functions_are_shown_as_it_sees_them_on_both_screens() ->
                     "2 retried; inside a function (compute, reads, pushes) is not seen from the coordinator")
     assert f"chief0 | -- {line.removeprefix('chief0: ')}" in out.getvalue()
     assert "worker1" not in line
+
+
+def test_the_typical_step_says_where_a_step_went_and_ends_the_summary() -> None:
+    """Over every worker's recent samples, each part's median share; when compute is under half
+    of it, the line says that the step waits on the rest, not on a faster host. Headless's
+    summary ends with it; the app's Throughput pane shows it first."""
+    board = AnatomyBoard()
+    samples = [("worker0", anatomy(0, 0.004, 0.1, 0.2)), ("worker0", anatomy(0, 0.006, 0.1, 0.3)),
+               ("worker1", anatomy(1, 0.005, 0.2, 0.2))]
+    for task, sample in samples:
+        board.fold(task, sample)
+    typical = board.typical()
+    assert typical is not None
+    assert (typical.samples, typical.workers, typical.seconds) == (3, 2, 0.005)
+    assert [name for name, _ in typical.shares] == ["rest", "read ps0", "compute"]
+    assert [share for _, share in typical.shares] == pytest.approx([1.9 / 3, 0.7 / 3, 0.4 / 3])
+    text = typical_text(typical)
+    assert text.startswith("5.00 ms (median of 3 sampled steps, 2 workers): rest 63% · read ps0 23% · "
+                           "compute 13%; compute is 13% of a step, so a faster host would hardly help")
+    # A step that is mostly compute is not explained away.
+    busy = AnatomyBoard()
+    busy.fold("worker0", anatomy(0, 0.02, 0.8, 0.1))
+    assert (typical_of_busy := busy.typical()) is not None
+    assert typical_text(typical_of_busy) == "20.00 ms (median of 1 sampled steps, 1 worker): compute 80% · " \
+                                           "read ps0 10% · rest 10%"
+    assert AnatomyBoard().typical() is None
+
+    dashboard = Dashboard(TrainingSettings())
+    out = io.StringIO()
+    printer = Printer(out, colour=False)
+    for task, sample in samples:
+        event = TrainerEvent(task=task, event=sample)
+        dashboard.apply(event)
+        printer.handle(event)
+    printer.summary(summary_of_a_run())
+    assert f"  a step       {text}\n" in out.getvalue()
+    assert dashboard.anatomy.typical() == typical
+
+
+def summary_of_a_run() -> RunSummary:
+    return RunSummary(run_id="r", run_dir=Path("/runs/r"), outcome=RunOutcome.SUCCEEDED, reason="",
+                      started_at=0.0, wall_time=1.0, global_step=10, target=10, final_loss=None,
+                      final_accuracy=None, tasks=())

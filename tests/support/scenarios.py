@@ -113,6 +113,8 @@ async def default_run_succeeds(tmp_path: Path, fake: bool) -> None:
         "config.yaml", "controller.lock", "events.jsonl", "logs", "summary.json", "tasks",
         "traffic.json", "traffic.jsonl", *checkpoints])
     if not fake:
+        # Why a step takes what it takes, measured (sampled steps of the real trainer).
+        assert "  a step       " in result.out and "sampled steps" in result.out
         assert list((run_dir / "checkpoints").glob("model.ckpt-*.index"))
         assert_tensorboard_scalars(run_dir / "tensorboard", summary_step=2000)
     names = ("ps0", "worker0", "worker1")

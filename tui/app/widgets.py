@@ -26,6 +26,7 @@ from tui.app.controls import CONTROLS, TOGGLES, Section, Toggle
 from tui.app.state import Dashboard
 from tui.common.terminal import inert
 from tui.common.units import format_bytes
+from tui.core.anatomy import typical_text
 from tui.core.run_facts import Figures, RateUnit, setting_text
 from tui.core.task_state import TaskState
 from tui.program.base import Setting
@@ -309,6 +310,8 @@ class ThroughputView(VerticalScroll):
             scaled("training loss", losses, "{:.4g}", "a step report") if losses
             else "training loss: none reported yet")
         lines = dashboard.anatomy.lines()
+        if (typical := dashboard.anatomy.typical()) is not None:
+            lines.insert(0, f"a typical step: {typical_text(typical)}")  # as headless's summary ends
         # No sample yet, or a program that samples none (only the built-in trainer does): no
         # heading that promises one.
         title = self.query_one("#anatomy-title", Static)

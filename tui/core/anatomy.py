@@ -22,6 +22,27 @@ from tui.core.describe import coordinator_text, part_name
 WINDOW = 8
 #: How much slower than its peers' typical step a worker's typical step must be.
 SLOW_FACTOR = 1.5
+#: Sampled steps per worker that the run's typical step is the median of.
+TYPICAL_SAMPLES = 16
+#: Below this share of a step, compute is not what a step is waiting on, and the run's
+#: summary says where the step went instead.
+COMPUTE_BOUND = 0.5
+
+
+@dataclass(frozen=True)
+class TypicalStep:
+    """The run's typical sampled step over every worker: the median step time, and each part's
+    mean share (largest first; means, so that the shares add up to the step as each sample's
+    do), over ``samples`` sampled steps of ``workers`` workers."""
+
+    samples: int
+    workers: int
+    seconds: float
+    shares: tuple[tuple[str, float], ...]
+
+    @property
+    def compute(self) -> float:
+        return dict(self.shares).get("compute", 0.0)
 
 
 @dataclass(frozen=True)
@@ -39,6 +60,7 @@ class AnatomyBoard:
     """Each worker's latest anatomy and recent step times; what both screens show."""
 
     latest: dict[str, protocol.StepAnatomy] = field(default_factory=dict)
+    recent: dict[str, deque[protocol.StepAnatomy]] = field(default_factory=dict)
     step_times: dict[str, deque[float]] = field(default_factory=dict)
     stragglers: tuple[Straggler, ...] = ()
     _named: frozenset[str] = frozenset()  # the stragglers :meth:`news` has said
@@ -48,6 +70,8 @@ class AnatomyBoard:
         """Take one trainer event; whether what the board shows changed."""
         if isinstance(event, protocol.StepAnatomy):
             self.latest[task] = event
+            if not event.coordinator:
+                self.recent.setdefault(task, deque(maxlen=TYPICAL_SAMPLES)).append(event)
             return True
         if isinstance(event, protocol.Step) and not event.coordinator and event.step_time > 0:
             times = self.step_times.setdefault(task, deque(maxlen=WINDOW))
@@ -97,6 +121,33 @@ class AnatomyBoard:
         shown = [f"{task}: {anatomy_text(event)}" for task, event in sorted(self.latest.items())]
         return shown + [straggler_text(s, self.latest.get(s.task), self.latest.get(s.typical_task))
                         for s in self.stragglers]
+
+
+    def typical(self) -> TypicalStep | None:
+        """The typical sampled step over every worker's recent samples; None before any."""
+        events = [event for recent in self.recent.values() for event in recent]
+        if not events:
+            return None
+        names = {part_name(part) for event in events for part in event.parts}
+        # A part a sample lacks took none of that step.
+        shares = {name: statistics.fmean(next((p.share for p in event.parts if part_name(p) == name), 0.0)
+                                         for event in events) for name in names}
+        ordered = tuple(sorted(((n, v) for n, v in shares.items() if v >= 0.005), key=lambda nv: -nv[1]))
+        return TypicalStep(samples=len(events), workers=len(self.recent),
+                           seconds=statistics.median(e.seconds for e in events), shares=ordered)
+
+
+def typical_text(step: TypicalStep) -> str:
+    """Where a typical step went, and, when compute is not most of it, that what the step waits
+    on is the rest (the run's summary ends with it: "why is my step slow")."""
+    shown = " · ".join(f"{name} {share:.0%}" for name, share in step.shares)
+    text = (f"{step.seconds * 1000:.2f} ms (median of {step.samples} sampled steps, "
+            f"{step.workers} worker{'s' if step.workers != 1 else ''}): {shown}")
+    if step.compute < COMPUTE_BOUND:
+        text += (f"; compute is {step.compute:.0%} of a step, so a faster host would hardly help: "
+                 "the rest is moving variables and gradients to and from the ps and each step's "
+                 "fixed cost (see Slow steps in the troubleshooting guide)")
+    return text
 
 
 def anatomy_text(event: protocol.StepAnatomy) -> str:
