@@ -132,14 +132,19 @@ def test_the_typical_step_says_where_a_step_went_and_ends_the_summary() -> None:
     assert [name for name, _ in typical.shares] == ["rest", "read ps0", "compute"]
     assert [share for _, share in typical.shares] == pytest.approx([1.9 / 3, 0.7 / 3, 0.4 / 3])
     text = typical_text(typical)
-    assert text.startswith("5.00 ms (median of 3 sampled steps, 2 workers): rest 63% · read ps0 23% · "
+    assert text.startswith("traced 5.00 ms (median of 3 sampled steps, 2 workers): rest 63% · read ps0 23% · "
                            "compute 13%; compute is 13% of a step, so a faster host would hardly help")
     # A step that is mostly compute is not explained away.
     busy = AnatomyBoard()
     busy.fold("worker0", anatomy(0, 0.02, 0.8, 0.1))
     assert (typical_of_busy := busy.typical()) is not None
-    assert typical_text(typical_of_busy) == "20.00 ms (median of 1 sampled steps, 1 worker): compute 80% · " \
-                                           "read ps0 10% · rest 10%"
+    assert typical_text(typical_of_busy) == "traced 20.00 ms (median of 1 sampled steps, 1 worker): " \
+                                           "compute 80% · read ps0 10% · rest 10%"
+    # With step reports (untraced steps), their median comes first.
+    for seconds in (0.010, 0.012, 0.016):
+        busy.fold("worker0", step(0, seconds))
+    assert (reported := busy.typical()) is not None
+    assert typical_text(reported).startswith("12.00 ms a step; traced 20.00 ms")
     assert AnatomyBoard().typical() is None
 
     dashboard = Dashboard(TrainingSettings())

@@ -39,6 +39,9 @@ class TypicalStep:
     workers: int
     seconds: float
     shares: tuple[tuple[str, float], ...]
+    #: The median of the workers' recent step reports (untraced steps: a traced step is
+    #: longer by its tracing); None when no worker reported a step time.
+    untraced_seconds: float | None = None
 
     @property
     def compute(self) -> float:
@@ -133,15 +136,18 @@ class AnatomyBoard:
         shares = {name: statistics.fmean(next((p.share for p in event.parts if part_name(p) == name), 0.0)
                                          for event in events) for name in names}
         ordered = tuple(sorted(((n, v) for n, v in shares.items() if v >= 0.005), key=lambda nv: -nv[1]))
+        reported = [seconds for times in self.step_times.values() for seconds in times]
         return TypicalStep(samples=len(events), workers=len(self.recent),
-                           seconds=statistics.median(e.seconds for e in events), shares=ordered)
+                           seconds=statistics.median(e.seconds for e in events), shares=ordered,
+                           untraced_seconds=statistics.median(reported) if reported else None)
 
 
 def typical_text(step: TypicalStep) -> str:
     """Where a typical step went, and, when compute is not most of it, that what the step waits
     on is the rest (the run's summary ends with it: "why is my step slow")."""
     shown = " · ".join(f"{name} {share:.0%}" for name, share in step.shares)
-    text = (f"{step.seconds * 1000:.2f} ms (median of {step.samples} sampled steps, "
+    head = "" if step.untraced_seconds is None else f"{step.untraced_seconds * 1000:.2f} ms a step; "
+    text = (f"{head}traced {step.seconds * 1000:.2f} ms (median of {step.samples} sampled steps, "
             f"{step.workers} worker{'s' if step.workers != 1 else ''}): {shown}")
     if step.compute < COMPUTE_BOUND:
         text += (f"; compute is {step.compute:.0%} of a step, so a faster host would hardly help: "
