@@ -41,8 +41,8 @@ async def resolve_ports(config: ClusterConfig, launcher: Launcher
                                                           [s.port for s in specs if s.port is not None])
                                      for specs in hosts), return_exceptions=True)
     problems: list[PortProblem | str] = []
-    for answer in checked:
-        problems += _problems(answer)
+    for found in checked:
+        problems += _problems(found)
     if problems:
         raise PreflightError(problems)
 
@@ -54,14 +54,14 @@ async def resolve_ports(config: ClusterConfig, launcher: Launcher
 
     held = await asyncio.gather(*(hold(specs) for specs in hosts), return_exceptions=True)
     reservations: dict[str, PortReservation] = {}
-    for specs, answer in zip(hosts, held, strict=True):
-        if not isinstance(answer, BaseException):
-            reservations.update(zip((s.name for s in specs if s.port is None), answer, strict=True))
-    failed = [answer for answer in held if isinstance(answer, BaseException)]
+    for specs, got in zip(hosts, held, strict=True):
+        if not isinstance(got, BaseException):
+            reservations.update(zip((s.name for s in specs if s.port is None), got, strict=True))
+    failed = [got for got in held if isinstance(got, BaseException)]
     if failed:
         for reservation in reservations.values():
             reservation.release()
-        raise PreflightError([problem for answer in failed for problem in _problems(answer)])
+        raise PreflightError([problem for error in failed for problem in _problems(error)])
     ports = {spec.name: spec.port if spec.port is not None else reservations[spec.name].port
              for spec in config.tasks}
     return ports, reservations
