@@ -4,12 +4,16 @@ address and sshd each), N = 8, 32, 64, 4 lightweight tasks per host (bench/contr
 ``shim: false`` program that binds its port and prints a step line), ``--no-ui --json --cold``.
 
 Per N and mode (idle: a line every 5 s per task; stepping: 5 lines/s per task), from the
-command's start: the first ``hosts`` record (the first progress line), every host ready, every
-task running (the "all N tasks up" notice). Then, after a settling pause, the controller's own
-CPU over a window (``/proc/PID/stat`` utime + stime of the controller process: the lab's
-sshd and tasks are other processes, so the hosts' own work is not counted) as a share of one
-core, and its resident memory, each also per host. The machine is shared: see the load
-average in the footer.
+command's start: the first ``hosts`` record (the first progress line), every host ready, the
+run started (``run_started``: ports checked and reserved on every host), every task running
+(the "all N tasks up" notice), and the controller's own CPU seconds until then (its process's
+utime + stime: what the controller spends of the start; the rest of the wall time is the
+hosts' own work, their sshd sessions, Python starts and the uploads' far side, which on the
+lab share this machine's 2 cores with it, and the machine's other load). Then, after a
+settling pause, the controller's own CPU over a window (``/proc/PID/stat`` utime + stime of
+the controller process: the lab's sshd and tasks are other processes, so the hosts' own work
+is not counted) as a share of one core, and its resident memory, each also per host. The
+machine is shared: see the load average in the footer.
 
     python -m bench.hosts [--hosts 8,32,64] [--modes idle,stepping] [--window 20] [--settle 5]
 
@@ -52,7 +56,9 @@ class Result:
     mode: str
     first: float | None = None      # seconds to the first hosts record
     ready: float | None = None      # to every host ready
+    started: float | None = None    # to run_started (ports checked and reserved)
     running: float | None = None    # to every task running
+    start_cpu: float | None = None  # the controller's CPU seconds until every task runs
     cpu: float | None = None        # controller's share of one core over the window
     rss_mb: float | None = None
 
@@ -81,8 +87,11 @@ class Watch:
                 self.result.setdefault("first", now)
                 if all(h["state"] == "ready" for h in record["hosts"]):
                     self.result.setdefault("ready", now)
+            elif kind == "run_started":
+                self.result.setdefault("started", now)
             elif kind == "notice" and " tasks up in " in str(record.get("text")):
                 self.result.setdefault("running", now)
+                self.result.setdefault("start_cpu", cpu_seconds(self._process.pid))
                 self.done.set()
             elif kind == "run_finished":
                 self.done.set()
@@ -117,7 +126,8 @@ def measure(lab: NetLab, folder: Path, mode: str, window: float, settle: float) 
     try:
         watch.done.wait(UP_LIMIT)
         result.first, result.ready = watch.result.get("first"), watch.result.get("ready")
-        result.running = watch.result.get("running")
+        result.running, result.started = watch.result.get("running"), watch.result.get("started")
+        result.start_cpu = watch.result.get("start_cpu")
         if result.running is not None:
             time.sleep(settle)
             cpu0, t0 = cpu_seconds(process.pid), time.monotonic()
@@ -146,12 +156,13 @@ def _cell(value: float | None, text: str) -> str:
 
 
 def table(results: list[Result]) -> str:
-    rows = ["| hosts | tasks | mode | first hosts line | all hosts ready | all tasks running | "
-            "controller CPU (one core) | per host | memory | per host |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| hosts | tasks | mode | first hosts line | all hosts ready | run started | all tasks running | "
+            "controller CPU-s to running | controller CPU (one core) | per host | memory | per host |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         rows.append(f"| {r.hosts} | {r.hosts * TASKS_PER_HOST} | {r.mode} | {_cell(r.first, '{:.2f} s')} | "
-                    f"{_cell(r.ready, '{:.1f} s')} | {_cell(r.running, '{:.1f} s')} | "
+                    f"{_cell(r.ready, '{:.1f} s')} | {_cell(r.started, '{:.1f} s')} | "
+                    f"{_cell(r.running, '{:.1f} s')} | {_cell(r.start_cpu, '{:.1f} s')} | "
                     f"{_cell(r.cpu, '{:.1%}')} | "
                     f"{_cell(None if r.cpu is None else r.cpu / r.hosts, '{:.2%}')} | "
                     f"{_cell(r.rss_mb, '{:.0f} MB')} | "

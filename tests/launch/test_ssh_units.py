@@ -11,12 +11,11 @@ import pytest
 
 from tui.config.cluster import HostSpec
 from tui.launch import snippets
-from tui.launch.base import HostInfo
+from tui.launch.base import HostInfo, resolve_remote_dir
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.ssh import remote_host
 from tui.launch.ssh.connect import jump_route, parse_hop
 from tui.launch.ssh.hostkeys import HostKeyPolicy, host_pattern
-from tui.launch.ssh.launcher import resolve_remote_dir
 
 
 def test_a_hop_is_user_host_port() -> None:

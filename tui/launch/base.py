@@ -257,3 +257,17 @@ class PoolStarter(Protocol):
     whether the tasks need TensorFlow (False: nothing looks for it on the hosts)."""
 
     def expect_pools(self, mode: str | None, tensorflow: bool = True) -> None: ...
+
+
+def resolve_remote_dir(path: str, info: HostInfo) -> str:
+    """A task's directory on the host, absolute: ``~`` is the remote home, and relative
+    paths are taken from the home directory (where an SSH session starts)."""
+    if path == info.configured_workdir:
+        return info.workdir
+    if path in ("", "~"):
+        return info.home
+    if path.startswith("~/"):
+        return f"{info.home.rstrip('/')}/{path[2:]}"
+    if path.startswith("/"):
+        return path
+    return f"{info.home.rstrip('/')}/{path}"

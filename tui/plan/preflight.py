@@ -3,6 +3,7 @@ task's host, so that a port in use is reported (with its holder) before anything
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from tui.config.cluster import ClusterConfig, TaskSpec
@@ -33,30 +34,44 @@ async def resolve_ports(config: ClusterConfig, launcher: Launcher
     for spec in config.tasks:
         by_host.setdefault(spec.host, []).append(spec)
 
+    # Every host at once: each check and reservation is a round trip to its host (on SSH a
+    # remote Python's start), which one host after another made minutes on tens of hosts.
+    hosts = list(by_host.values())
+    checked = await asyncio.gather(*(launcher.check_ports(config.host_of(specs[0]),
+                                                          [s.port for s in specs if s.port is not None])
+                                     for specs in hosts), return_exceptions=True)
     problems: list[PortProblem | str] = []
-    for specs in by_host.values():
-        try:
-            problems += await launcher.check_ports(config.host_of(specs[0]),
-                                                   [s.port for s in specs if s.port is not None])
-        except LaunchError as exc:
-            problems.append(str(exc))
+    for found in checked:
+        problems += _problems(found)
     if problems:
         raise PreflightError(problems)
 
-    ports: dict[str, int] = {}
+    async def hold(specs: list[TaskSpec]) -> list[PortReservation]:
+        auto = sum(1 for s in specs if s.port is None)
+        # Fixed ports are free now but will be taken by their tasks: never hand them out.
+        fixed = frozenset(s.port for s in specs if s.port is not None)
+        return await launcher.free_ports(config.host_of(specs[0]), auto, fixed) if auto else []
+
+    held = await asyncio.gather(*(hold(specs) for specs in hosts), return_exceptions=True)
     reservations: dict[str, PortReservation] = {}
-    try:
-        for specs in by_host.values():
-            fixed = frozenset(s.port for s in specs if s.port is not None)
-            auto = [s for s in specs if s.port is None]
-            # Fixed ports are free now but will be taken by their tasks: never hand them out.
-            held = await launcher.free_ports(config.host_of(specs[0]), len(auto), fixed) if auto else []
-            for spec, reservation in zip(auto, held, strict=True):
-                reservations[spec.name] = reservation
-            for spec in specs:
-                ports[spec.name] = spec.port if spec.port is not None else reservations[spec.name].port
-    except LaunchError as exc:
+    for specs, got in zip(hosts, held, strict=True):
+        if not isinstance(got, BaseException):
+            reservations.update(zip((s.name for s in specs if s.port is None), got, strict=True))
+    failed = [got for got in held if isinstance(got, BaseException)]
+    if failed:
         for reservation in reservations.values():
             reservation.release()
-        raise PreflightError([str(exc)]) from exc
+        raise PreflightError([problem for error in failed for problem in _problems(error)])
+    ports = {spec.name: spec.port if spec.port is not None else reservations[spec.name].port
+             for spec in config.tasks}
     return ports, reservations
+
+
+def _problems(answer: list[PortProblem] | list[PortReservation] | BaseException) -> list[PortProblem | str]:
+    """A host's port problems, or its launcher's error as one problem (anything else it
+    raised is raised on: a bug, or the start being cancelled)."""
+    if isinstance(answer, LaunchError):
+        return [str(answer)]
+    if isinstance(answer, BaseException):
+        raise answer
+    return [a for a in answer if isinstance(a, PortProblem)]

@@ -38,20 +38,21 @@ from tui.launch.base import (
     LaunchError,
     PortProblem,
     PortReservation,
+    resolve_remote_dir,
 )
 from tui.launch.command_stream import SshCommandStream
 from tui.launch.errors import HostError, HostFailure
 from tui.launch.host_steps import HostPhase, HostPool, HostStep, StepSink, ignore_step
 from tui.launch.lines import MAX_LINE_BYTES
 from tui.launch.look import HostLook
-from tui.launch.ssh import deploy
+from tui.launch.ssh import deploy, limits
 from tui.launch.ssh.connect import ConnectOptions, jump_route, open_connection, where
 from tui.launch.ssh.host_link import SSHHostLink
 from tui.launch.ssh.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.ssh.look import look_at
 from tui.launch.ssh.prepare import prepare_host
 from tui.launch.ssh.remote_command import EXIT_NO_WORKDIR, RemoteCommand
-from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, INTERPRETER_TIMEOUT, RemoteHost, close_connections
+from tui.launch.ssh.remote_host import RemoteHost, close_connections
 from tui.launch.ssh.remote_ports import hold_ports
 from tui.launch.ssh.task import SSHTask
 from tui.launch.ssh.upload_copies import UploadCopies
@@ -60,9 +61,6 @@ from tui.launch.streams import read_first_line
 
 log = logging.getLogger(__name__)
 
-#: How long a started task may take to print its pid: the shell's start-up, or the warm
-#: client's Python (not the trainer's import) on a host that may be loaded.
-PID_TIMEOUT = INTERPRETER_TIMEOUT
 #: A host that could not be connected to this long ago or less is not tried again by
 #: :meth:`SSHLauncher.connect_all` (its error is reported again): the start-up's leftover
 #: search and the run's preparation then wait out one connect timeout, not two.
@@ -136,6 +134,7 @@ class SSHLauncher:
         self._probe_timeout = probe_timeout
         self._max_line = max_line
         self._hosts: dict[str, _Entry] = {}
+        self._starting: dict[str, int] = {}  # tasks being started on each host now
         # Things worth telling the user once (a host key recorded under accept-new).
         self._notices: list[str] = []
         # Jump connections, shared by every host behind the same route prefix.
@@ -317,6 +316,15 @@ class SSHLauncher:
 
     async def start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
                     env: Mapping[str, str], cwd: str | None) -> SSHTask:
+        # The tasks a host starts together share its CPU: each may wait longer (see limits).
+        self._starting[host.name] = self._starting.get(host.name, 0) + 1
+        try:
+            return await self._start(task, host, argv, env, cwd)
+        finally:
+            self._starting[host.name] -= 1
+
+    async def _start(self, task: TaskSpec, host: HostSpec, argv: Sequence[str],
+                     env: Mapping[str, str], cwd: str | None) -> SSHTask:
         info = await self.prepare(host)
         remote = await self._remote(host)
         if self._upload is not None:
@@ -340,7 +348,9 @@ class SSHLauncher:
         except (asyncssh.Error, OSError) as exc:
             raise remote.error(HostFailure.CONNECTION_LOST, f"cannot start {task.name}: {exc}") from None
         try:
-            line, head = await asyncio.wait_for(read_first_line(process.stdout), PID_TIMEOUT)
+            # (the wrapper's shell or the warm client's Python, beside the host's other starts)
+            line, head = await asyncio.wait_for(read_first_line(process.stdout),
+                                                limits.INTERPRETER.of(self._starting[host.name]))
         except (asyncio.TimeoutError, asyncssh.Error, OSError) as exc:
             process.close()
             raise remote.error(HostFailure.COMMAND_FAILED, f"{task.name} did not start: {exc!r}") from None
@@ -361,7 +371,8 @@ class SSHLauncher:
         if not ports:
             return []
         remote = await self._remote(host)
-        answer = await remote.run_snippet("ports", ["check", *(str(p) for p in ports)])
+        answer = await remote.run_snippet("ports", ["check", *(str(p) for p in ports)],
+                                          limits.INTERPRETER.of(len(ports)))
         problems = PortProblem.from_answer(host.name, answer)
         if problems is None:
             raise remote.error(HostFailure.COMMAND_FAILED, "the port check gave no answer")
@@ -463,27 +474,13 @@ class SSHLauncher:
         return sweep.parse_stopped(host.name, tasks, answer)
 
 
-def resolve_remote_dir(path: str, info: HostInfo) -> str:
-    """A task's directory on the host, absolute: ``~`` is the remote home, and relative
-    paths are taken from the home directory (where an SSH session starts)."""
-    if path == info.configured_workdir:
-        return info.workdir
-    if path in ("", "~"):
-        return info.home
-    if path.startswith("~/"):
-        return f"{info.home.rstrip('/')}/{path[2:]}"
-    if path.startswith("/"):
-        return path
-    return f"{info.home.rstrip('/')}/{path}"
-
-
 async def _start_failure(host: RemoteHost, task: TaskSpec, process: asyncssh.SSHClientProcess,
                          command: RemoteCommand, first: bytes | None) -> HostError:
     """Why a task's wrapper ended without printing its pid (``first``: the line it printed
     instead, if any)."""
     try:
-        stderr = await asyncio.wait_for(process.stderr.read(), COMMAND_TIMEOUT)
-        await asyncio.wait_for(process.wait(), COMMAND_TIMEOUT)
+        stderr = await asyncio.wait_for(process.stderr.read(), limits.FAILURE_OUTPUT.of())
+        await asyncio.wait_for(process.wait(), limits.FAILURE_OUTPUT.of())
     except (asyncio.TimeoutError, asyncssh.Error, OSError):
         stderr = b""
     finally:

@@ -15,19 +15,16 @@ import asyncssh
 from tui.config.cluster import HostSpec
 from tui.launch import snippets
 from tui.launch.errors import HostError, HostFailure
-from tui.launch.ssh import deploy
+from tui.launch.ssh import deploy, limits
 from tui.launch.ssh.connect import where
 from tui.launch.ssh.remote_command import python_command, signal_groups_line
 
 log = logging.getLogger(__name__)
 
-#: How long a short shell command (a signal) may take.
-COMMAND_TIMEOUT = 30.0
-#: How long a command that starts the host's Python (a snippet: a port check, the leftover
-#: search, a copy's clean-up) or a keeper process may take: an interpreter's start on a
-#: loaded host, with every other host being prepared at once, takes seconds, and a host that
-#: is only slow must not fail like a dead one (a dead one fails its connection instead).
-INTERPRETER_TIMEOUT = 120.0
+#: How long a short shell command (one signal, one read) and a command that starts the host's
+#: Python may take (:mod:`tui.launch.ssh.limits`; a step that does more at once asks for more).
+COMMAND_TIMEOUT = limits.SHELL.of()
+INTERPRETER_TIMEOUT = limits.INTERPRETER.of()
 #: How long a start waits for port releases sent before it to take effect.
 RELEASE_TIMEOUT = 5.0
 #: Connections to one host at most, when sshd's MaxSessions keeps refusing channels.
@@ -155,7 +152,7 @@ class RemoteHost:
         await asyncio.sleep(0)  # let the other stops issued in this moment join the batch
         if self._signal_batches.get(name) is batch:
             del self._signal_batches[name]
-        result = await self.run(signal_groups_line(batch.pgids, name))
+        result = await self.run(signal_groups_line(batch.pgids, name), limits.SHELL.of(len(batch.pgids)))
         # Status 1: some group is gone already (its task exited), which is what we wanted.
         if result.exit_status not in (0, 1):
             raise self.error(HostFailure.COMMAND_FAILED,

@@ -15,9 +15,9 @@ from tui.launch import snippets
 from tui.launch.base import PortReservation
 from tui.launch.errors import HostFailure
 from tui.launch.lines import Stream
-from tui.launch.ssh import deploy
+from tui.launch.ssh import deploy, limits
 from tui.launch.ssh.remote_command import parse_pid_line, python_command
-from tui.launch.ssh.remote_host import COMMAND_TIMEOUT, INTERPRETER_TIMEOUT, RemoteHost
+from tui.launch.ssh.remote_host import RemoteHost
 from tui.launch.streams import Prefixed, merged_lines, read_first_line
 
 
@@ -53,13 +53,14 @@ class PortHolder:
     async def start(self, n: int) -> list[int]:
         """Wait for the holder's answer: the ports it holds."""
         try:
-            answer, rest = await asyncio.wait_for(self._answer(), INTERPRETER_TIMEOUT)
+            answer, rest = await asyncio.wait_for(self._answer(), limits.INTERPRETER.of(n))
         except (asyncio.TimeoutError, asyncssh.Error, OSError) as exc:
             raise self._host.error(HostFailure.COMMAND_FAILED,
                                    f"cannot reserve {n} free ports: no answer ({exc!r})") from None
         if not isinstance(answer, Mapping) or not isinstance(answer.get("ports"), list):
             try:
-                stderr = await asyncio.wait_for(self._process.stderr.read(), COMMAND_TIMEOUT)
+                stderr = await asyncio.wait_for(self._process.stderr.read(),
+                                                limits.FAILURE_OUTPUT.of())
             except (asyncio.TimeoutError, asyncssh.Error, OSError):
                 stderr = b""
             detail = answer.get("error") if isinstance(answer, Mapping) else deploy.last_lines(
