@@ -4,10 +4,13 @@ carries in its environment, by which whatever is left of a run is found and kill
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -118,3 +121,23 @@ def wait(until: Callable[[], bool], timeout: float, every: float = 0.05) -> bool
             return False
         time.sleep(every)
     return True
+
+
+async def stacks_of(pid: int) -> str:
+    """Every thread's Python stack in process ``pid`` (py-spy's dump), for the message of a
+    benchmark or test whose controller did not end: where it waits is the first thing to know,
+    and it is gone by the time anyone looks. Empty when py-spy is not installed (the test
+    extra installs it) or cannot attach."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not os.access(spy, os.X_OK):
+        return ""
+    pipe = asyncio.subprocess.PIPE
+    dump = await asyncio.create_subprocess_exec(spy, "dump", "--pid", str(pid), stdout=pipe,
+                                                stderr=asyncio.subprocess.STDOUT)
+    try:
+        said, _ = await asyncio.wait_for(dump.communicate(), 30)
+    except asyncio.TimeoutError:
+        dump.kill()
+        await dump.wait()
+        return ""
+    return "\nits stacks (py-spy dump):\n" + said.decode(errors="replace")

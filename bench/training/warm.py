@@ -47,6 +47,7 @@ import psutil
 import yaml
 
 from bench.controller.app_start import app_start
+from bench.harness.processes import stacks_of
 from bench.harness.report import (
     Figure,
     Stamp,
@@ -244,9 +245,11 @@ async def _command_start(side: str, folder: Path, n_workers: int = 2) -> float:
         try:
             await asyncio.wait_for(controller.communicate(), EXIT_TIMEOUT)
         except asyncio.TimeoutError:
+            stacks = await stacks_of(controller.pid)
             controller.kill()
             await controller.wait()
-            raise RuntimeError(f"the controller did not exit within {EXIT_TIMEOUT:g} s of SIGTERM") from None
+            raise RuntimeError(f"the controller did not exit within {EXIT_TIMEOUT:g} s of SIGTERM{stacks}") \
+                from None
 
 
 async def _losses(side: str, folder: Path, steps_seeded: int) -> list[tuple[int, float]]:

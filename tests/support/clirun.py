@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import sys
 import uuid
 from collections.abc import Callable, Sequence
@@ -143,21 +142,3 @@ def all_running(names: Sequence[str]) -> Callable[[dict[str, Any]], bool]:
 
     return check
 
-
-async def stacks_of(pid: int) -> str:
-    """Every thread's Python stack in process ``pid`` (py-spy's dump), for the message of a test
-    whose controller did not end: where it waits is the first thing to know, and it is gone by
-    the time anyone looks. Empty when py-spy is not installed or cannot attach."""
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    if not os.access(spy, os.X_OK):
-        return ""
-    pipe = asyncio.subprocess.PIPE
-    dump = await asyncio.create_subprocess_exec(spy, "dump", "--pid", str(pid), stdout=pipe,
-                                                stderr=asyncio.subprocess.STDOUT)
-    try:
-        said, _ = await asyncio.wait_for(dump.communicate(), 30)
-    except asyncio.TimeoutError:
-        dump.kill()
-        await dump.wait()
-        return ""
-    return "\nits stacks (py-spy dump):\n" + said.decode(errors="replace")

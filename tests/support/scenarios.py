@@ -16,12 +16,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.harness.processes import stacks_of
 from tests.support.clirun import (
     REPO,
     all_running,
     kill_all,
     read_json_until,
-    stacks_of,
     start_controller,
     survivors,
     tagged_env,
