@@ -25,8 +25,8 @@ from tui.core.commands import (
 from tui.core.events import Level
 from tui.core.hosts import HostBoard
 from tui.core.options import RunOptions
-from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.slow_link import SlowLinkWatch
+from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
 from tui.core.tensorboard import TensorBoard, TensorBoardError
 from tui.core.traffic import TrafficMonitor
