@@ -65,10 +65,13 @@ class SlowLink:
     needed_per_sec: float
     #: The run's earlier step rate the need is figured at.
     steps_per_sec: float
+    #: How long the figures were measured over.
+    seconds: float
 
     def text(self) -> str:
         """The hint, with both figures."""
-        return (f"{self.task}'s link carries {format_rate(self.carried_per_sec)}; the placement at this "
+        return (f"{self.task}'s link carried {format_rate(self.carried_per_sec)} over the last "
+                f"{self.seconds:.0f} s; the placement at this "
                 f"run's earlier {self.steps_per_sec:.0f} steps/s needs ~{format_rate(self.needed_per_sec)}: "
                 f"a slow or capped link? check the link between {self.task}'s host and the workers "
                 f"(tc qdisc show, iperf3)")
@@ -149,7 +152,7 @@ class SlowLinkWatch:
         if len(self._calm_rates) >= REFERENCE_WINDOWS:
             reference = statistics.median(self._calm_rates)
             for name, placed, moved in zip(names, self._placement.ps_bytes, carried, strict=False):
-                self._judge(SlowLink(name, moved, placed * 2 * reference, reference))
+                self._judge(SlowLink(name, moved, placed * 2 * reference, reference, span))
         if not self.slow and (self._calm_at is None or point.t - self._calm_at >= self._window):
             self._calm_rates.append(rate)
             self._calm_at = point.t
@@ -175,8 +178,8 @@ class SlowLinkWatch:
             self._publish(Notice(level=Level.WARNING, text=link.text(), task=link.task, about=about))
         elif link.task in self.slow and link.carried_per_sec >= link.needed_per_sec / CLEAR_FACTOR:
             del self.slow[link.task]
-            again = (f"its link carries {format_rate(link.carried_per_sec)} again (the placement needs "
-                     f"~{format_rate(link.needed_per_sec)})")
+            again = (f"its link carried {format_rate(link.carried_per_sec)} over the last "
+                     f"{link.seconds:.0f} s (the placement needs ~{format_rate(link.needed_per_sec)})")
             self._publish(TaskHintCleared(task=link.task, reason=again))
             self._publish(Notice(level=Level.INFO, text=f"{link.task}'s link is no longer slow: {again}",
                                  task=link.task, about=about))
