@@ -28,7 +28,9 @@ from pathlib import Path
 from bench.harness.report import run_footer
 from tests.launch.netfaults import PACE, Controller, start, summary_of
 from tests.launch.soak import (
+    NETWORK,
     RECOVERY_BOUND,
+    STEPS_PER_FAULT,
     checkpoint_faults,
     checkpoints,
     recoveries,
@@ -41,9 +43,6 @@ from tests.support.netlab import NetLab, missing_requirements
 
 RUN_TIME = "about 6 min"
 COMMAND = "python -m bench.hosts.soak"
-#: Per fault, steps the paced run cannot make during it and its recovery (~26 steps/s at most).
-STEPS_PER_FAULT = 2000
-NETWORK: dict[str, float] = {"lease": 30.0, "unreachable_timeout": 120.0}
 #: The controller's own limit (``--timeout``): generous, a soak of many faults takes minutes.
 TIMEOUT = 1800.0
 

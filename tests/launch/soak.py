@@ -1,5 +1,5 @@
 """A soak of faults on the lab (tests/launch/netfaults.py's standard layout: ps0 on h0, worker0
-on h1, worker1 on h2), shared by the suite's short soak (tests/launch/test_soak.py) and the
+on h1, worker1 on h2), shared by the suite's short soak (tests/launch/test_soak_faults.py) and the
 longer benchmark (bench/hosts/soak.py): a seeded schedule of faults of every kind, each
 injected once every worker steps again after the one before, and what an operator is
 promised, read back from the run's events: checkpoints only increase, no restore goes below
@@ -28,6 +28,13 @@ RECOVERY_BOUND = 60.0
 #: An incident counts as a fault's when it comes between the fault's start and this long
 #: after its end (a worker's links time out up to gRPC's 20 s after a cut's end).
 EXPLAINED_AFTER = 90.0
+#: The soak's ``network:`` settings: a lease a cut of 8-15 s outlasts now and then, and hosts
+#: given two minutes to answer again before their tasks count as lost.
+NETWORK: dict[str, float] = {"lease": 30.0, "unreachable_timeout": 120.0}
+#: Steps per fault of the run's target: with the ps's link paced (at most ~26 steps/s,
+#: tests/launch/netfaults.PACE) the run cannot make them during a fault and its recovery; once
+#: the pace is lifted after the last fault it ends at full speed.
+STEPS_PER_FAULT = 2000
 
 
 class FaultKind(Enum):

@@ -16,7 +16,9 @@ import pytest
 
 from tests.launch.netfaults import PACE, Controller, controllers, start, summary_of
 from tests.launch.soak import (
+    NETWORK,
     RECOVERY_BOUND,
+    STEPS_PER_FAULT,
     FaultKind,
     checkpoint_faults,
     checkpoints,
@@ -33,10 +35,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(480)]
 __all__ = ["controllers"]  # the fixture, used by name
 
 SEED = 45
-#: With the ps's link paced (at most ~26 steps/s, tests/launch/netfaults.py) the run cannot
-#: reach this during four faults and their recoveries (under 300 s); once the cap is lifted it
-#: ends at full speed.
-STEPS = 8000
 #: Nothing of ours may be left on a host this long after the controller's exit. The promise
 #: is 1 s (0.9 s measured on a quiet machine, 2.0 s at a load average of 20, the lab's
 #: ``ip netns pids`` looks included); before, the watcher beside each task lingered 5-6 s.
@@ -49,7 +47,7 @@ def test_a_seeded_soak_of_every_fault_kind_keeps_every_promise(
     assert {f.kind for f in faults} == set(FaultKind)
     lab = netlab(3)
     lab.cap("h0", PACE)
-    controller = start(controllers, lab, tmp_path, {"lease": 30, "unreachable_timeout": 120}, STEPS)
+    controller = start(controllers, lab, tmp_path, NETWORK, STEPS_PER_FAULT * len(faults))
     done = soak(lab, controller, faults)
     lab.uncap("h0")
     code = controller.finish()
