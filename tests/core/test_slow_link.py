@@ -5,11 +5,13 @@ link of the lab: tests/launch/test_lab_slow_link.py."""
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 from trainer import protocol
 from trainer.settings import TrainingSettings
+from tui.app.state import Dashboard
 from tui.config.cluster import Job
 from tui.core.events import (
     ControllerEvent,
@@ -25,6 +27,7 @@ from tui.core.progress import ProgressSnapshot, WorkerProgress
 from tui.core.slow_link import CLEAR_FACTOR, SLOW_FACTOR, WINDOW, SlowLinkWatch
 from tui.core.task_state import TaskState
 from tui.core.traffic import PsTraffic, TrafficSample, TrafficUpdate
+from tui.headless import Printer
 from tui.plan.tasks import TaskInfo
 
 #: The placement's bytes on ps0: at 100 steps/s it needs 2 x 10,000 x 100 = 2 MB/s.
@@ -141,3 +144,26 @@ def test_a_link_slow_from_the_start_and_a_users_program_earn_no_hint(tmp_path: P
     own.go(40, rate=100)
     own.go(3 * WINDOW, rate=5)
     assert own.published == []
+
+
+def test_both_screens_show_the_hint_and_the_app_takes_it_down(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.go(40, rate=100)
+    run.go(3 * WINDOW, rate=5)
+    run.go(3 * WINDOW, rate=100)
+    (hint,) = run.hints()
+    started = RunStarted(run_id="r", run_dir=tmp_path, tasks=TASKS, settings=TrainingSettings(steps=10**6))
+    app = Dashboard(TrainingSettings())
+    app.apply(started)
+    headless = io.StringIO()
+    printer = Printer(headless, colour=False)
+    printer.handle(started)
+    for event in run.published:
+        printer.handle(event)
+        app.apply(event)
+        if isinstance(event, TaskHint):
+            assert app.hints == [("ps0", hint)]
+    assert app.hints == []
+    assert f"ps0     | hint: {hint}" in headless.getvalue()
+    assert f"ps0     | warning: {hint}" in headless.getvalue()
+    assert "ps0     | info: ps0's link is no longer slow: its link carried" in headless.getvalue()
