@@ -33,6 +33,7 @@ from tests.launch.soak import (
     STEPS_PER_FAULT,
     checkpoint_faults,
     checkpoints,
+    context,
     recoveries,
     schedule,
     soak,
@@ -91,7 +92,8 @@ def soaked(lab: NetLab, temp: Path, seed: int, count: int, mode: str) -> tuple[l
     broken = [ended_early] if ended_early else []
     broken += [f"exit {code}: {summary['reason']}"] if code != 0 else []
     broken += checkpoint_faults(checkpoints(controller))
-    broken += [f"unexplained incident: {i['task']} {i['reason']}" for i in unexplained(incidents, done)]
+    broken += [f"unexplained incident: {i['task']} {i['reason']} ({context(controller, i, done)})"
+               for i in unexplained(incidents, done)]
     broken += [f"{injected.fault}: {worker} not stepping within {RECOVERY_BOUND:g} s"
                for injected in done for worker, seconds in injected.recovered.items()
                if seconds is None or seconds > RECOVERY_BOUND]

@@ -179,6 +179,21 @@ def unexplained(incidents: list[dict[str, object]], done: list[Injected]) -> lis
     return [incident for incident in incidents if not explained(incident)]
 
 
+def context(controller: Controller, incident: dict[str, object], done: list[Injected], lines: int = 3) -> str:
+    """Where an incident came among the faults and what its task last said before it, for a
+    promise broken by it: a fault's collateral not yet counted as such, or a failure of ours."""
+    t = float(incident["t"])  # type: ignore[arg-type]
+    before = [i for i in done if i.began <= t]
+    when = (f"{t - before[-1].ended:.0f} s after the end of '{before[-1].fault}'" if before
+            else "before the first fault")
+    # The task's log in the run directory: "HH:MM:SS.mmm out | line", local time.
+    clock = time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+    said = [line.partition(" | ")[2] for path in controller.runs.glob(f"*/logs/{incident['task']}.log")
+            for line in path.read_text(errors="replace").splitlines()
+            if line[:12] <= clock and not line.partition(" | ")[2].startswith("{")]
+    return f"at step {incident['global_step']}, {when}; it last said: {' | '.join(said[-lines:])[-600:]}"
+
+
 def detected_as(controller: Controller, injected: Injected) -> str:
     """What the controller first said of the fault's task after it began: its notice."""
     task = injected.fault.task
