@@ -12,7 +12,8 @@ link is paced while faults come, so that the run cannot end first.
     python -m bench.hosts.soak --seed N [--faults 8] [--mode sync] [--no-baseline]
 
 Needs root, iproute2 and openssh-server (as the lab does). Exits 1 when a promise is broken
-(exit 0, checkpoints monotonic, every incident explained, every worker back within 60 s).
+(exit 0, checkpoints monotonic, every incident explained, every worker back within 60 s, no
+slow-link hint: no fault slows a link).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tests.launch.soak import (
     context,
     recoveries,
     schedule,
+    slow_link_hints,
     soak,
     table,
     unexplained,
@@ -94,6 +96,8 @@ def soaked(lab: NetLab, temp: Path, seed: int, count: int, mode: str) -> tuple[l
     broken += checkpoint_faults(checkpoints(controller))
     broken += [f"unexplained incident: {i['task']} {i['reason']} ({context(controller, i, done)})"
                for i in unexplained(incidents, done)]
+    broken += [f"a slow-link hint, though no fault slows a link: {hint}"
+               for hint in slow_link_hints(controller)]
     broken += [f"{injected.fault}: {worker} not stepping within {RECOVERY_BOUND:g} s"
                for injected in done for worker, seconds in injected.recovered.items()
                if seconds is None or seconds > RECOVERY_BOUND]

@@ -194,6 +194,13 @@ def context(controller: Controller, incident: dict[str, object], done: list[Inje
     return f"at step {incident['global_step']}, {when}; it last said: {' | '.join(said[-lines:])[-600:]}"
 
 
+def slow_link_hints(controller: Controller) -> list[str]:
+    """The slow-link hints of the run (tui.core.slow_link): none of the soak's faults slows a
+    link (the ps's pace holds from before the first step to after the last fault)."""
+    return [str(e["hint"]) for e in controller.events()
+            if e["type"] == "task_hint" and "'s link carried " in str(e["hint"])]
+
+
 def detected_as(controller: Controller, injected: Injected) -> str:
     """What the controller first said of the fault's task after it began: its notice."""
     task = injected.fault.task
