@@ -2,10 +2,11 @@
 the lab (a worker SIGKILLed, a worker SIGSTOPped, a worker's host cut off, the ps SIGKILLed),
 one at a time, each once every worker steps again, in a run with ``restart: on-failure``.
 What an operator is promised: the target reached, exit 0, checkpoints only increase, no
-restore below the last checkpoint, every incident explained by a fault, every worker
-stepping again within :data:`~tests.launch.soak.RECOVERY_BOUND` of each fault's end, and
-nothing of ours left on any host right after the controller's exit. Prints its table
-(``pytest -s``); ``python -m bench.hosts.soak`` is the longer one."""
+restore below the last checkpoint, every incident explained by a fault, no slow-link hint
+(no fault slows a link), every worker stepping again within
+:data:`~tests.launch.soak.RECOVERY_BOUND` of each fault's end, and nothing of ours left on
+any host right after the controller's exit. Prints its table (``pytest -s``);
+``python -m bench.hosts.soak`` is the longer one."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tests.launch.soak import (
     checkpoints,
     recoveries,
     schedule,
+    slow_link_hints,
     soak,
     table,
     unexplained,
@@ -69,6 +71,7 @@ def test_a_seeded_soak_of_every_fault_kind_keeps_every_promise(
     assert not checkpoint_faults(checkpoints(controller)), checkpoints(controller)
     assert not unexplained(incidents, done), (incidents, [str(i.fault) for i in done])
     assert "AbortedError" not in " ".join(str(i["reason"]) for i in incidents), incidents
+    assert not slow_link_hints(controller)  # no fault slows a link: the pace holds throughout
     for injected in done:
         for worker, seconds in injected.recovered.items():
             assert seconds is not None and seconds <= RECOVERY_BOUND, (str(injected.fault), worker, seconds)
