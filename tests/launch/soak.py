@@ -13,6 +13,7 @@ import random
 import re
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -72,21 +73,25 @@ class Injected:
     recovered: dict[str, float | None] = field(default_factory=dict)
 
 
-def schedule(seed: int, count: int) -> list[Fault]:
-    """``count`` faults from ``seed``: every kind once before any twice, in a random order,
-    on random workers, SIGSTOPs of 15-25 s and cuts of 8-15 s."""
+def schedule(seed: int, count: int, kinds: Sequence[FaultKind] = tuple(FaultKind),
+             seconds: float | None = None) -> list[Fault]:
+    """``count`` faults of ``kinds`` from ``seed``: every kind once before any twice, in a
+    random order, on random workers, SIGSTOPs of 15-25 s and cuts of 8-15 s (or each
+    ``seconds`` long)."""
     rng = random.Random(seed)
-    kinds: list[FaultKind] = []
-    while len(kinds) < count:
-        batch = list(FaultKind)
+    chosen: list[FaultKind] = []
+    while len(chosen) < count:
+        batch = list(kinds)
         rng.shuffle(batch)
-        kinds += batch
+        chosen += batch
     faults = []
-    for kind in kinds[:count]:
+    for kind in chosen[:count]:
         task = "ps0" if kind is FaultKind.KILL_PS else rng.choice(WORKERS)
-        seconds = {FaultKind.STOP_WORKER: rng.uniform(15, 25),
+        lasting = {FaultKind.STOP_WORKER: rng.uniform(15, 25),
                    FaultKind.CUT_HOST: rng.uniform(8, 15)}.get(kind, 0.0)
-        faults.append(Fault(kind, task, round(seconds)))
+        if seconds is not None and lasting:
+            lasting = seconds
+        faults.append(Fault(kind, task, round(lasting)))
     return faults
 
 
