@@ -123,6 +123,13 @@ def test_a_worker_that_stops_stepping_is_not_a_slow_link(tmp_path: Path) -> None
     assert run.published == []
 
 
+def test_a_ps_host_whose_counters_were_not_read_is_not_a_slow_link(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.go(40, rate=100)
+    run.go(3 * WINDOW, rate=100, bytes_per_step=0)  # its sampler did not answer: no bytes counted
+    assert run.published == []
+
+
 def test_a_restart_holds_judgement_until_a_whole_window_after_it(tmp_path: Path) -> None:
     run = Run(tmp_path)
     run.go(40, rate=100)

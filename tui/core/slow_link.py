@@ -169,8 +169,8 @@ class SlowLinkWatch:
         return all(_stepped(a, b) for a, b in ((start, middle), (middle, end)))
 
     def _judge(self, link: SlowLink) -> None:
-        if link.needed_per_sec <= 0:
-            return
+        if link.needed_per_sec <= 0 or link.carried_per_sec <= 0:
+            return  # nothing placed there; or nothing read from its host (a slow link carries some)
         about = f"link {link.task}"
         if link.task not in self.slow and link.carried_per_sec < link.needed_per_sec / SLOW_FACTOR:
             self.slow[link.task] = link
