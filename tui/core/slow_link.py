@@ -11,7 +11,8 @@ itself set.
 Over the last :data:`WINDOW` seconds of traffic samples, a ps that carried under
 1/:data:`SLOW_FACTOR` of what its placed bytes need at that rate gets a hint naming both
 figures, while every task runs and every worker steps (a stall, a SIGSTOP, a cut host or a
-restart stops a worker outright, and other notices tell of those); the hint is taken back once
+restart stops a worker outright, and other notices tell of those) and the ps's counters were
+read in each half of the window (its host may not answer a sample); the hint is taken back once
 the ps carries at least 1/:data:`CLEAR_FACTOR` of the need again. Only where the placement
 predicts the traffic (the built-in trainer): a user's program's bytes per step are not known.
 """
@@ -149,10 +150,14 @@ class SlowLinkWatch:
         rate = (point.global_step - start.global_step) / span
         carried = [(end - begin) / span for begin, end in zip(start.ps_totals, point.ps_totals, strict=True)]
         names = [ps.task for ps in sample.ps]
+        middle = self._middle(start, point)
         if len(self._calm_rates) >= REFERENCE_WINDOWS:
             reference = statistics.median(self._calm_rates)
-            for name, placed, moved in zip(names, self._placement.ps_bytes, carried, strict=False):
-                self._judge(SlowLink(name, moved, placed * 2 * reference, reference, span))
+            for index, (name, placed) in enumerate(zip(names, self._placement.ps_bytes, strict=False)):
+                # Bytes counted in each half: a half without any is a host whose counters were
+                # not read then (a slow link still carries some), not a link to blame.
+                if start.ps_totals[index] < middle.ps_totals[index] < point.ps_totals[index]:
+                    self._judge(SlowLink(name, carried[index], placed * 2 * reference, reference, span))
         if not self.slow and (self._calm_at is None or point.t - self._calm_at >= self._window):
             self._calm_rates.append(rate)
             self._calm_at = point.t
@@ -165,12 +170,15 @@ class SlowLinkWatch:
         if not self._states or any(state is not TaskState.RUNNING for state in self._states.values()):
             return False
         # In each half: a worker stopped for the window's last seconds stepped in it too.
-        middle = min(self._points, key=lambda p: abs(p.t - (start.t + end.t) / 2))
+        middle = self._middle(start, end)
         return all(_stepped(a, b) for a, b in ((start, middle), (middle, end)))
 
+    def _middle(self, start: _Point, end: _Point) -> _Point:
+        return min(self._points, key=lambda p: abs(p.t - (start.t + end.t) / 2))
+
     def _judge(self, link: SlowLink) -> None:
-        if link.needed_per_sec <= 0 or link.carried_per_sec <= 0:
-            return  # nothing placed there; or nothing read from its host (a slow link carries some)
+        if link.needed_per_sec <= 0:
+            return
         about = f"link {link.task}"
         if link.task not in self.slow and link.carried_per_sec < link.needed_per_sec / SLOW_FACTOR:
             self.slow[link.task] = link
