@@ -9,12 +9,13 @@ median of its earlier calm windows), not against the current one, which the slow
 itself set.
 
 Over the last :data:`WINDOW` seconds of traffic samples, a ps that carried under
-1/:data:`SLOW_FACTOR` of what its placed bytes need at that rate gets a hint naming both
-figures, while every task runs and every worker steps (a stall, a SIGSTOP, a cut host or a
-restart stops a worker outright, and other notices tell of those) and the ps's counters were
-read in each half of the window (its host may not answer a sample); the hint is taken back once
-the ps carries at least 1/:data:`CLEAR_FACTOR` of the need again. Only where the placement
-predicts the traffic (the built-in trainer): a user's program's bytes per step are not known.
+1/:data:`SLOW_FACTOR` of what its placed bytes need at that rate, in each half of them, gets a
+hint naming both figures, while every task runs and every worker steps (a stall, a SIGSTOP, a
+cut host or a restart stops a worker outright, and other notices tell of those) and the ps's
+counters were read in each half of the window (its host may not answer a sample); the hint is
+taken back once the ps carries at least 1/:data:`CLEAR_FACTOR` of the need again. Only where
+the placement predicts the traffic (the built-in trainer): a user's program's bytes per step
+are not known.
 """
 
 from __future__ import annotations
@@ -157,7 +158,10 @@ class SlowLinkWatch:
                 # Bytes counted in each half: a half without any is a host whose counters were
                 # not read then (a slow link still carries some), not a link to blame.
                 if start.ps_totals[index] < middle.ps_totals[index] < point.ps_totals[index]:
-                    self._judge(SlowLink(name, carried[index], placed * 2 * reference, reference, span))
+                    halves = [(b.ps_totals[index] - a.ps_totals[index]) / (b.t - a.t)
+                              for a, b in ((start, middle), (middle, point))]
+                    self._judge(SlowLink(name, carried[index], placed * 2 * reference, reference, span),
+                                max(halves))
         if not self.slow and (self._calm_at is None or point.t - self._calm_at >= self._window):
             self._calm_rates.append(rate)
             self._calm_at = point.t
@@ -176,11 +180,14 @@ class SlowLinkWatch:
     def _middle(self, start: _Point, end: _Point) -> _Point:
         return min(self._points, key=lambda p: abs(p.t - (start.t + end.t) / 2))
 
-    def _judge(self, link: SlowLink) -> None:
+    def _judge(self, link: SlowLink, busier_half: float) -> None:
+        """Raise or take back ``link``'s hint. Raised only when both halves of the window
+        carried too little (``busier_half``: the more of the two): a dip of a few seconds is
+        not a slow link, and the figure shown is then what the slow link itself carries."""
         if link.needed_per_sec <= 0:
             return
         about = f"link {link.task}"
-        if link.task not in self.slow and link.carried_per_sec < link.needed_per_sec / SLOW_FACTOR:
+        if link.task not in self.slow and busier_half < link.needed_per_sec / SLOW_FACTOR:
             self.slow[link.task] = link
             self._publish(TaskHint(task=link.task, hint=link.text()))
             self._publish(Notice(level=Level.WARNING, text=link.text(), task=link.task, about=about))
