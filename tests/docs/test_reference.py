@@ -74,7 +74,7 @@ def test_troubleshooting_quotes_every_hint() -> None:
                  "the run fails"):
         assert said in text
     # The slow-link watch's hint (tui/core/slow_link.py), with the figures the page shows.
-    assert SlowLink("ps0", 418.4 * 1024, 7.2 * 2**20, 197, 10).text() in quoted
+    assert SlowLink("ps0", 418.4 * 1024, 7.2 * 2**20, 197, 5).text() in quoted
 
 
 def test_the_exit_codes_page_names_every_code() -> None:

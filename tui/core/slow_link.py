@@ -158,10 +158,11 @@ class SlowLinkWatch:
                 # Bytes counted in each half: a half without any is a host whose counters were
                 # not read then (a slow link still carries some), not a link to blame.
                 if start.ps_totals[index] < middle.ps_totals[index] < point.ps_totals[index]:
-                    halves = [(b.ps_totals[index] - a.ps_totals[index]) / (b.t - a.t)
-                              for a, b in ((start, middle), (middle, point))]
-                    self._judge(SlowLink(name, carried[index], placed * 2 * reference, reference, span),
-                                max(halves))
+                    need = placed * 2 * reference
+                    first, last = ((b.ps_totals[index] - a.ps_totals[index]) / (b.t - a.t)
+                                   for a, b in ((start, middle), (middle, point)))
+                    self._judge(SlowLink(name, carried[index], need, reference, span),
+                                SlowLink(name, last, need, reference, point.t - middle.t), max(first, last))
         if not self.slow and (self._calm_at is None or point.t - self._calm_at >= self._window):
             self._calm_rates.append(rate)
             self._calm_at = point.t
@@ -180,17 +181,18 @@ class SlowLinkWatch:
     def _middle(self, start: _Point, end: _Point) -> _Point:
         return min(self._points, key=lambda p: abs(p.t - (start.t + end.t) / 2))
 
-    def _judge(self, link: SlowLink, busier_half: float) -> None:
-        """Raise or take back ``link``'s hint. Raised only when both halves of the window
-        carried too little (``busier_half``: the more of the two): a dip of a few seconds is
-        not a slow link, and the figure shown is then what the slow link itself carries."""
+    def _judge(self, link: SlowLink, latest: SlowLink, busier_half: float) -> None:
+        """Raise or take back the hint of ``link`` (the whole window; ``latest``: its second
+        half). Raised only when both halves carried too little (``busier_half``: the more of
+        the two), a dip of a few seconds being no slow link, with the second half's figure:
+        the window's first seconds may come from before the link slowed down."""
         if link.needed_per_sec <= 0:
             return
         about = f"link {link.task}"
         if link.task not in self.slow and busier_half < link.needed_per_sec / SLOW_FACTOR:
-            self.slow[link.task] = link
-            self._publish(TaskHint(task=link.task, hint=link.text()))
-            self._publish(Notice(level=Level.WARNING, text=link.text(), task=link.task, about=about))
+            self.slow[link.task] = latest
+            self._publish(TaskHint(task=link.task, hint=latest.text()))
+            self._publish(Notice(level=Level.WARNING, text=latest.text(), task=link.task, about=about))
         elif link.task in self.slow and link.carried_per_sec >= link.needed_per_sec / CLEAR_FACTOR:
             del self.slow[link.task]
             again = (f"its link carried {format_rate(link.carried_per_sec)} over the last "
