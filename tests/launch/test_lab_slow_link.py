@@ -73,6 +73,8 @@ def test_a_capped_ps_link_draws_a_hint_with_both_figures_that_goes_when_the_cap_
     carried, needed = float(figures[1]) * scale[figures[2]], float(figures[4]) * scale[figures[5]]
     print(f"\n{hint}")
     assert carried < needed / SLOW_FACTOR, hint
+    # The figure is the cap's own (411.7 KiB/s measured): 2 Mbit/s each way, tbf's burst aside.
+    assert carried <= 1.2 * 2 * 2e6 / 8, hint
     text = controller.text()
     assert f"ps0     | hint: {hint}" in text  # the headless screen
     assert f"ps0     | warning: {hint}" in text
