@@ -10,9 +10,11 @@ after the one before (tests/launch/soak.py, which the suite's short soak uses to
 link is paced while faults come, so that the run cannot end first.
 
     python -m bench.hosts.soak --seed N [--faults 8] [--mode sync] [--no-baseline]
+                               [--kind cut-host ...] [--seconds S]
 
 Needs root, iproute2 and openssh-server (as the lab does). Exits 1 when a promise is broken
-(exit 0, checkpoints monotonic, every incident explained, every worker back within 60 s).
+(exit 0, checkpoints monotonic, every incident explained, every worker back within 60 s, no
+slow-link hint: no fault slows a link).
 """
 
 from __future__ import annotations
@@ -28,11 +30,17 @@ from pathlib import Path
 from bench.harness.report import run_footer
 from tests.launch.netfaults import PACE, Controller, start, summary_of
 from tests.launch.soak import (
+    NETWORK,
     RECOVERY_BOUND,
+    STEPS_PER_FAULT,
+    Fault,
+    FaultKind,
     checkpoint_faults,
     checkpoints,
+    context,
     recoveries,
     schedule,
+    slow_link_hints,
     soak,
     table,
     unexplained,
@@ -41,9 +49,6 @@ from tests.support.netlab import NetLab, missing_requirements
 
 RUN_TIME = "about 6 min"
 COMMAND = "python -m bench.hosts.soak"
-#: Per fault, steps the paced run cannot make during it and its recovery (~26 steps/s at most).
-STEPS_PER_FAULT = 2000
-NETWORK: dict[str, float] = {"lease": 30.0, "unreachable_timeout": 120.0}
 #: The controller's own limit (``--timeout``): generous, a soak of many faults takes minutes.
 TIMEOUT = 1800.0
 
@@ -66,9 +71,9 @@ def baseline(lab: NetLab, temp: Path, steps: int, mode: str) -> float | None:
     return float(summary_of(controller)["wall_time"]) if code == 0 else None
 
 
-def soaked(lab: NetLab, temp: Path, seed: int, count: int, mode: str) -> tuple[list[str], list[str], float]:
+def soaked(lab: NetLab, temp: Path, faults: list[Fault], mode: str) -> tuple[list[str], list[str], float]:
     """One soak: its table, the promises it broke, and its wall time."""
-    faults = schedule(seed, count)
+    count = len(faults)
     controllers: list[Controller] = []
     lab.cap("h0", PACE)
     (temp / "soak").mkdir()
@@ -92,7 +97,10 @@ def soaked(lab: NetLab, temp: Path, seed: int, count: int, mode: str) -> tuple[l
     broken = [ended_early] if ended_early else []
     broken += [f"exit {code}: {summary['reason']}"] if code != 0 else []
     broken += checkpoint_faults(checkpoints(controller))
-    broken += [f"unexplained incident: {i['task']} {i['reason']}" for i in unexplained(incidents, done)]
+    broken += [f"unexplained incident: {i['task']} {i['reason']} ({context(controller, i, done)})"
+               for i in unexplained(incidents, done)]
+    broken += [f"a slow-link hint, though no fault slows a link: {hint}"
+               for hint in slow_link_hints(controller)]
     broken += [f"{injected.fault}: {worker} not stepping within {RECOVERY_BOUND:g} s"
                for injected in done for worker, seconds in injected.recovered.items()
                if seconds is None or seconds > RECOVERY_BOUND]
@@ -106,9 +114,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--faults", type=int, default=8, help="how many faults (every kind before any twice)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the fault-free run")
     parser.add_argument("--mode", choices=("async", "sync"), default="async", help="the training mode")
+    parser.add_argument("--kind", choices=[kind.name.lower().replace("_", "-") for kind in FaultKind],
+                        action="append",
+                        help="only faults of this kind (again for more kinds; default: every kind)")
+    parser.add_argument("--seconds", type=float,
+                        help="how long each SIGSTOP and cut lasts (default: 15-25 s, 8-15 s)")
     args = parser.parse_args(argv)
     if args.faults < 1:
         parser.error("--faults must be at least 1")
+    if args.seconds is not None and args.seconds <= 0:
+        parser.error("--seconds must be above 0")
+    kinds = ([FaultKind[name.upper().replace("-", "_")] for name in args.kind] if args.kind
+             else list(FaultKind))
+    faults = schedule(args.seed, args.faults, kinds, args.seconds)
+    only = f" ({', '.join(kind.value for kind in kinds)} only)" if args.kind else ""
     why = missing_requirements()
     if why:
         print(f"{COMMAND}: {why}", file=sys.stderr)
@@ -117,8 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps = STEPS_PER_FAULT * args.faults
     with tempfile.TemporaryDirectory(prefix="soak-") as temp, NetLab(3, Path(temp)) as lab:
         base = None if args.no_baseline else baseline(lab, Path(temp), steps, args.mode)
-        lines, broken, wall = soaked(lab, Path(temp), args.seed, args.faults, args.mode)
-    print(f"soak, seed {args.seed}, {args.faults} faults, {steps} steps, {args.mode}")
+        lines, broken, wall = soaked(lab, Path(temp), faults, args.mode)
+    print(f"soak, seed {args.seed}, {args.faults} faults{only}, {steps} steps, {args.mode}")
     print("\n".join(lines))
     print(f"wall time {wall:.0f} s with faults" + ("" if args.no_baseline else
           f", {base:.0f} s without" if base is not None else ", the fault-free run failed"))

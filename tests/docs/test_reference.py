@@ -14,6 +14,7 @@ from tui.common.exit_codes import ExitCode
 from tui.config import load, network, resources, slurm
 from tui.config.program import PROGRAM_KEYS
 from tui.core import hints
+from tui.core.slow_link import SlowLink
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -72,6 +73,8 @@ def test_troubleshooting_quotes_every_hint() -> None:
     for said in ("kill -CONT it, or restart it (r)", "restarting it as the restart policy says",
                  "the run fails"):
         assert said in text
+    # The slow-link watch's hint (tui/core/slow_link.py), with the figures the page shows.
+    assert SlowLink("ps0", 418.4 * 1024, 7.2 * 2**20, 197, 5).text() in quoted
 
 
 def test_the_exit_codes_page_names_every_code() -> None:

@@ -1,5 +1,5 @@
 """A soak of faults on the lab (tests/launch/netfaults.py's standard layout: ps0 on h0, worker0
-on h1, worker1 on h2), shared by the suite's short soak (tests/launch/test_soak.py) and the
+on h1, worker1 on h2), shared by the suite's short soak (tests/launch/test_soak_faults.py) and the
 longer benchmark (bench/hosts/soak.py): a seeded schedule of faults of every kind, each
 injected once every worker steps again after the one before, and what an operator is
 promised, read back from the run's events: checkpoints only increase, no restore goes below
@@ -13,6 +13,7 @@ import random
 import re
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -28,6 +29,13 @@ RECOVERY_BOUND = 60.0
 #: An incident counts as a fault's when it comes between the fault's start and this long
 #: after its end (a worker's links time out up to gRPC's 20 s after a cut's end).
 EXPLAINED_AFTER = 90.0
+#: The soak's ``network:`` settings: a lease a cut of 8-15 s outlasts now and then, and hosts
+#: given two minutes to answer again before their tasks count as lost.
+NETWORK: dict[str, float] = {"lease": 30.0, "unreachable_timeout": 120.0}
+#: Steps per fault of the run's target: with the ps's link paced (at most ~26 steps/s,
+#: tests/launch/netfaults.PACE) the run cannot make them during a fault and its recovery; once
+#: the pace is lifted after the last fault it ends at full speed.
+STEPS_PER_FAULT = 2000
 
 
 class FaultKind(Enum):
@@ -65,21 +73,25 @@ class Injected:
     recovered: dict[str, float | None] = field(default_factory=dict)
 
 
-def schedule(seed: int, count: int) -> list[Fault]:
-    """``count`` faults from ``seed``: every kind once before any twice, in a random order,
-    on random workers, SIGSTOPs of 15-25 s and cuts of 8-15 s."""
+def schedule(seed: int, count: int, kinds: Sequence[FaultKind] = tuple(FaultKind),
+             seconds: float | None = None) -> list[Fault]:
+    """``count`` faults of ``kinds`` from ``seed``: every kind once before any twice, in a
+    random order, on random workers, SIGSTOPs of 15-25 s and cuts of 8-15 s (or each
+    ``seconds`` long)."""
     rng = random.Random(seed)
-    kinds: list[FaultKind] = []
-    while len(kinds) < count:
-        batch = list(FaultKind)
+    chosen: list[FaultKind] = []
+    while len(chosen) < count:
+        batch = list(kinds)
         rng.shuffle(batch)
-        kinds += batch
+        chosen += batch
     faults = []
-    for kind in kinds[:count]:
+    for kind in chosen[:count]:
         task = "ps0" if kind is FaultKind.KILL_PS else rng.choice(WORKERS)
-        seconds = {FaultKind.STOP_WORKER: rng.uniform(15, 25),
+        lasting = {FaultKind.STOP_WORKER: rng.uniform(15, 25),
                    FaultKind.CUT_HOST: rng.uniform(8, 15)}.get(kind, 0.0)
-        faults.append(Fault(kind, task, round(seconds)))
+        if seconds is not None and lasting:
+            lasting = seconds
+        faults.append(Fault(kind, task, round(lasting)))
     return faults
 
 
@@ -170,6 +182,28 @@ def unexplained(incidents: list[dict[str, object]], done: list[Injected]) -> lis
         return any(incident["task"] == i.fault.task and i.began <= t <= i.ended + EXPLAINED_AFTER
                    for i in done)
     return [incident for incident in incidents if not explained(incident)]
+
+
+def context(controller: Controller, incident: dict[str, object], done: list[Injected], lines: int = 3) -> str:
+    """Where an incident came among the faults and what its task last said before it, for a
+    promise broken by it: a fault's collateral not yet counted as such, or a failure of ours."""
+    t = float(incident["t"])  # type: ignore[arg-type]
+    before = [i for i in done if i.began <= t]
+    when = (f"{t - before[-1].ended:.0f} s after the end of '{before[-1].fault}'" if before
+            else "before the first fault")
+    # The task's log in the run directory: "HH:MM:SS.mmm out | line", local time.
+    clock = time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+    said = [line.partition(" | ")[2] for path in controller.runs.glob(f"*/logs/{incident['task']}.log")
+            for line in path.read_text(errors="replace").splitlines()
+            if line[:12] <= clock and not line.partition(" | ")[2].startswith("{")]
+    return f"at step {incident['global_step']}, {when}; it last said: {' | '.join(said[-lines:])[-600:]}"
+
+
+def slow_link_hints(controller: Controller) -> list[str]:
+    """The slow-link hints of the run (tui.core.slow_link): none of the soak's faults slows a
+    link (the ps's pace holds from before the first step to after the last fault)."""
+    return [str(e["hint"]) for e in controller.events()
+            if e["type"] == "task_hint" and "'s link carried " in str(e["hint"])]
 
 
 def detected_as(controller: Controller, injected: Injected) -> str:

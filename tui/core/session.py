@@ -25,6 +25,7 @@ from tui.core.commands import (
 from tui.core.events import Level
 from tui.core.hosts import HostBoard
 from tui.core.options import RunOptions
+from tui.core.slow_link import SlowLinkWatch
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
 from tui.core.tensorboard import TensorBoard, TensorBoardError
@@ -46,8 +47,13 @@ class Session:
                  hosts: HostBoard | None = None) -> None:
         self.supervisor = supervisor
         self.traffic = traffic
+        #: Each ps's link judged against what the placement needs of it (tui.core.slow_link).
+        self.slow_links: SlowLinkWatch | None = None
         if traffic is not None:
             supervisor.subscribe(traffic.handle)
+            self.slow_links = SlowLinkWatch(supervisor.report)
+            supervisor.subscribe(self.slow_links.handle)
+            traffic.subscribe(self.slow_links.sample)
         #: CPU and memory of each task (tui.core.usage), read by the app.
         self.usage = usage
         if usage is not None:

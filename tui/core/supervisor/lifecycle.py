@@ -165,6 +165,14 @@ class Supervisor:
             return
         self.announce(Notice(level=level, text=text, task=task, t=self._clock.time()))
 
+    def report(self, event: ControllerEvent) -> None:
+        """Publish ``event`` from a watcher beside the supervisor (the slow-link watch): during
+        a run it is recorded in the run directory too, as the supervisor's own events are."""
+        if self._run is not None and not self._run.finished.done():
+            self._run.publish(event)
+            return
+        self.announce(event)
+
     def announce(self, event: ControllerEvent) -> None:
         """Send ``event`` to the subscribers as it is (what happens before a run exists, such
         as the hosts being prepared: no run directory records it)."""
