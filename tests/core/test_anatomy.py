@@ -163,3 +163,24 @@ def summary_of_a_run() -> RunSummary:
     return RunSummary(run_id="r", run_dir=Path("/runs/r"), outcome=RunOutcome.SUCCEEDED, reason="",
                       started_at=0.0, wall_time=1.0, global_step=10, target=10, final_loss=None,
                       final_accuracy=None, tasks=())
+
+
+def test_a_straggler_hovering_near_the_threshold_keeps_its_name_until_it_is_well_back() -> None:
+    """Named above 1.5x its peers' step, cleared only under 1.25x: a worker at 1.4x is not
+    named, then cleared, then named again at every other judgement."""
+    board = AnatomyBoard()
+    for event in events(slow=True):  # worker1 at 4x: named
+        board.fold(event.task, event.event)
+    assert [s.task for s in board.stragglers] == ["worker1"] and len(board.news()) == 1
+    for _ in range(WINDOW):
+        board.fold("worker0", step(0, 0.003))
+        board.fold("worker1", step(1, 0.0042))  # 1.4x
+    assert [s.task for s in board.stragglers] == ["worker1"] and board.news() == []
+    for _ in range(WINDOW):
+        board.fold("worker1", step(1, 0.0036))  # 1.2x
+    assert not board.stragglers and board.news() == ["info: worker1 keeps up with its peers again"]
+    fresh = AnatomyBoard()  # 1.4x from the start: never named
+    for _ in range(WINDOW):
+        fresh.fold("worker0", step(0, 0.003))
+        fresh.fold("worker1", step(1, 0.0042))
+    assert not fresh.stragglers

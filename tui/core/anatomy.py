@@ -6,8 +6,9 @@ fold the same trainer events into an :class:`AnatomyBoard` and show its lines as
 
 A straggler: over its last :data:`WINDOW` step reports (each the mean step time since the
 one before), the median step time of a worker is above :data:`SLOW_FACTOR` times the median
-of the other workers' medians. Each needs :data:`WINDOW` reports first, so a worker is not
-named for its first slow steps, nor with no peer to compare with."""
+of the other workers' medians; it keeps the name until that falls under :data:`KEEP_FACTOR`
+times. Each needs :data:`WINDOW` reports first, so a worker is not named for its first slow
+steps, nor with no peer to compare with."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ from tui.core.describe import coordinator_text, part_name
 WINDOW = 8
 #: How much slower than its peers' typical step a worker's typical step must be.
 SLOW_FACTOR = 1.5
+#: A named straggler keeps its name until its typical step is back under this factor of its
+#: peers': one threshold both ways named and cleared a worker hovering around it at every
+#: other judgement (seen: a worker 1.5-1.6x its peer's step, named and cleared ten times in
+#: 90 s).
+KEEP_FACTOR = 1.25
 #: Sampled steps per worker that the run's typical step is the median of.
 TYPICAL_SAMPLES = 16
 #: Below this share of a step, compute is not what a step is waiting on, and the run's
@@ -104,7 +110,8 @@ class AnatomyBoard:
             return None
         usual = statistics.median(peers.values())
         seconds = self._typical[task]
-        if seconds <= SLOW_FACTOR * usual:
+        named = any(s.task == task for s in self.stragglers)
+        if seconds <= (KEEP_FACTOR if named else SLOW_FACTOR) * usual:
             return None
         nearest = min(peers, key=lambda other: abs(peers[other] - usual))
         return Straggler(task, seconds, usual, nearest)
