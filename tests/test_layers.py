@@ -6,6 +6,7 @@ never load Textual or TensorFlow."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -76,9 +77,11 @@ def _exists(module: str) -> bool:
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 
+@functools.cache
 def graph() -> tuple[dict[str, set[str]], list[str]]:
     """Every module's imports of other ``tui`` modules, and the function-level imports that
-    :data:`LAZY` does not explain."""
+    :data:`LAZY` does not explain. Parsed once per test process: the five tests that read it
+    parsed every module of ``tui/`` again each (read only, so one parse serves them all)."""
     edges: dict[str, set[str]] = {}
     hidden: list[str] = []
     for path in TUI.rglob("*.py"):

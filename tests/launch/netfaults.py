@@ -21,6 +21,11 @@ from tests.support import wait_until
 from tests.support.netlab import NetLab
 
 REPO = Path(__file__).resolve().parents[2]
+#: A cut that is not past a lease. Not shorter, although the suite waits it out: at 20 s the
+#: workers' gRPC links reach their TCP user timeout (20 s), so a cut exercises their timing
+#: out and the restart it costs, which on the lab found a restarted worker's failing first step
+#: and an input refill that never ended; a 20 s cut is also past TCP's 12.6 s resend, the
+#: backoff that once held the lease's beats past a 25 s lease (tests/launch/test_connect.py).
 CUT = 20.0
 TRAINING: dict[str, object] = {"log_every": 50, "checkpoint_every": 1000}
 #: The ps host's link while a worker's host is cut off (tc tbf, :meth:`NetLab.cap`). The other
