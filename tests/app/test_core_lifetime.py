@@ -5,11 +5,17 @@ way an app ends (``q``, its terminal closed, SIGTERM, SIGKILL); then every proce
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import pty
 import shlex
 import signal
+import struct
 import subprocess
 import sys
+import termios
+import threading
 from pathlib import Path
 
 import psutil
@@ -139,3 +145,53 @@ def test_quitting_before_any_task_runs_exits_as_interrupted(tmp_path: Path) -> N
         tmux.close()
     assert "run stopped" in screen or "run interrupted" in screen, screen
     assert status.read_text().strip() == "130", screen
+
+
+def test_an_app_whose_terminal_goes_without_a_hangup_stops_its_tasks_and_ends(tmp_path: Path) -> None:
+    """The app in a terminal that is not its controlling one (started in a session of its own:
+    no SIGHUP when the terminal goes), closed while the workers train: its screen writes now
+    fail; it must neither hang on them (Textual's writer thread dies on the first, and the
+    31st after it blocked the app for good, tasks and all) nor leave anything behind."""
+    hosts = write_hosts(tmp_path / "hosts.yaml", steps=1_000_000)
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color",
+           "PYTHONPATH": os.pathsep.join([str(REPO), _site_packages()])}
+    app = subprocess.Popen([sys.executable, "-m", "tui.cli", str(hosts)], stdin=secondary, stdout=secondary,
+                           stderr=secondary, cwd=tmp_path, env=env, start_new_session=True)
+    os.close(secondary)
+    reading = threading.Event()
+    reading.set()
+
+    def drain() -> None:  # a terminal nobody reads would block the app's writes
+        while reading.is_set():
+            try:
+                if not os.read(primary, 65536):
+                    return
+            except OSError:
+                return
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    family: list[psutil.Process] = []
+    try:
+        process = psutil.Process(app.pid)
+
+        def training() -> bool:
+            return any('"event":"step"' in events.read_text()
+                       for events in tmp_path.glob("runs/*/events.jsonl"))
+
+        wait_until(training, 180, "a worker stepped")
+        family = _family(process)
+        assert len(family) >= 4, family  # the app, its core, the ps and the workers
+        reading.clear()
+        os.close(primary)  # the terminal is gone; nobody sends SIGHUP
+        wait_until(lambda: not _alive(family), GONE_WITHIN, lambda: _alive(family))
+        assert app.wait(5) == 130  # interrupted, as after SIGHUP
+    finally:
+        if app.poll() is None:
+            os.killpg(app.pid, signal.SIGKILL)
+            app.wait()
+        for left in family:
+            with contextlib.suppress(psutil.Error):
+                left.kill()

@@ -11,12 +11,16 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from textual import work
+from textual import constants, work
+from textual.driver import Driver
 
 from tui.app.bridge import Core
+from tui.app.terminal_driver import TerminalDriver
 from tui.common.exit_codes import ExitCode
 from tui.core.commands import StopAll
 from tui.core.events import RunOutcome
@@ -75,3 +79,17 @@ class SignalHandling:
     @work(thread=True, exclusive=True, group="shutdown")
     def _hang_up(self, signum: signal.Signals) -> None:
         hang_up(self.core, interrupted_by(signum))
+
+    def get_driver_class(self) -> type[Driver]:
+        """On Linux (and no driver named by TEXTUAL_DRIVER): :class:`TerminalDriver`."""
+        if sys.platform.startswith("linux") and constants.DRIVER is None:
+            return TerminalDriver
+        return super().get_driver_class()  # type: ignore[misc]  # (the app's: this is a mixin)
+
+    def terminal_gone(self) -> None:
+        """The app's screen can no longer be written (:mod:`tui.app.terminal_driver`): as after
+        SIGHUP, every task stopped as interrupted, then exit; from a thread of its own, since
+        nothing that waits on the UI thread returns now."""
+        self.interrupted = True
+        stop = StopAll(RunOutcome.INTERRUPTED, "interrupted: the terminal is gone")
+        threading.Thread(target=hang_up, args=(self.core, stop), name="tfdist-hang-up", daemon=True).start()
