@@ -53,7 +53,7 @@ async def test_the_first_frame_and_the_runs_pane_do_not_wait_for_past_runs(
         await pilot.pause()
         assert "reading past runs" in str(view.query_one("#runs-comparison").render())
         await pilot.press("tab")  # the UI answers while the reader waits
-        assert app.query_one("#panes").active == "logs"
+        assert app.query_one("#panes").active == "hosts"  # the pane after Runs
         release.set()
         await app.workers.wait_for_complete()
         await pilot.pause()

@@ -142,7 +142,9 @@ class AnatomyBoard:
         # A part a sample lacks took none of that step.
         shares = {name: statistics.fmean(next((p.share for p in event.parts if part_name(p) == name), 0.0)
                                          for event in events) for name in names}
-        ordered = tuple(sorted(((n, v) for n, v in shares.items() if v >= 0.005), key=lambda nv: -nv[1]))
+        # Largest first; equal shares by name, so that the line is the same on every screen.
+        ordered = tuple(sorted(((n, v) for n, v in shares.items() if v >= 0.005),
+                               key=lambda nv: (-round(nv[1], 6), nv[0])))
         reported = [seconds for times in self.step_times.values() for seconds in times]
         return TypicalStep(samples=len(events), workers=len(self.recent),
                            seconds=statistics.median(e.seconds for e in events), shares=ordered,

@@ -6,8 +6,11 @@ from bench.hosts.start import Result, table
 
 
 def test_the_table_gives_each_time_and_the_controllers_cost_per_host() -> None:
-    lines = table([Result(8, "idle", 0.4, 9.5, 12.25, 0.02, 80.0),
-                   Result(32, "stepping", 0.5, None, None, None, None)]).splitlines()
-    assert lines[2] == "| 8 | 32 | idle | 0.40 s | 9.5 s | 12.2 s | 2.0% | 0.25% | 80 MB | 10.00 MB |"
+    lines = table([Result(8, "idle", first=0.4, ready=9.5, started=11.0, running=12.25, start_cpu=3.2,
+                          cpu=0.02, rss_mb=80.0),
+                   Result(32, "stepping", first=0.5)]).splitlines()
+    assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|") == 13
+    assert lines[2] == ("| 8 | 32 | idle | 0.40 s | 9.5 s | 11.0 s | 12.2 s | 3.2 s | 2.0% | 0.25% | 80 MB | "
+                        "10.00 MB |")
     assert lines[3] == ("| 32 | 128 | stepping | 0.50 s | not seen | not seen | not seen | not seen | "
-                        "not seen | not seen |")
+                        "not seen | not seen | not seen | not seen |")
