@@ -138,10 +138,13 @@ class AnatomyBoard:
         events = [event for recent in self.recent.values() for event in recent]
         if not events:
             return None
-        names = {part_name(part) for event in events for part in event.parts}
-        # A part a sample lacks took none of that step.
-        shares = {name: statistics.fmean(next((p.share for p in event.parts if part_name(p) == name), 0.0)
-                                         for event in events) for name in names}
+        # One pass; a part a sample lacks took none of that step (it adds nothing to the mean).
+        totals: dict[str, float] = {}
+        for event in events:
+            for part in event.parts:
+                name = part_name(part)
+                totals[name] = totals.get(name, 0.0) + part.share
+        shares = {name: total / len(events) for name, total in totals.items()}
         # Largest first; equal shares by name, so that the line is the same on every screen.
         ordered = tuple(sorted(((n, v) for n, v in shares.items() if v >= 0.005),
                                key=lambda nv: (-round(nv[1], 6), nv[0])))
