@@ -19,6 +19,8 @@ from pathlib import Path
 
 import psutil
 
+from tui.launch.snippets.probe import DISTRIBUTIONS
+
 
 @dataclass(frozen=True)
 class Target:
@@ -216,7 +218,7 @@ class Machine:
         """This machine."""
         return cls(cores=os.cpu_count() or 0, cpu_model=_cpu_model(), arch=platform.machine(),
                    ram_gib=psutil.virtual_memory().total / 2**30,
-                   python=platform.python_version(), tensorflow=_version("tensorflow"),
+                   python=platform.python_version(), tensorflow=_tensorflow_version(),
                    textual=_version("textual"), autogroup=_autogroup())
 
     def describe(self) -> str:
@@ -243,6 +245,16 @@ def _version(package: str) -> str:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+def _tensorflow_version() -> str:
+    """The installed TensorFlow's version, under whichever of its distribution names it came
+    (a server's ``tensorflow-cpu`` reported "not installed" under the plain name)."""
+    for name in DISTRIBUTIONS:
+        version = _version(name)
+        if version != "not installed":
+            return version
+    return "not installed"
 
 
 def _autogroup() -> bool | None:
