@@ -102,6 +102,28 @@ def test_check_lists_every_problem_of_the_lab_and_leaves_nothing_running(
     assert_hosts_empty(lab, 30)
 
 
+@pytest.mark.parametrize("shim", [False, True])
+def test_tensorflow_is_asked_of_a_host_only_where_the_program_needs_it(tmp_path: Path, shim: bool) -> None:
+    """A program run without the shim may not use TensorFlow (the run never looks for it): a
+    host whose Python has none is no problem of the run's; under the shim it is."""
+    no_tf = tmp_path / "no-tf"
+    subprocess.run([sys.executable, "-I", "-m", "venv", "--without-pip", str(no_tf)], check=True)
+    (tmp_path / "train.py").write_text("print('training')\n")
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump({
+        "hosts": {"localhost": {"python": str(no_tf / "bin" / "python")}},
+        "cluster": {"ps": ["localhost:auto"], "worker": ["localhost:auto"]},
+        "program": {"command": "python train.py", "shim": shim},
+        "run_dir": str(tmp_path / "runs")}))
+    result = check(str(path), "--json")
+    report = json.loads(result.stdout)
+    kinds = {p["kind"] for p in report["problems"]}
+    if shim:
+        assert result.returncode == 2 and kinds == {"tensorflow"}, result.stdout + result.stderr
+    else:
+        assert result.returncode == 0 and not kinds, result.stdout + result.stderr
+
+
 def test_a_bad_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "hosts.yaml"
     path.write_text("cluster:\n  ps: [localhost:99999]\n")
