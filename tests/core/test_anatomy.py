@@ -52,7 +52,8 @@ def test_a_worker_well_above_its_peers_is_named_with_both_anatomies() -> None:
     lines = board.lines()
     assert lines[0] == "worker0: step 100, 3.00 ms: read ps0 50% · rest 30% · compute 20%"
     assert lines[-1] == ("worker1 is a straggler: 12.00 ms a step against 3.00 ms typical (worker0); "
-                         "its step compute 70% · rest 20%, worker0's read ps0 50% · rest 30%")
+                         "its step 12.00 ms: compute 8.40 ms · rest 2.40 ms, worker0's 3.00 ms: "
+                         "read ps0 1.50 ms · rest 0.90 ms; most of the difference: compute (+7.80 ms)")
     assert board.news() == ["warning: " + lines[-1]]
     assert board.news() == []  # said once
     for _ in range(WINDOW):

@@ -191,15 +191,27 @@ def anatomy_text(event: protocol.StepAnatomy) -> str:
 
 def straggler_text(straggler: Straggler, its: protocol.StepAnatomy | None,
                    typical: protocol.StepAnatomy | None) -> str:
-    """``worker1 is a straggler: ...``, with both anatomies where they are known."""
+    """``worker1 is a straggler: ...``, with both sampled steps where they are known, in
+    milliseconds (shares of steps of different lengths read backwards: a straggler starved of
+    CPU showed a smaller read share than its peer for the same read time), and the part that
+    took most of the difference."""
     text = (f"{straggler.task} is a straggler: {straggler.step_seconds * 1000:.2f} ms {straggler.unit} "
             f"against {straggler.typical_seconds * 1000:.2f} ms typical ({straggler.typical_task})")
     if its is not None and typical is not None:
         text += (f"; its step {_brief(its)}, {straggler.typical_task}'s {_brief(typical)}")
+        mine, theirs = _seconds(its), _seconds(typical)
+        grew = max(mine, key=lambda name: mine[name] - theirs.get(name, 0.0))
+        if (more := mine[grew] - theirs.get(grew, 0.0)) > 0:
+            text += f"; most of the difference: {grew} (+{more * 1000:.2f} ms)"
     return text
 
 
+def _seconds(event: protocol.StepAnatomy) -> dict[str, float]:
+    return {part_name(p): p.seconds for p in event.parts}
+
+
 def _brief(event: protocol.StepAnatomy) -> str:
-    """The two largest parts of a step."""
-    parts = sorted(event.parts, key=lambda p: -p.share)[:2]
-    return " · ".join(f"{part_name(p)} {p.share:.0%}" for p in parts)
+    """A sampled step's time and its two largest parts', in milliseconds."""
+    parts = sorted(event.parts, key=lambda p: -p.seconds)[:2]
+    return f"{event.seconds * 1000:.2f} ms: " + " · ".join(f"{part_name(p)} {p.seconds * 1000:.2f} ms"
+                                                           for p in parts)
