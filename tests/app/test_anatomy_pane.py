@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Static
+from textual.widgets import Static, TabbedContent
 
 from tests.app.scripted import T0, TASKS, feed, running_history, scripted
 from trainer import protocol
@@ -27,7 +27,7 @@ def anatomy_shown(app: TfdistApp) -> str:
 async def test_a_relaunch_shows_no_typical_step_of_the_run_before(options: RunOptions) -> None:
     app, core = scripted(options, running_history(options.config.training))
     async with app.run_test(size=SIZE) as pilot:
-        app.query_one("TabbedContent").active = "throughput"  # type: ignore[attr-defined]
+        app.query_one(TabbedContent).active = "throughput"
         await feed(app, core, pilot, [])
         assert "a typical step: 12.00 ms a step" in anatomy_shown(app)
         # Relaunched (say with another fuse setting): none of the last run's samples may
@@ -50,7 +50,7 @@ async def test_a_tf2_coordinators_slow_worker_is_named_on_the_pane(options: RunO
     (only workers' own step reports were judged, and under a coordinator there are none)."""
     app, core = scripted(options, [])
     async with app.run_test(size=SIZE) as pilot:
-        app.query_one("TabbedContent").active = "throughput"  # type: ignore[attr-defined]
+        app.query_one(TabbedContent).active = "throughput"
         events: list[ControllerEvent] = [coordinator((0.07, 0.15), T0 + n) for n in range(WINDOW)]
         await feed(app, core, pilot, events)
         shown = anatomy_shown(app)
@@ -80,8 +80,9 @@ async def test_a_straggler_is_set_beside_its_peer_in_milliseconds(options: RunOp
     milliseconds the extra time is where it is: the rest, not the link."""
     app, core = scripted(options, [])
     async with app.run_test(size=SIZE) as pilot:
-        app.query_one("TabbedContent").active = "throughput"  # type: ignore[attr-defined]
-        events: list[ControllerEvent] = [sampled(0, 0.04864, 0.57, 0.29, T0), sampled(1, 0.14058, 0.85, 0.11, T0)]
+        app.query_one(TabbedContent).active = "throughput"
+        events: list[ControllerEvent] = [sampled(0, 0.04864, 0.57, 0.29, T0),
+                                         sampled(1, 0.14058, 0.85, 0.11, T0)]
         for n in range(WINDOW):
             events += [stepped(0, 0.0315, T0 + n), stepped(1, 0.0929, T0 + n)]
         await feed(app, core, pilot, events)
