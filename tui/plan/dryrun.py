@@ -34,6 +34,7 @@ from tui.launch.router import Router
 from tui.plan.allocation import ResourceError, allocate, host_offers
 from tui.plan.check_report import CheckReport, HostCheck, Problem, ProblemKind
 from tui.plan.preview import PreviewError, preview_placement
+from tui.plan.tasks import program_for
 
 #: Less free disk than this where the run writes (logs, checkpoints) is a problem.
 MIN_FREE_BYTES = 512 * 1024 * 1024
@@ -48,7 +49,10 @@ async def check(config: ClusterConfig, runs_root: Path, router: Router) -> Check
     by_host: dict[str, list[str]] = {}
     for task in config.tasks:
         by_host.setdefault(task.host, []).append(task.name)
-    found = await asyncio.gather(*(_host(config, name, tuple(tasks), runs_root, router)
+    # As the run would: a program run without the shim may not use TensorFlow, so a host
+    # without it is no problem of the run's.
+    needs_tf = program_for(config).checks_tensorflow
+    found = await asyncio.gather(*(_host(config, name, tuple(tasks), runs_root, router, needs_tf)
                                    for name, tasks in by_host.items()))
     remote = {check.host: resources for check, resources in found}
     plan_problems: list[Problem] = []
@@ -78,9 +82,10 @@ async def check(config: ClusterConfig, runs_root: Path, router: Router) -> Check
 
 
 async def _host(config: ClusterConfig, name: str, tasks: tuple[str, ...], runs_root: Path,
-                router: Router) -> tuple[HostCheck, HostResources | None]:
+                router: Router, needs_tf: bool = True) -> tuple[HostCheck, HostResources | None]:
     """One host's answers and problems, and what it offers (None: this machine, probed by
-    the planner itself, or a host that did not say)."""
+    the planner itself, or a host that did not say); a host without TensorFlow is a problem
+    only where the run ``needs_tf``."""
     host = config.hosts.get(name) or HostSpec(name=name, address=name)
     if host.launch_kind is HostKind.SLURM:
         return HostCheck(name, tasks, problems=tuple(await _partition(host))), None
@@ -96,7 +101,7 @@ async def _host(config: ClusterConfig, name: str, tasks: tuple[str, ...], runs_r
         if not isinstance(found, dict):
             raise LaunchError(f"{python} did not run the probe")
         answer = found
-        if answer.get("tf_error"):
+        if answer.get("tf_error") and needs_tf:
             version = answer.get("python_version")
             problems.append(Problem(ProblemKind.TENSORFLOW, f"TensorFlow: {answer['tf_error']} for {python} "
                                     f"(Python {version}); install it there or set python:", name))
