@@ -54,6 +54,9 @@ async def test_a_tf2_coordinators_slow_worker_is_named_on_the_pane(options: RunO
         events: list[ControllerEvent] = [coordinator((0.07, 0.15), T0 + n) for n in range(WINDOW)]
         await feed(app, core, pilot, events)
         shown = anatomy_shown(app)
+        # Only the coordinator's view: the heading promises no worker's step statistics.
+        assert str(app.query_one("#anatomy-title", Static).content) == \
+            "step anatomy (a TF2 coordinator's functions as it sees them)"
         assert "(worker0 70.00 ms, worker1 150.00 ms)" in shown
         assert "worker1 is a straggler: 150.00 ms a function against 70.00 ms typical (worker0)" in shown
 
