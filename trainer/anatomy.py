@@ -17,13 +17,18 @@ A remote ps's clock may differ from the worker's by its skew: its intervals move
 
 N is chosen by measurement: after each traced step its extra time over a typical untraced
 step (the mean of the last :data:`TYPICAL_STEPS`) sets the next interval so that the extra
-stays :data:`BUDGET` of the time, never closer than :data:`MIN_EVERY` steps."""
+stays :data:`BUDGET` of the time, never closer than :data:`MIN_EVERY` steps. The interval is
+also kept in seconds (the extra over the budget): a worker whose steps grew slower than the
+typical step that set N is traced as often in time, at the same cost, so a straggler's
+sample is of its slow steps."""
 
 from __future__ import annotations
 
 import math
 import re
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,10 +166,19 @@ class Sampler:
     untraced: deque[float] = field(default_factory=lambda: deque(maxlen=TYPICAL_STEPS))
     total_seconds: float = 0.0
     extra_seconds: float = 0.0
+    #: When a step is due by time, whatever its number: a worker starved of CPU, its steps
+    #: 3x the typical step that set ``every``, went 53 s untraced (836 steps), and its
+    #: straggler line showed a step from before it slowed.
+    next_time: float = math.inf
+    last_at: int = 0
+    clock: Callable[[], float] = field(default=time.monotonic)
 
     def due(self, local_step: int) -> bool:
         """Whether step number ``local_step`` (1 for the first) is to be traced."""
-        return local_step >= self.next_at and len(self.untraced) >= min(TYPICAL_STEPS, MIN_EVERY)
+        if len(self.untraced) < min(TYPICAL_STEPS, MIN_EVERY):
+            return False
+        return local_step >= self.next_at or (
+            local_step >= self.last_at + MIN_EVERY and self.clock() >= self.next_time)
 
     def ran(self, local_step: int, seconds: float, traced: bool) -> None:
         """A step took ``seconds``; after a traced one, the next interval."""
@@ -177,6 +191,8 @@ class Sampler:
         self.extra_seconds += extra
         self.every = max(MIN_EVERY, math.ceil(extra / (BUDGET * max(typical, 1e-6))))
         self.next_at = local_step + self.every
+        self.last_at = local_step
+        self.next_time = self.clock() + extra / BUDGET
 
     @property
     def cost(self) -> float:

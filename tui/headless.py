@@ -65,13 +65,15 @@ clean_text = inert
 class Printer:
     """Formats controller events as prefixed lines (``worker1 | ...``)."""
 
-    def __init__(self, out: TextIO, colour: bool, anatomy: bool = False) -> None:
+    def __init__(self, out: TextIO, colour: bool, anatomy: bool = False,
+                 board: AnatomyBoard | None = None) -> None:
         # Every write is gathered and goes out at the next flush, in order: a task's lines
         # within a tick (BatchedWriter), anything else at once.
         self._out = BatchedWriter(out)
         self._colour = colour
         self._anatomy = anatomy
-        self._board = AnatomyBoard()
+        # ``board``: one folded already (the app's, whose summary ends as headless's does).
+        self._board = board if board is not None else AnatomyBoard()
         self._width = len(CONTROLLER)
         self._colours: dict[str, int] = {}
         self._progress: ProgressSnapshot | None = None
@@ -195,6 +197,7 @@ class Printer:
         self._progress = None
         self._placement_shown = None
         self._last_progress = None
+        self._board = AnatomyBoard()  # this run's steps and stragglers only
         self.fit([t.name for t in event.tasks])
         self._prefixes.clear()
         for number, task in enumerate(event.tasks):
@@ -280,11 +283,12 @@ def compare_command(summary: RunSummary) -> str:
     return f"tfdist-tui compare {shlex.quote(str(summary.run_dir))} OTHER_RUN_DIR"
 
 
-def write_summary(summary: RunSummary, out: TextIO, traffic: TrafficUpdate | None = None) -> None:
+def write_summary(summary: RunSummary, out: TextIO, traffic: TrafficUpdate | None = None,
+                  board: AnatomyBoard | None = None) -> None:
     """The summary block alone, as a headless run ends with it (``traffic``: the run's, once
-    over): the app prints it when the operator quits, so the terminal keeps how the run ended
-    and where it is."""
-    printer = Printer(out, colour=wants_colour(out))
+    over; ``board``: the run's step anatomy, for its typical step): the app prints it when the
+    operator quits, so the terminal keeps how the run ended and where it is."""
+    printer = Printer(out, colour=wants_colour(out), board=board)
     printer.fit([task.name for task in summary.tasks])
     printer.summary(summary)
     if traffic is not None and traffic.final:

@@ -1,5 +1,5 @@
 """What the terminal keeps once the app is gone is what headless ends with: the run's
-summary and its traffic (measured, or why not), from one printer."""
+summary, its typical step and its traffic (measured, or why not), from one printer."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from trainer.settings import TrainingSettings
 from tui.app.app import TfdistApp
 from tui.app.main import write_last_summary
 from tui.config.cluster import HostSpec
-from tui.core.events import RunFinished, RunOutcome, RunStarted, RunSummary
+from tui.core.anatomy import AnatomyBoard
+from tui.core.events import RunFinished, RunOutcome, RunStarted, RunSummary, TrainerEvent
 from tui.core.inbox import Happening
 from tui.core.options import RunOptions
 from tui.core.traffic import PsTraffic, TrafficMonitor, TrafficSample, TrafficUpdate
@@ -50,14 +51,21 @@ async def the_runs_traffic(tmp_path: Path, measured: bool) -> tuple[TrafficMonit
 async def test_the_app_leaves_the_summary_headless_prints_traffic_included(
         options: RunOptions, tmp_path: Path, measured: bool) -> None:
     monitor, published = await the_runs_traffic(tmp_path, measured)
+    history = running_history(options.config.training)
+    board = AnatomyBoard()  # the sampled steps headless folds as they come
+    for event in history:
+        if isinstance(event, TrainerEvent):
+            board.fold(event.task, event.event)
     headless = io.StringIO()
-    printer = Printer(headless, colour=False)
+    printer = Printer(headless, colour=False, board=board)
     printer.fit([])
     printer.summary(finished(tmp_path).summary)
     printer.traffic(monitor.final_update)  # as tui.headless ends a run
     assert "  traffic      " in headless.getvalue()
+    # The run's typical step, which the app's quit summary had left out.
+    assert "  a step       12.00 ms a step; traced 12.00 ms" in headless.getvalue()
 
-    core = ScriptedCore(running_history(options.config.training))
+    core = ScriptedCore(history)
     app = TfdistApp(options, core_factory=lambda app: core, autostart=False, clock=lambda: T0 + 40)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()

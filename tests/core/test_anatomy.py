@@ -52,7 +52,8 @@ def test_a_worker_well_above_its_peers_is_named_with_both_anatomies() -> None:
     lines = board.lines()
     assert lines[0] == "worker0: step 100, 3.00 ms: read ps0 50% · rest 30% · compute 20%"
     assert lines[-1] == ("worker1 is a straggler: 12.00 ms a step against 3.00 ms typical (worker0); "
-                         "its step compute 70% · rest 20%, worker0's read ps0 50% · rest 30%")
+                         "its step 12.00 ms: compute 8.40 ms · rest 2.40 ms, worker0's 3.00 ms: "
+                         "read ps0 1.50 ms · rest 0.90 ms; most of the difference: compute (+7.80 ms)")
     assert board.news() == ["warning: " + lines[-1]]
     assert board.news() == []  # said once
     for _ in range(WINDOW):
@@ -184,3 +185,29 @@ def test_a_straggler_hovering_near_the_threshold_keeps_its_name_until_it_is_well
         fresh.fold("worker0", step(0, 0.003))
         fresh.fold("worker1", step(1, 0.0042))
     assert not fresh.stragglers
+
+
+def test_a_coordinators_slow_worker_is_named_by_its_function_time() -> None:
+    """Under a TF2 coordinator no worker reports a step: each sample's per-worker mean time of
+    a function is what a worker is judged by, and the line says it is a function's time."""
+    board = AnatomyBoard()
+    for n in range(WINDOW):
+        board.fold("chief0", coordinator_sample((0.002, 0.0021 if n < WINDOW - 1 else 0.002)))
+    assert not board.stragglers
+    for _ in range(WINDOW):
+        board.fold("chief0", coordinator_sample((0.002, 0.005)))
+    (straggler,) = board.stragglers
+    assert board.lines()[-1] == "worker1 is a straggler: 5.00 ms a function against 2.00 ms typical (worker0)"
+    for _ in range(WINDOW):
+        board.fold("chief0", coordinator_sample((0.002, None)))  # a window it ran no function in
+    assert board.stragglers == (straggler,)
+    for _ in range(WINDOW):
+        board.fold("chief0", coordinator_sample((0.002, 0.002)))
+    assert not board.stragglers
+
+
+def coordinator_sample(by_worker: tuple[float | None, ...]) -> protocol.StepAnatomy:
+    parts = (protocol.AnatomyPart(part="queued", seconds=0.001, share=0.25),
+             protocol.AnatomyPart(part="function", seconds=0.003, share=0.75))
+    return protocol.StepAnatomy(role="chief", index=0, global_step=400, local_step=40, seconds=0.004,
+                                parts=parts, every=40, coordinator=True, by_worker=by_worker)

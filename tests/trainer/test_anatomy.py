@@ -3,6 +3,7 @@ interval, and the parts of a real traced step on real in-process ps servers."""
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -71,3 +72,25 @@ def test_a_real_traced_step_reads_and_pushes_its_ps() -> None:
     assert got["read ps0"] > 0 and got["compute"] > 0 and got["push ps0"] > 0
     assert sum(got.values()) == pytest.approx(1.0, abs=0.01)
     assert protocol.parse_event(event.to_json()) == event
+
+
+def test_a_worker_that_slows_down_is_traced_as_often_in_seconds() -> None:
+    """Seen in tmux: a worker's interval set at 836 steps from its typical step, then its
+    steps grew 5x slower (starved of CPU): no sample for 53 s, and the straggler line showed a
+    step from before it slowed. The interval holds in seconds too, within the same budget."""
+    now = [0.0]
+    sampler = Sampler(clock=lambda: now[0])
+    traced_at: list[float] = []
+    step = 0
+    while now[0] < 600:
+        step += 1
+        slow = now[0] > 100  # from here on each step takes 5x as long
+        due = sampler.due(step)
+        seconds = (0.05 if slow else 0.01) + (0.04 if due else 0.0)  # a trace adds 40 ms
+        now[0] += seconds
+        sampler.ran(step, seconds, traced=due)
+        if due:
+            traced_at.append(now[0])
+    gaps = [b - a for a, b in itertools.pairwise(traced_at) if a > 110]
+    assert gaps and max(gaps) <= 0.04 / BUDGET + 0.1, max(gaps)  # 8 s, not 5 x 8 s
+    assert sampler.cost <= BUDGET

@@ -30,9 +30,10 @@ def run(options: RunOptions, core: ProcessBridge | None = None) -> int:
 
 def write_last_summary(app: TfdistApp, out: TextIO) -> None:
     """What the terminal keeps once the app is gone, as a headless run ends: the last run's
-    summary and its traffic (headless's own printer: both screens say the same)."""
+    summary, its typical step and its traffic (headless's own printer: both screens say the
+    same)."""
     summary = app.last_summary()
     if summary is not None:
         from tui.headless import write_summary  # (the printer's ~90 modules: only now)
 
-        write_summary(summary, out, app.traffic)
+        write_summary(summary, out, app.traffic, app.dashboard.anatomy)

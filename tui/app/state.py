@@ -249,6 +249,9 @@ class Dashboard:
         self.rate_history.clear()
         self.step_rate_history.clear()
         self.loss_history.clear()
+        # A new run's steps only: a relaunch (another fuse or partition setting) must not show
+        # the last run's typical step, nor keep naming its stragglers.
+        self.anatomy = AnatomyBoard()
         self.rows = {}
         for info in event.tasks:
             self.rows[info.name] = TaskRow(info.name, info.address, info.job, info.share_brief)

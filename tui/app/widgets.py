@@ -316,7 +316,10 @@ class ThroughputView(VerticalScroll):
         # heading that promises one.
         title = self.query_one("#anatomy-title", Static)
         title.display = bool(lines)
-        if any(e.coordinator for e in dashboard.anatomy.latest.values()):
+        coordinators = [e.coordinator for e in dashboard.anatomy.latest.values()]
+        if coordinators and all(coordinators):  # (no worker's step stats: none to promise)
+            put(title, "step anatomy (a TF2 coordinator's functions as it sees them)")
+        elif any(coordinators):
             put(title, "step anatomy (sampled steps from TensorFlow's step stats; a TF2 coordinator's "
                        "functions as it sees them)")
         else:

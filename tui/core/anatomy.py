@@ -8,7 +8,8 @@ A straggler: over its last :data:`WINDOW` step reports (each the mean step time 
 one before), the median step time of a worker is above :data:`SLOW_FACTOR` times the median
 of the other workers' medians; it keeps the name until that falls under :data:`KEEP_FACTOR`
 times. Each needs :data:`WINDOW` reports first, so a worker is not named for its first slow
-steps, nor with no peer to compare with."""
+steps, nor with no peer to compare with. A TF2 coordinator's workers report no steps: each
+of its samples gives every worker's mean time of a function, and those are judged alike."""
 
 from __future__ import annotations
 
@@ -62,6 +63,8 @@ class Straggler:
     step_seconds: float
     typical_seconds: float
     typical_task: str
+    #: What the times are of: a worker's step, or a TF2 coordinator's function on a worker.
+    unit: str = "a step"
 
 
 @dataclass
@@ -81,29 +84,37 @@ class AnatomyBoard:
             self.latest[task] = event
             if not event.coordinator:
                 self.recent.setdefault(task, deque(maxlen=TYPICAL_SAMPLES)).append(event)
+            else:  # each worker's mean function time: the only time of a worker it knows
+                for index, seconds in enumerate(event.by_worker):
+                    if seconds:
+                        self._took(f"worker{index}", seconds, "a function")
             return True
         if isinstance(event, protocol.Step) and not event.coordinator and event.step_time > 0:
-            times = self.step_times.setdefault(task, deque(maxlen=WINDOW))
-            times.append(event.step_time)
-            if len(times) < WINDOW:
-                return False
-            self._typical[task] = statistics.median(times)
-            # Judged again: this worker, and those named (a step of each worker comes about
-            # once a second, so every worker is judged that often; judging all of them at
-            # each of hundreds of workers' steps would not keep up).
-            before = self.stragglers
-            named = {s.task: s for s in before if s.task != task}
-            for judged in (task, *named):
-                found = self._judge(judged)
-                if found is None:
-                    named.pop(judged, None)
-                else:
-                    named[judged] = found
-            self.stragglers = tuple(sorted(named.values(), key=lambda s: s.task))
-            return before != self.stragglers
+            return self._took(task, event.step_time, "a step")
         return False
 
-    def _judge(self, task: str) -> Straggler | None:
+    def _took(self, task: str, seconds: float, unit: str) -> bool:
+        """One report of ``task``'s time (of ``unit``); whether the stragglers changed."""
+        times = self.step_times.setdefault(task, deque(maxlen=WINDOW))
+        times.append(seconds)
+        if len(times) < WINDOW:
+            return False
+        self._typical[task] = statistics.median(times)
+        # Judged again: this worker, and those named (a step of each worker comes about
+        # once a second, so every worker is judged that often; judging all of them at
+        # each of hundreds of workers' steps would not keep up).
+        before = self.stragglers
+        named = {s.task: s for s in before if s.task != task}
+        for judged in (task, *named):
+            found = self._judge(judged, unit)
+            if found is None:
+                named.pop(judged, None)
+            else:
+                named[judged] = found
+        self.stragglers = tuple(sorted(named.values(), key=lambda s: s.task))
+        return before != self.stragglers
+
+    def _judge(self, task: str, unit: str) -> Straggler | None:
         """``task`` as a straggler, or None when it keeps up (or has no peer to compare with)."""
         peers = {other: s for other, s in self._typical.items() if other != task}
         if not peers:
@@ -114,7 +125,7 @@ class AnatomyBoard:
         if seconds <= (KEEP_FACTOR if named else SLOW_FACTOR) * usual:
             return None
         nearest = min(peers, key=lambda other: abs(peers[other] - usual))
-        return Straggler(task, seconds, usual, nearest)
+        return Straggler(task, seconds, usual, nearest, unit)
 
     def news(self) -> list[str]:
         """A line for each worker named a straggler, or keeping up again, since the last
@@ -180,15 +191,27 @@ def anatomy_text(event: protocol.StepAnatomy) -> str:
 
 def straggler_text(straggler: Straggler, its: protocol.StepAnatomy | None,
                    typical: protocol.StepAnatomy | None) -> str:
-    """``worker1 is a straggler: ...``, with both anatomies where they are known."""
-    text = (f"{straggler.task} is a straggler: {straggler.step_seconds * 1000:.2f} ms a step against "
-            f"{straggler.typical_seconds * 1000:.2f} ms typical ({straggler.typical_task})")
+    """``worker1 is a straggler: ...``, with both sampled steps where they are known, in
+    milliseconds (shares of steps of different lengths read backwards: a straggler starved of
+    CPU showed a smaller read share than its peer for the same read time), and the part that
+    took most of the difference."""
+    text = (f"{straggler.task} is a straggler: {straggler.step_seconds * 1000:.2f} ms {straggler.unit} "
+            f"against {straggler.typical_seconds * 1000:.2f} ms typical ({straggler.typical_task})")
     if its is not None and typical is not None:
         text += (f"; its step {_brief(its)}, {straggler.typical_task}'s {_brief(typical)}")
+        mine, theirs = _seconds(its), _seconds(typical)
+        grew = max(mine, key=lambda name: mine[name] - theirs.get(name, 0.0))
+        if (more := mine[grew] - theirs.get(grew, 0.0)) > 0:
+            text += f"; most of the difference: {grew} (+{more * 1000:.2f} ms)"
     return text
 
 
+def _seconds(event: protocol.StepAnatomy) -> dict[str, float]:
+    return {part_name(p): p.seconds for p in event.parts}
+
+
 def _brief(event: protocol.StepAnatomy) -> str:
-    """The two largest parts of a step."""
-    parts = sorted(event.parts, key=lambda p: -p.share)[:2]
-    return " · ".join(f"{part_name(p)} {p.share:.0%}" for p in parts)
+    """A sampled step's time and its two largest parts', in milliseconds."""
+    parts = sorted(event.parts, key=lambda p: -p.seconds)[:2]
+    return f"{event.seconds * 1000:.2f} ms: " + " · ".join(f"{part_name(p)} {p.seconds * 1000:.2f} ms"
+                                                           for p in parts)
