@@ -56,9 +56,13 @@ def test_a_worker_well_above_its_peers_is_named_with_both_anatomies() -> None:
                          "read ps0 1.50 ms · rest 0.90 ms; most of the difference: compute (+7.80 ms)")
     assert board.news() == ["warning: " + lines[-1]]
     assert board.news() == []  # said once
+    # The typical step does not say a faster host would hardly help: worker1's would.
+    assert (typical := board.typical()) is not None
+    assert typical_text(typical).endswith("; worker1 is a straggler, slower than its peers (see its line)")
     for _ in range(WINDOW):
         board.fold("worker1", step(1, 0.003))
     assert not board.stragglers and board.news() == ["info: worker1 keeps up with its peers again"]
+    assert (typical := board.typical()) is not None and "straggler" not in typical_text(typical)
 
 
 def test_peers_within_the_threshold_and_a_lone_worker_are_never_named() -> None:

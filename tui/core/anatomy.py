@@ -49,6 +49,9 @@ class TypicalStep:
     #: The median of the workers' recent step reports (untraced steps: a traced step is
     #: longer by its tracing); None when no worker reported a step time.
     untraced_seconds: float | None = None
+    #: The workers named stragglers now: a slower host of theirs is the cause the line must
+    #: not deny.
+    stragglers: tuple[str, ...] = ()
 
     @property
     def compute(self) -> float:
@@ -162,7 +165,8 @@ class AnatomyBoard:
         reported = [seconds for times in self.step_times.values() for seconds in times]
         return TypicalStep(samples=len(events), workers=len(self.recent),
                            seconds=statistics.median(e.seconds for e in events), shares=ordered,
-                           untraced_seconds=statistics.median(reported) if reported else None)
+                           untraced_seconds=statistics.median(reported) if reported else None,
+                           stragglers=tuple(s.task for s in self.stragglers))
 
 
 def typical_text(step: TypicalStep) -> str:
@@ -172,7 +176,13 @@ def typical_text(step: TypicalStep) -> str:
     head = "" if step.untraced_seconds is None else f"{step.untraced_seconds * 1000:.2f} ms a step; "
     text = (f"{head}traced {step.seconds * 1000:.2f} ms (median of {step.samples} sampled steps, "
             f"{step.workers} worker{'s' if step.workers != 1 else ''}): {shown}")
-    if step.compute < COMPUTE_BOUND:
+    if step.stragglers:
+        # A straggler's own host may well be the cause: "a faster host would hardly help"
+        # would be untrue for it.
+        names = ", ".join(step.stragglers)
+        text += (f"; {names} {'is a straggler' if len(step.stragglers) == 1 else 'are stragglers'}, "
+                 "slower than its peers (see its line)")
+    elif step.compute < COMPUTE_BOUND:
         text += (f"; compute is {step.compute:.0%} of a step, so a faster host would hardly help: "
                  "the rest is moving variables and gradients to and from the ps and each step's "
                  "fixed cost (see Slow steps in the troubleshooting guide)")
