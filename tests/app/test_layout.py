@@ -70,7 +70,7 @@ async def test_o_sorts_the_tasks_by_cpu_and_back(options: RunOptions) -> None:
         await pilot.pause()
         app.refresh_dashboard(force=True)
         assert [r.value for r in app.table.rows] == ["ps0", "ps1", "worker0", "worker1"]
-        assert app.table.border_title == "localhost: cpu 246% mem 15M"
+        assert app.table.border_title == "localhost tasks: cpu 246% mem 15M"
         # Once no task runs, the last sample is no longer true: no totals are shown.
         states = {name: row.state for name, row in app.dashboard.rows.items()}
         for row in app.dashboard.rows.values():

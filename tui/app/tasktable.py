@@ -221,10 +221,12 @@ class TaskTable(DataTable[Text | str]):
 
     def show_totals(self, dashboard: Dashboard) -> None:
         """Each host's total CPU and memory over its running tasks, on the table's border;
-        nothing once none runs (the last sample is no longer true)."""
+        nothing once none runs (the last sample is no longer true). Said as its tasks' (the
+        host's own load is not measured: ``localhost: cpu 6%`` read as the machine's at a load
+        average of 114)."""
         hosts = dashboard.usage.hosts if dashboard.usage and dashboard.active_tasks else {}
         set_border_title(self, "  ".join(
-            f"{host}: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
+            f"{host} tasks: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
             for host, usage in sorted(hosts.items())))
 
 
