@@ -103,7 +103,7 @@ async def test_keys_against_a_real_cluster(tmp_path: Path) -> None:
         # Each task's CPU and memory, read from /proc for its process group (tui.core.usage).
         await until(pilot, lambda: app.table.get_cell("worker0", "rss") != "-"
                     and app.table.get_cell("worker0", "cpu%") != "-", what="worker0's CPU and memory")
-        assert "localhost: cpu" in str(app.table.border_title)
+        assert "localhost tasks: cpu" in str(app.table.border_title)
 
         # Each task's share of this machine (tui.plan.allocation) is a column: cores, threads.
         shares = {name: app.table.get_cell(name, "share") for name in app.dashboard.rows}
