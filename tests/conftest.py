@@ -115,6 +115,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("quick")
 
 
+#: Modules no test file may import when it is collected: every collection (each xdist worker's,
+#: and the quick subset's, which collects every file before it deselects) paid for them. One
+#: file's ``pytest.importorskip("tf_keras")`` imported TensorFlow so: collecting the quick
+#: subset took 39.3 s of CPU with a cold bytecode cache, 14.7 s without it.
+HEAVY_AT_COLLECTION = ("tensorflow", "keras", "tf_keras")
+#: Which of :data:`HEAVY_AT_COLLECTION` this process had imported when its collection ended.
+IMPORTED_AT_COLLECTION = pytest.StashKey[list[str]]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Note which heavy modules collecting the tests imported (before any test ran), for
+    tests/test_quick.py to judge."""
+    session.config.stash[IMPORTED_AT_COLLECTION] = [m for m in HEAVY_AT_COLLECTION if m in sys.modules]
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` (pyproject.toml) with the slowest files handed out first
     (tests/support/schedule.py); any other ``--dist`` is xdist's own."""

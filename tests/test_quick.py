@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import SLOW_WITHOUT_PARTS
+import pytest
+
+from tests.conftest import HEAVY_AT_COLLECTION, IMPORTED_AT_COLLECTION, SLOW_WITHOUT_PARTS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,3 +35,11 @@ def test_quick_leaves_out_real_parts_and_known_slow_tests() -> None:
     assert "tests/config/test_load.py::test_any_text_loads_or_raises_config_error" not in collected
     assert "tests/config/test_load.py::test_apply_overrides_raises_only_config_error" in collected
     assert not any("test_warm_smoke.py" in line for line in collected)
+
+
+def test_collecting_the_tests_imports_no_tensorflow(pytestconfig: pytest.Config) -> None:
+    # A test file imports TensorFlow in its tests or their fixtures, never at its top. Each
+    # xdist worker collects every file of the run before its first test, this one's too.
+    assert pytestconfig.stash[IMPORTED_AT_COLLECTION] == [], (
+        f"collecting the tests imported {pytestconfig.stash[IMPORTED_AT_COLLECTION]} "
+        f"(of {HEAVY_AT_COLLECTION}): look for a module-level import in a test file or its helpers")
