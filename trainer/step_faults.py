@@ -17,8 +17,10 @@ from typing import Any
 #: within a second of the link's return failed its first step on that and was restarted
 #: again. A ps that is gone refuses the retries at once: the step fails as before, 1 s later.
 RESET_RETRY_SECS = (0.1, 0.3, 0.6)
-#: What a connection reset says in TensorFlow's UnavailableError (gRPC's status text).
-RESET_SIGNS = ("Connection reset by peer",)
+#: What a connection reset says in TensorFlow's UnavailableError (gRPC's status text). A
+#: write to a connection the peer has reset says "Broken pipe" instead (sendmsg's EPIPE): a
+#: worker's first step after a 20 s ps cut failed so in RegisterGraph, and cost a restart.
+RESET_SIGNS = ("Connection reset by peer", "Broken pipe")
 #: Waits before each retry of a training step that a ps failed because it could not connect to
 #: this worker's own address. A ps that called the address while no task listened there (the
 #: worker's previous launch gone, this one not yet serving) keeps its gRPC channel to it in

@@ -97,6 +97,14 @@ def test_a_step_reset_by_a_peer_is_tried_again(capsys: pytest.CaptureFixture[str
     assert hint_for(line) is None  # not yet a failure: no "a ps or peer task is gone" hint
 
 
+def test_a_step_whose_write_met_a_reset_connection_is_tried_again(capsys: pytest.CaptureFixture[str]) -> None:
+    pipe = ("sendmsg: Broken pipe (32); Additional GRPC error information from remote target "
+            "/job:ps/replica:0/task:0 while calling /tensorflow.WorkerService/RegisterGraph")
+    session = Session(Unavailable(pipe))
+    assert worker(session).step() == (7, 0.5)
+    assert session.runs == 2 and "a step failed on a connection reset by a peer" in capsys.readouterr().out
+
+
 def test_the_step_the_ps_cancels_after_a_reset_is_tried_again_too() -> None:
     session = Session(Unavailable(RESET), Aborted(CANCELLED))
     assert worker(session).step() == (7, 0.5)
