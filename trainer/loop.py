@@ -36,11 +36,12 @@ REFILL_DEADLINE_SECS = 15.0
 #: ``timeout_in_ms``: DeadlineExceededError); it is then tried again
 #: (:data:`trainer.step_faults.DEADLINE_RETRY_SECS`), each try with twice the time of the last.
 #: Without it a step could wait for good: on the lab, after a 20 s cut of the ps's host, a
-#: worker's step in flight at the cut (or its retry after a reset) never returned, its
-#: connection to the ps dead at the far end with no word of it here; every worker stood still
-#: until the run's timeout, or, one left behind, was ended past the target having made no step
-#: since the cut. An mlp step takes milliseconds, a launch's first step seconds on a loaded
-#: machine: this is far past either, and short enough that a step caught in a cut of about its
+#: worker's step in flight at the cut (or its retry after a reset) never returned; every
+#: worker stood still until the run's timeout, or, one left behind, was ended past the target
+#: having made no step since the cut. Its connection to the ps had most likely died at the far
+#: end with no word of it here: with the deadline, the try after such a step was often reset.
+#: An mlp step takes milliseconds, a launch's first step seconds on a loaded machine: this is
+#: far past either, and short enough that a step caught in a cut of about its
 #: length is tried again as the link returns (the try's reset, if its connection died, comes at
 #: once). A step that is slow but alive (a large model over a capped link) costs a try and ends
 #: on a later one. Sync steps have none: one waits for its round's token as long as its slowest
