@@ -14,8 +14,8 @@ link is paced while faults come, so that the run cannot end first.
     python -m bench.hosts.soak --faults 0 [--steps N | --minutes M] [--mode sync]
 
 ``--faults 0`` runs the fault-free run alone, ``--steps`` long or stopped (SIGINT, as Ctrl-C)
-after ``--minutes``, and prints its incidents and the steps its workers tried again (a run
-without faults should have neither).
+after ``--minutes``, and prints its incidents (a run without faults should have none: each
+breaks a promise) and the steps its workers tried again (a retry that passed costs no restart).
 
 Needs root, iproute2 and openssh-server (as the lab does). Exits 1 when a promise is broken
 (exit 0, checkpoints monotonic, every incident explained, every worker back within 60 s, no
