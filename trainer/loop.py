@@ -5,8 +5,6 @@ step, and tells every ps it is done."""
 from __future__ import annotations
 
 import os
-import re
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -15,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from trainer import data as datasets
-from trainer import lifecycle, portclaim, protocol, threads
+from trainer import lifecycle, portclaim, protocol, step_faults, threads
 from trainer.anatomy import Sampler, anatomy
 from trainer.cluster import Cluster, Role
 from trainer.graph import TrainGraph, build, done_queue
@@ -27,13 +25,6 @@ from trainer.settings import Mode, TrainingSettings
 #: the last, up to the longest. The seeds' SessionManager waits 30 s between checks
 #: (tensorflow/tensorflow#10679).
 READY_POLL_SECS = (0.005, 0.05)
-#: Waits before each retry of a training step that failed on a connection reset. A peer's
-#: gRPC channel to this task's address may still be the TCP connection of the task's previous
-#: launch (a ps whose host was cut off kept it): the first call on it is reset, the ps then
-#: cancels the step (AbortedError), and gRPC reconnects for the next. A restart that came
-#: within a second of the link's return failed its first step on that and was restarted
-#: again. A ps that is gone refuses the retries at once: the step fails as before, 1 s later.
-RESET_RETRY_SECS = (0.1, 0.3, 0.6)
 #: How long the refill of the input before a step's retry (:meth:`Worker.fill_input`) may take.
 #: It is local work, milliseconds (seconds on a loaded machine), yet on the lab, after a 20 s
 #: cut of a worker's host, the refill after the reset hung in TensorFlow and never returned:
@@ -41,35 +32,21 @@ RESET_RETRY_SECS = (0.1, 0.3, 0.6)
 #: never got its done token. Past this the step fails as it would have without the retry,
 #: and the restart policy takes over.
 REFILL_DEADLINE_SECS = 15.0
-#: What a connection reset says in TensorFlow's UnavailableError (gRPC's status text).
-RESET_SIGNS = ("Connection reset by peer",)
-#: Waits before each retry of a training step that a ps failed because it could not connect to
-#: this worker's own address. A ps that called the address while no task listened there (the
-#: worker's previous launch gone, this one not yet serving) keeps its gRPC channel to it in
-#: reconnect backoff, and fails every call on it at once, until its next attempt: up to 1.2 s
-#: later (TensorFlow caps gRPC's backoff at 1 s; gRPC adds up to 20 % jitter). A restarted
-#: worker's first step failed on that and cost a restart (seen on the lab after a 20 s ps cut;
-#: 1.0 s measured from the failure to the first step that passed). These outlast 1.2 s; a ps
-#: that cannot reach this worker for good still fails the step, 1.4 s later. Any step, not only
-#: the first after a start: a ps's channel to this address can back off later too (a link that
-#: flapped while the ps reconnected), and with this bound a retry costs no more there.
-REFUSED_RETRY_SECS = (0.1, 0.3, 0.5, 0.5)
-#: What a ps's UnavailableError says when its channel to an address has no connection, gRPC's
-#: "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.3:2222: Failed
-#: to connect to remote host: Connection refused" (TensorFlow 2.21). Either part is enough:
-#: the address named in the text, not these words, says whose the failure is.
-REFUSED_SIGNS = ("failed to connect to all addresses", "Connection refused")
-#: Waits before each retry of a training step a peer refused as a duplicate: TensorFlow's
-#: worker service remembers recent request ids and aborts a RunGraph whose id it has seen
-#: ("The same RunGraph (Worker) request was received twice"), which gRPC's own resend after
-#: a channel reset produces. The first copy ran; only this call's answer is lost, so a new
-#: step (a new request id) is safe in async mode. Seen ending workers of fault-free 8-minute
-#: lab runs, and on an untouched host after another host's cut.
-DUPLICATE_RETRY_SECS = (0.1, 0.3, 0.6)
-#: What TensorFlow's AbortedError says of a duplicate request (RecentRequestIds).
-DUPLICATE_SIGNS = ("request was received twice",)
-#: An address in gRPC's error text: "ipv4:10.0.0.3:2222", "ipv6:%5B::1%5D:2222".
-_GRPC_ADDRESS = re.compile(r"ipv4:(\d+\.\d+\.\d+\.\d+):(\d+)|ipv6:(?:%5B|\[)([0-9A-Fa-f:.]+)(?:%5D|\]):(\d+)")
+#: How long an async training step may take before TensorFlow gives it up (RunOptions'
+#: ``timeout_in_ms``: DeadlineExceededError); it is then tried again
+#: (:data:`trainer.step_faults.DEADLINE_RETRY_SECS`), each try with twice the time of the last.
+#: Without it a step could wait for good: on the lab, after a 20 s cut of the ps's host, a
+#: worker's step in flight at the cut (or its retry after a reset) never returned; every
+#: worker stood still until the run's timeout, or, one left behind, was ended past the target
+#: having made no step since the cut. Its connection to the ps had most likely died at the far
+#: end with no word of it here: with the deadline, the try after such a step was often reset.
+#: An mlp step takes milliseconds, a launch's first step seconds on a loaded machine: this is
+#: far past either, and short enough that a step caught in a cut of about its
+#: length is tried again as the link returns (the try's reset, if its connection died, comes at
+#: once). A step that is slow but alive (a large model over a capped link) costs a try and ends
+#: on a later one. Sync steps have none: one waits for its round's token as long as its slowest
+#: replica takes.
+STEP_DEADLINE_SECS = 20.0
 EVAL_BATCH = 1024
 
 
@@ -120,14 +97,6 @@ class _Window:
 
     started: float
     steps: int = 0
-
-
-@dataclass(frozen=True)
-class _Passing:
-    """A step's failure that may pass: the waits before each retry, and what the log says."""
-
-    waits: tuple[float, ...]
-    says: str
 
 
 class Worker:
@@ -280,41 +249,54 @@ class Worker:
             round_runner.join()
         return protocol.REASON_TARGET_REACHED
 
-    def _run(self, fetches: list[Any], metadata: Any) -> tuple[Any, Any]:
-        """Run the step's fetches (traced into ``metadata`` unless None): (step, loss)."""
-        if metadata is None:
+    def _run(self, fetches: list[Any], metadata: Any, deadline: float | None = None) -> tuple[Any, Any]:
+        """Run the step's fetches (traced into ``metadata`` unless None; given up after
+        ``deadline`` seconds unless None): (step, loss)."""
+        options: dict[str, int] = {}
+        if metadata is not None:
+            options["trace_level"] = self.tf.RunOptions.FULL_TRACE
+        if deadline is not None:
+            options["timeout_in_ms"] = max(1, round(deadline * 1000))
+        if not options:
             step, loss, *_ = self.sess.run(fetches)
         else:
-            step, loss, *_ = self.sess.run(fetches, options=self.tf.RunOptions(
-                trace_level=self.tf.RunOptions.FULL_TRACE), run_metadata=metadata)
+            step, loss, *_ = self.sess.run(fetches, options=self.tf.RunOptions(**options),
+                                           run_metadata=metadata)
         return step, loss
 
     def step(self, metadata: Any = None, exact: bool = False) -> tuple[Any, Any]:
         """One training step: (global step, loss; the global step exact, or fused async and
-        not ``exact`` its lower bound: :attr:`TrainGraph.step_after`). Async, a step failed by
-        a connection reset (:data:`RESET_RETRY_SECS`), by a ps that could not connect to this worker's address
-        (:data:`REFUSED_RETRY_SECS`) or by a peer that received its request twice
-        (:data:`DUPLICATE_RETRY_SECS`) is retried, as is the cancelled step that may follow it;
-        any other error, such a failure that stays, or a refill of the input for the retry that
-        does not end (:data:`REFILL_DEADLINE_SECS`) ends it. (Sync, a failed step may have
-        taken its round's token: a second try could wait for a token forever.)"""
+        not ``exact`` its lower bound: :attr:`TrainGraph.step_after`). Async, each try has a
+        deadline (:data:`STEP_DEADLINE_SECS`), and a step that failed in a way that may pass
+        (:func:`trainer.step_faults.passing`: a connection reset, a ps that could not connect
+        to this worker's address, a request a peer received twice, the deadline) is tried
+        again, as is the cancelled step that may follow it; any other error, such a failure
+        that stays, or a refill of the input for the retry that does not end
+        (:data:`REFILL_DEADLINE_SECS`) ends it. (Sync, a failed step may have taken its round's
+        token: a second try could wait for a token forever.)"""
         fetches = self.graph.fetches(exact)
         if self.settings.mode is not Mode.ASYNC:
             return self._run(fetches, metadata)
         errors = self.tf.errors
+        port = int(self.cluster.worker[self.role.index].rpartition(":")[2])
+        deadline = STEP_DEADLINE_SECS
         waits: list[float] | None = None  # what is left of the first failure's schedule
         says = ""
         while True:
             try:
-                return self._run(fetches, metadata)
-            except (errors.UnavailableError, errors.AbortedError) as exc:
-                passing = self._passing(exc)
+                return self._run(fetches, metadata, deadline)
+            except (errors.UnavailableError, errors.AbortedError, errors.DeadlineExceededError) as exc:
+                passing = step_faults.passing(errors, exc, port, deadline)
+                if isinstance(exc, errors.DeadlineExceededError):
+                    deadline *= 2  # (a slow step that is alive ends next time)
                 if waits is None:
                     if passing is None:
                         raise
                     waits, says = list(passing.waits), passing.says
                 elif passing is None and not isinstance(exc, errors.AbortedError):
                     raise  # (the step the ps cancels after such a failure is tried again too)
+                elif passing is not None:
+                    says = passing.says
                 if not waits:
                     raise
                 # (Not TensorFlow's words: they would hint at a failure that this is not yet.)
@@ -351,33 +333,6 @@ class Worker:
         if raised[0] is not None:
             raise raised[0]
         return True
-
-    def _passing(self, exc: Exception) -> _Passing | None:
-        """What to do about an UnavailableError or AbortedError that may pass; None: it ends
-        the step (an AbortedError may still be the step a ps cancels after one that may)."""
-        text = str(exc)
-        if isinstance(exc, self.tf.errors.AbortedError):
-            if any(sign in text for sign in DUPLICATE_SIGNS):
-                return _Passing(DUPLICATE_RETRY_SECS, "as a peer received its request twice "
-                                "(a call resent after a connection reset)")
-            return None
-        if any(sign in text for sign in RESET_SIGNS):
-            return _Passing(RESET_RETRY_SECS, "on a connection reset by a peer")
-        if any(sign in text for sign in REFUSED_SIGNS) and self._names_own_address(text):
-            return _Passing(REFUSED_RETRY_SECS, "as a ps could not connect to this worker's address "
-                            "(its channel to it may still be waiting to reconnect)")
-        return None
-
-    def _names_own_address(self, text: str) -> bool:
-        """Whether ``text`` names an address of this worker: its port on one of this host's
-        addresses. (The ps may know the host by another name or address than the cluster's,
-        and this worker's server listens on every address of the host.)"""
-        port = int(self.cluster.worker[self.role.index].rpartition(":")[2])
-        for match in _GRPC_ADDRESS.finditer(text):
-            ip4, port4, ip6, port6 = match.groups()
-            if int(port4 or port6) == port and _is_local(ip4 or ip6):
-                return True
-        return False
 
     def _run_sync_rounds(self) -> None:
         """The chief's aggregation loop (SyncReplicasOptimizer's queue runner, run by hand so
@@ -472,16 +427,6 @@ def run_worker(tf: Any, settings: TrainingSettings, cluster: Cluster, role: Role
         log(f"worker{role.index}: reached global step {step} (target {settings.steps}) "
             f"after {worker.local_step} local steps")
     _leave_with_session_open()
-
-
-def _is_local(ip: str) -> bool:
-    """Whether ``ip`` is an address of this host: only such an address can be bound."""
-    try:
-        with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((ip, 0))
-    except OSError:
-        return False
-    return True
 
 
 def _leave_with_session_open() -> None:

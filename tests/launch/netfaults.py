@@ -76,9 +76,10 @@ class Controller:
     def states(self, task: str) -> list[str]:
         return [e["new"] for e in self.events() if e["type"] == "task_state" and e["task"] == task]
 
-    def finish(self) -> int:
+    def finish(self, limit: float = RUN_LIMIT) -> int:
+        """Its exit code, once it exits; killed past ``limit`` seconds."""
         try:
-            return self.process.wait(RUN_LIMIT)
+            return self.process.wait(limit)
         finally:
             if self.process.poll() is None:
                 self.process.kill()

@@ -34,12 +34,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 __all__ = ["controllers"]  # the fixture, used by name
 
 
-# Known, not yet fixed: in one full run of three, both workers' retried step after the cut
-# ("a step failed on a connection reset by a peer; trying again") never returned, though the
-# ps answered again 22 s later; every task stalled, none was restarted (no peer progressed), and
-# the run timed out. Passes otherwise; marked so that it does not hide every other result.
-@pytest.mark.xfail(reason="a retried step that never returns after the ps's link came back, now and then",
-                   strict=False)
 def test_a_ps_host_cut_for_20_s_keeps_its_ps_and_the_run_ends_well(
         netlab: MakeLab, tmp_path: Path, controllers: list[Controller]) -> None:
     lab = netlab(3)
@@ -72,6 +66,13 @@ def test_a_ps_host_cut_for_20_s_keeps_its_ps_and_the_run_ends_well(
     restarted = [task for _, task, _ in incidents]
     assert len(restarted) == len(set(restarted)) and set(restarted) <= {"worker0", "worker1"}, incidents
     assert trained_after(controller, back), "the run was not still training when the ps's link came back"
+    # Every task ended by itself, none by the controller past the target: a worker whose step
+    # in flight at the cut never returned (its connection dead at the ps's end, the reset lost
+    # with the link) made no step again and was ended so, counted as succeeded (1 run in 4
+    # without the step's deadline, trainer/loop.py); when both workers' steps hung, the run
+    # timed out.
+    assert sorted((t["name"], t["exit_code"]) for t in summary_of(controller)["tasks"]) == \
+        [("ps0", 0), ("worker0", 0), ("worker1", 0)], text[-4000:]
     assert "SIGHUP" not in text
     assert_hosts_empty(lab, within=60)
 

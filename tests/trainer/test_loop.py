@@ -1,7 +1,8 @@
 """A worker's training step (trainer/loop.py, ``Worker.step``) against a session that fails
 the way TensorFlow's does: a connection reset (a peer's gRPC channel still on the connection
 of this task's previous launch) is tried again, with the step the ps cancels after it;
-so is a ps that could not connect to this worker's own address (its channel to the address
+so is a step past its deadline (tests/trainer/test_loop_deadline.py has the real thing), and a
+ps that could not connect to this worker's own address (its channel to the address
 still backing off: tests/trainer/test_loop_refused.py has the real thing); anything else, a
 failure that stays, or any of them in sync mode ends the step as before. The real thing is a
 ps host cut off and back (tests/launch/test_network_faults_ps.py: each worker restarted at
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trainer import loop
+from trainer import loop, step_faults
 from trainer.cluster import Cluster, Role
 from trainer.settings import Mode, TrainingSettings
 from tui.core.hints import hint_for
@@ -45,6 +46,10 @@ class Aborted(Exception):
     """Stands in for tf.errors.AbortedError."""
 
 
+class TimedOut(Exception):
+    """Stands in for tf.errors.DeadlineExceededError."""
+
+
 class Session:
     """Fails the first runs with ``failures``, then answers (global step, loss); counts the
     input pipeline's fills apart."""
@@ -53,12 +58,16 @@ class Session:
         self.failures = list(failures)
         self.runs = 0
         self.fills = 0
+        self.deadlines: list[float | None] = []  # each step's, in seconds
 
-    def run(self, fetches: Any, feed_dict: object = None) -> tuple[int, float] | None:
+    def run(self, fetches: Any, feed_dict: object = None, options: Any = None,
+            run_metadata: object = None) -> tuple[int, float] | None:
         if fetches == "iterator_init":
             self.fills += 1
             return None
         self.runs += 1
+        timeout = getattr(options, "timeout_in_ms", None)
+        self.deadlines.append(None if timeout is None else timeout / 1000)
         if self.failures:
             raise self.failures.pop(0)
         return 7, 0.5
@@ -66,7 +75,9 @@ class Session:
 
 def worker(session: Session, mode: Mode = Mode.ASYNC) -> loop.Worker:
     made = loop.Worker.__new__(loop.Worker)  # (no TensorFlow: only what step() reads)
-    made.tf = SimpleNamespace(errors=SimpleNamespace(UnavailableError=Unavailable, AbortedError=Aborted))
+    made.tf = SimpleNamespace(errors=SimpleNamespace(UnavailableError=Unavailable, AbortedError=Aborted,
+                                                     DeadlineExceededError=TimedOut),
+                              RunOptions=SimpleNamespace)
     made.sess = session
     made.graph = SimpleNamespace(fetches=lambda exact=False: ["train_op", "loss"],  # type: ignore[assignment]
                                  iterator_init="iterator_init", x_feed="x", y_feed="y")
@@ -84,6 +95,14 @@ def test_a_step_reset_by_a_peer_is_tried_again(capsys: pytest.CaptureFixture[str
     (line,) = capsys.readouterr().out.splitlines()
     assert "worker1: a step failed on a connection reset" in line
     assert hint_for(line) is None  # not yet a failure: no "a ps or peer task is gone" hint
+
+
+def test_a_step_whose_write_met_a_reset_connection_is_tried_again(capsys: pytest.CaptureFixture[str]) -> None:
+    pipe = ("sendmsg: Broken pipe (32); Additional GRPC error information from remote target "
+            "/job:ps/replica:0/task:0 while calling /tensorflow.WorkerService/RegisterGraph")
+    session = Session(Unavailable(pipe))
+    assert worker(session).step() == (7, 0.5)
+    assert session.runs == 2 and "a step failed on a connection reset by a peer" in capsys.readouterr().out
 
 
 def test_the_step_the_ps_cancels_after_a_reset_is_tried_again_too() -> None:
@@ -108,13 +127,41 @@ def test_a_step_a_peer_received_twice_is_tried_again(capsys: pytest.CaptureFixtu
     # After a reset too, and a duplicate that stays ends the step as before.
     session = Session(Unavailable(RESET), Aborted(DUPLICATE))
     assert worker(session).step() == (7, 0.5)
-    stays = Session(*[Aborted(DUPLICATE)] * (len(loop.DUPLICATE_RETRY_SECS) + 1))
+    stays = Session(*[Aborted(DUPLICATE)] * (len(step_faults.DUPLICATE_RETRY_SECS) + 1))
     with pytest.raises(Aborted, match="received twice"):
         worker(stays).step()
-    assert stays.runs == len(loop.DUPLICATE_RETRY_SECS) + 1
+    assert stays.runs == len(step_faults.DUPLICATE_RETRY_SECS) + 1
     sync = Session(Aborted(DUPLICATE))
     with pytest.raises(Aborted):
         worker(sync, Mode.SYNC).step()
+
+
+TIMED_OUT = "Graph execution error:\n\nOperation timed out."
+
+
+def test_an_async_step_past_its_deadline_is_tried_again_with_twice_the_time(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Its connection died at the far end while the link was cut: the next call on it is reset.
+    session = Session(TimedOut(TIMED_OUT), Unavailable(RESET))
+    assert worker(session).step() == (7, 0.5)
+    deadline = loop.STEP_DEADLINE_SECS
+    assert session.deadlines == [deadline, 2 * deadline, 2 * deadline] and session.fills == 2
+    first, second = capsys.readouterr().out.splitlines()
+    assert f"worker1: a step failed as it did not end within {deadline:g} s" in first
+    assert "worker1: a step failed on a connection reset by a peer" in second
+    assert hint_for(first) is None
+
+
+def test_a_step_that_never_ends_in_time_fails_and_sync_steps_have_no_deadline() -> None:
+    stays = Session(*[TimedOut(TIMED_OUT)] * (len(step_faults.DEADLINE_RETRY_SECS) + 1))
+    with pytest.raises(TimedOut):
+        worker(stays).step()
+    deadline = loop.STEP_DEADLINE_SECS
+    assert stays.deadlines == [deadline * 2 ** n for n in range(len(step_faults.DEADLINE_RETRY_SECS) + 1)]
+    # A sync step may wait for its round's token as long as its slowest replica takes.
+    sync = Session()
+    assert worker(sync, Mode.SYNC).step() == (7, 0.5)
+    assert sync.deadlines == [None]
 
 
 class CutWhileReading:
@@ -126,13 +173,13 @@ class CutWhileReading:
         self.session = session
         self.cut = False
 
-    def run(self, fetches: Any, feed_dict: Any = None) -> Any:
+    def run(self, fetches: Any, feed_dict: Any = None, **options: Any) -> Any:
         if not self.cut and feed_dict is None:
             self.cut = True
             with pytest.raises(self.tf.errors.DeadlineExceededError):
                 self.session.run(fetches, options=self.tf.RunOptions(timeout_in_ms=50))
             raise self.tf.errors.UnavailableError(None, None, RESET)
-        return self.session.run(fetches, feed_dict=feed_dict)
+        return self.session.run(fetches, feed_dict=feed_dict, **options)
 
 
 def cut_while_reading(tf: Any, graph: Any, init: Any, train_op: Any, loss: Any, iterator: Any,
@@ -148,6 +195,7 @@ def cut_while_reading(tf: Any, graph: Any, init: Any, train_op: Any, loss: Any, 
         images=np.ones((64, 4), np.float32), labels=np.zeros(64, np.int64)))
     made.settings = TrainingSettings(mode=Mode.ASYNC)
     made.role = Role("worker", 1)
+    made.cluster = CLUSTER
     made.sess.session.run(init)
     made.sess.session.run(iterator.initializer, feed_dict={x_feed: made.data.train.images,
                                                            y_feed: made.data.train.labels})
@@ -185,10 +233,10 @@ def test_a_step_cut_short_while_reading_its_batch_is_tried_again_on_a_refilled_i
 
 
 def test_a_reset_that_stays_or_another_error_ends_the_step() -> None:
-    stays = Session(*[Unavailable(RESET)] * (len(loop.RESET_RETRY_SECS) + 1))
+    stays = Session(*[Unavailable(RESET)] * (len(step_faults.RESET_RETRY_SECS) + 1))
     with pytest.raises(Unavailable, match="reset by peer"):
         worker(stays).step()
-    assert stays.runs == len(loop.RESET_RETRY_SECS) + 1
+    assert stays.runs == len(step_faults.RESET_RETRY_SECS) + 1
     # A ps that is gone: refused at once, not tried again; a cancelled step without a reset
     # before it is not this.
     for error in (Unavailable(REFUSED), Aborted(CANCELLED)):
@@ -222,7 +270,7 @@ def test_a_step_a_ps_could_not_connect_to_this_worker_is_tried_again(
     """Any address of this host with this worker's port is this worker (it listens on all of
     them), whatever name the cluster gives the host; the cancelled step after it is tried too."""
     ip = (outward_ip() or "") if ip == "outward" else ip
-    if not loop._is_local(ip):
+    if not step_faults.is_local(ip):
         pytest.skip(f"no address {ip!r} on this host")
     address = f"ipv6:%5B{ip}%5D:2223" if ":" in ip else f"ipv4:{ip}:2223"  # (as gRPC writes them)
     session = Session(Unavailable(ps_refused(address)), Aborted(CANCELLED))
@@ -242,12 +290,13 @@ def test_a_ps_refused_by_another_address_or_that_stays_refused_ends_the_step() -
         with pytest.raises(Unavailable):
             worker(session).step()
         assert session.runs == 1
-    stays = Session(*[Unavailable(ps_refused("ipv4:127.0.0.1:2223"))] * (len(loop.REFUSED_RETRY_SECS) + 1))
+    tries = len(step_faults.REFUSED_RETRY_SECS) + 1
+    stays = Session(*[Unavailable(ps_refused("ipv4:127.0.0.1:2223"))] * tries)
     started = time.monotonic()
     with pytest.raises(Unavailable, match="Connection refused"):
         worker(stays).step()
-    assert stays.runs == len(loop.REFUSED_RETRY_SECS) + 1
-    assert time.monotonic() - started < sum(loop.REFUSED_RETRY_SECS) + 0.5
+    assert stays.runs == len(step_faults.REFUSED_RETRY_SECS) + 1
+    assert time.monotonic() - started < sum(step_faults.REFUSED_RETRY_SECS) + 0.5
 
 
 class HangingRefill(Session):
@@ -257,10 +306,11 @@ class HangingRefill(Session):
         super().__init__(*failures)
         self.release = threading.Event()
 
-    def run(self, fetches: Any, feed_dict: object = None) -> tuple[int, float] | None:
+    def run(self, fetches: Any, feed_dict: object = None, options: Any = None,
+            run_metadata: object = None) -> tuple[int, float] | None:
         if fetches == "iterator_init":
             self.release.wait(30)
-        return super().run(fetches, feed_dict)
+        return super().run(fetches, feed_dict, options, run_metadata)
 
 
 def test_a_refill_that_hangs_fails_the_step_at_its_deadline(

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import pytest
 from tests.support import wait_until
 from tests.trainer.cluster_runner import LocalCluster, Task, free_ports
 from trainer import data as datasets
-from trainer import loop, protocol
+from trainer import loop, protocol, step_faults
 from trainer.cluster import Cluster, Role
 from trainer.graph import build
 from trainer.settings import TrainingSettings
@@ -87,12 +88,12 @@ class Watched:
         self.tries = 0
         self.errors: list[Exception] = []
 
-    def run(self, fetches: Any, feed_dict: Any = None) -> Any:
+    def run(self, fetches: Any, feed_dict: Any = None, **options: Any) -> Any:
         if feed_dict is not None:  # the input pipeline's fill
             return self.session.run(fetches, feed_dict=feed_dict)
         self.tries += 1
         try:
-            return self.session.run(fetches)
+            return self.session.run(fetches, **options)
         except Exception as exc:
             self.errors.append(exc)
             if len(self.errors) == 1 and self.on_failure is not None:
@@ -102,13 +103,15 @@ class Watched:
 
 @dataclass
 class Lab:
-    """A ps and two worker servers; the ps knows worker ``i`` at ``addresses[i]``, shut
-    until a test opens it, while its server listens on ``bound[i]``."""
+    """A ps (process ``ps_pid``) and two worker servers; the ps knows worker ``i`` at
+    ``cluster.worker[i]``, while its server listens on ``bound[i]`` (another port: the address
+    shut until a test opens it; or the same)."""
 
     tf: Any
     cluster: Cluster
     bound: list[int]
     data: datasets.Data
+    ps_pid: int
     sessions: list[Any] = field(default_factory=list)
 
     def port(self, index: int) -> int:
@@ -132,15 +135,17 @@ class Lab:
         return made
 
 
-@pytest.fixture(scope="module")
-def lab() -> Iterator[Lab]:
+@contextmanager
+def lab_of(bound: Callable[[Cluster], list[int]]) -> Iterator[Lab]:
+    """A real trainer ps and two worker servers, worker ``i`` listening on ``bound(cluster)[i]``."""
     from trainer.tfimport import import_tf
 
     ps = LocalCluster(1, 2, [], only=["ps0"])
-    bound = free_ports(2)
+    cluster = Cluster(tuple(ps.spec["ps"]), tuple(ps.spec["worker"]))
+    ports = bound(cluster)
     servers = Task("workers", subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("worker_servers.py")), json.dumps(ps.spec),
-         json.dumps(bound)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+         json.dumps(ports)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
     threading.Thread(target=LocalCluster._read, args=(servers,), daemon=True).start()
     try:
         tf = import_tf()
@@ -148,7 +153,7 @@ def lab() -> Iterator[Lab]:
         wait_until(lambda: ps.task("ps0").of(protocol.Ready), 60, lambda: ps.task("ps0").output)
         wait_until(lambda: servers.lines or servers.proc.poll() is not None, 60, "worker servers")
         assert servers.proc.poll() is None and servers.lines[0][1] == "ready"
-        made = Lab(tf, Cluster(tuple(ps.spec["ps"]), tuple(ps.spec["worker"])), bound, data)
+        made = Lab(tf, cluster, ports, data, ps.task("ps0").proc.pid)
         yield made
         for session in made.sessions:
             session.close()  # while its server lives: later, closing it waits for the server
@@ -156,6 +161,12 @@ def lab() -> Iterator[Lab]:
         servers.proc.kill()
         servers.proc.wait()
         ps.kill()
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    with lab_of(lambda _: free_ports(2)) as made:  # (the cluster's addresses stay shut)
+        yield made
 
 
 def test_a_step_a_ps_fails_while_its_channel_to_this_worker_backs_off_is_tried_again(
@@ -179,7 +190,7 @@ def test_a_step_a_ps_fails_while_its_channel_to_this_worker_backs_off_is_tried_a
     assert f":{lab.port(0)}:" in str(first) and opened
     # ... and a later one its channel, connected again once its backoff was over.
     assert step >= 1 and loss > 0 and watched.tries == len(watched.errors) + 1
-    assert took < sum(loop.REFUSED_RETRY_SECS) + SLACK, took
+    assert took < sum(step_faults.REFUSED_RETRY_SECS) + SLACK, took
     lines = capsys.readouterr().out.splitlines()
     assert lines and all("worker0: a step failed as a ps could not connect to this worker" in line
                          for line in lines), lines
@@ -193,5 +204,5 @@ def test_a_ps_that_cannot_reach_this_worker_for_good_still_ends_the_step_promptl
     with pytest.raises(lab.tf.errors.UnavailableError, match=f":{lab.port(1)}: .*Connection refused"):
         made.step()
     took = time.monotonic() - started
-    assert watched.tries == len(loop.REFUSED_RETRY_SECS) + 1
-    assert sum(loop.REFUSED_RETRY_SECS) <= took < sum(loop.REFUSED_RETRY_SECS) + SLACK, took
+    assert watched.tries == len(step_faults.REFUSED_RETRY_SECS) + 1
+    assert sum(step_faults.REFUSED_RETRY_SECS) <= took < sum(step_faults.REFUSED_RETRY_SECS) + SLACK, took

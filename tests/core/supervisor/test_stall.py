@@ -30,7 +30,7 @@ from tui.core.events import (
     TrainerEvent,
 )
 from tui.core.options import RunOptions
-from tui.core.supervisor import stall
+from tui.core.supervisor import busy, stall
 from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.supervisor.records import SupervisorOptions
 from tui.core.task_state import TaskState
@@ -325,4 +325,72 @@ async def test_a_failure_hint_is_taken_back_when_the_task_trains_on_past_it(tmp_
     assert (cleared.task, cleared.reason) == ("worker0", "training on, no such failure for 10 s")
     worker0.say("UnavailableError: and again")
     await recorder.wait_for(lambda e: isinstance(e, TaskHint) and len(recorder.of(TaskHint)) == 2)
+    await supervisor.stop_all()
+
+
+def test_a_stopped_process_is_found_by_its_pid_or_its_group() -> None:
+    stat = ("200 (sh) S 1 200 200 0 0\n"
+            "201 (python3 (trainer) x) T 200 200 200 0 0\n"  # (a name with spaces and parentheses)
+            "300 (python3) t 1 300 300 0 0\n"
+            "400 (python3) S 1 400 400 0 0\n")
+    assert busy.group_stopped(stat, 200) and busy.group_stopped(stat, 201) and busy.group_stopped(stat, 300)
+    assert not busy.group_stopped(stat, 400) and not busy.group_stopped(stat, 500)
+
+
+@dataclasses.dataclass
+class RemoteLauncher(FakeLauncher):
+    """Its tasks' hosts answer ``/proc/*/stat`` reads: each process sleeping, or stopped
+    (state T) when its pid is in :attr:`stopped`."""
+
+    stopped: set[int] = dataclasses.field(default_factory=set)
+    reads: int = 0
+
+    async def run_command(self, host: object, argv: object) -> str:
+        self.reads += 1
+        pids = [p.pid for launched in self.processes.values() for p in launched]
+        return "\n".join(f"{pid} (python3 -m trainer) {'T' if pid in self.stopped else 'S'} 1 {pid} {pid} 0 0"
+                         for pid in pids) + "\n"
+
+
+async def test_a_stopped_remote_sync_worker_is_named_after_a_quarter_of_the_timeout(tmp_path: Path) -> None:
+    """Sync, every worker waits behind a stopped one: no peer progresses, so only the process's
+    state tells it from the others, read from its host's /proc (on the lab it went unnoticed
+    for the full timeout)."""
+    launcher, recorder, clock = RemoteLauncher(), Recorder(), FakeClock()
+    config = make_config(tmp_path, mode=Mode.SYNC)
+    config = dataclasses.replace(config, tasks=tuple(dataclasses.replace(t, host="h2") for t in config.tasks))
+    supervisor = Supervisor(config, runs_root=tmp_path / "runs", launcher=launcher, clock=clock,
+                            options=SupervisorOptions(stall_timeout=8.0))
+    supervisor.subscribe(recorder)
+    await supervisor.start()
+    processes = await start_all(launcher, ["ps0", "worker0", "worker1"])
+    await recorder.wait_for(lambda e: isinstance(e, Notice) and "tasks up" in e.text)
+    for step in (1, 2):
+        processes["worker0"].step(step)
+        processes["worker1"].step(step)
+    assert processes["worker1"].pid is not None
+    launcher.stopped.add(processes["worker1"].pid)
+
+    async def second() -> None:
+        await seconds_pass(clock, 1)
+        await asyncio.sleep(0.05)  # (the read of the host's /proc takes turns of the loop)
+
+    await second()
+    assert launcher.reads == 0  # nobody quiet for a quarter of the timeout yet: no reads
+    for _ in range(7):
+        await second()
+        if recorder.of(TaskStalled):
+            break
+    (stalled,) = recorder.of(TaskStalled)
+    # Named after a quarter of 8 s, not the full 8 s that every worker waits.
+    assert (stalled.task, stalled.stopped) == ("worker1", True) and stalled.seconds < 8, stalled
+    hint = next(h for h in recorder.of(TaskHint) if h.task == "worker1")
+    assert "its process is stopped (SIGSTOP)" in hint.hint and "kill -CONT" in hint.hint
+    launcher.stopped.clear()  # kill -CONT: it steps again, and the others with it
+    processes["worker1"].step(3)
+    processes["worker0"].step(3)
+    await second()
+    await second()
+    (cleared,) = recorder.of(TaskHintCleared)
+    assert cleared.task == "worker1"
     await supervisor.stop_all()

@@ -40,6 +40,18 @@ def group_cpu_seconds(stat_lines: str, pgid: int) -> float | None:
     return ticks / CLOCK_TICKS if found else None
 
 
+def group_stopped(stat_lines: str, pid: int) -> bool:
+    """Whether a process of ``pid`` or of its group, among ``/proc/*/stat`` lines, is stopped
+    (state T: SIGSTOP; t: a debugger)."""
+    for line in stat_lines.splitlines():
+        fields = line[line.rfind(")") + 2:].split()
+        if len(fields) < 3 or fields[0] not in ("T", "t"):
+            continue
+        if fields[2] == str(pid) or line.split(" ", 1)[0] == str(pid):
+            return True
+    return False
+
+
 async def cores_used(launcher: object, host: HostSpec, pgid: int | None,
                      sleep: Callable[[float], Awaitable[None]], seconds: float) -> float | None:
     """How many cores process group ``pgid`` on ``host`` used over ``seconds``; None when it

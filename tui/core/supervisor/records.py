@@ -176,6 +176,7 @@ class TaskRecord:
 
         self.stall_taken_back = False  # ... again only after it was taken back (on the full timeout)
         self.stall_escalated = False  # restarted as left behind by its peers (tui.core.supervisor.stall)
+        self.remote_stopped = False  # a remote process found stopped, as last looked (the same)
         #: Why the controller killed this launch (a stall), which its exit's reason names.
         self.killed_for = ""
         self.launch_lines = 0  # output lines of this launch (the tail holds the last ones)

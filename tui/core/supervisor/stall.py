@@ -12,8 +12,12 @@ watchdog looks once a tick at the running tasks of a run that is up:
   quarter of that while another worker is progressing (it is not the cluster that waits);
 - a ps says nothing while it serves, so it is stalled when no worker has progressed for
   ``stall_timeout`` seconds (every worker is stalled behind it);
-- a local task whose process is stopped (state T: SIGSTOP, a debugger) is named as such,
-  judged after a quarter of the time, and it alone is reported: the others wait behind it.
+- a task whose process is stopped (state T: SIGSTOP, a debugger) is named as such, judged
+  after a quarter of the time, and it alone is reported: the others wait behind it. A remote
+  task's state is read from ``/proc`` on its host (over its SSH connection) once it has been
+  quiet for that quarter: in sync mode every worker waits behind a stopped one, so no peer
+  progresses and only its state tells it from the others (it went unnoticed for the full
+  timeout on the lab).
 
 A stall is reported once per launch (again only after it was taken back): a
 :class:`~tui.core.events.TaskStalled` event, a hint naming the task and its last line, and a
@@ -29,6 +33,7 @@ of reach, idle time counts from its return.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 import psutil
@@ -37,18 +42,28 @@ from trainer.settings import Mode
 from tui.config.cluster import Job
 from tui.config.restart_policy import StallPolicy, may_restart
 from tui.core.events import Level, TaskHint, TaskHintCleared, TaskStalled
+from tui.core.supervisor.busy import STAT_ARGV, group_stopped
 from tui.core.supervisor.pause_watch import forgive_pause
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
 from tui.core.task_state import RunPhase, TaskState
+from tui.launch.base import CommandRunner, LaunchError
 
 #: The longest line of a task quoted in a stall's hint.
 LAST_LINE_CHARS = 200
 
 
+#: How long the read of a remote host's ``/proc`` may take within a tick (a host cut off
+#: answers nothing; its tasks are then unreachable, judged elsewhere).
+REMOTE_LOOK_SECS = 2.0
+
+
 def process_stopped(task: TaskRecord) -> bool:
-    """Whether the task's local process is stopped (state T). Remote processes: unknown."""
-    if task.pid is None or not task.plan.host.is_local:
+    """Whether the task's process is stopped (state T): read now for a local one; a remote
+    one's as :func:`look_remote` last found it."""
+    if task.pid is None:
         return False
+    if not task.plan.host.is_local:
+        return task.remote_stopped
     try:
         return psutil.Process(task.pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
     except psutil.Error:
@@ -64,7 +79,57 @@ async def watch_stalls(run: RunRecord) -> None:
     while not run.stop_requested:
         await run.clock.sleep(tick)
         forgive_pause(run)  # first: a suspended controller must not blame its tasks
+        if run.phase is RunPhase.UP:
+            await look_remote(run, _idles(run, run.clock.monotonic()))
         check_stalls(run)
+
+
+async def look_remote(run: RunRecord, idles: dict[str, float]) -> None:
+    """Read whether each remote running task quiet for a quarter of the stall timeout (or
+    reported) is stopped: one read of ``/proc`` per host, only while one of its tasks is that
+    quiet. Nothing is learnt from a host that does not answer in time."""
+    quick = run.options.stall_timeout / 4
+    asked: dict[str, list[TaskRecord]] = {}
+    for task in run.tasks.values():
+        if task.plan.host.is_local:
+            continue
+        if task.pid is not None and task.name in idles and (task.stall_reported or idles[task.name] >= quick):
+            asked.setdefault(task.plan.host.name, []).append(task)
+        else:
+            task.remote_stopped = False
+    launcher = run.launcher
+    if not asked or not isinstance(launcher, CommandRunner):
+        return
+
+    async def look(tasks: list[TaskRecord]) -> None:
+        try:
+            lines = await asyncio.wait_for(launcher.run_command(tasks[0].plan.host, STAT_ARGV),
+                                           REMOTE_LOOK_SECS)
+        except (OSError, LaunchError, asyncio.TimeoutError):
+            return
+        for task in tasks:
+            task.remote_stopped = task.pid is not None and group_stopped(lines, task.pid)
+
+    await asyncio.gather(*(look(tasks) for tasks in asked.values()))
+
+
+def _idles(run: RunRecord, now: float) -> dict[str, float]:
+    """How long each running task has been quiet, as the stall rules count it: a worker since
+    its last sign of life, a ps (it says nothing while it serves) since the last worker's;
+    neither from before a task the workers wait for was last back."""
+    if any(t.state in _UNSETTLED for t in waited_for(run)):
+        # A task the workers wait for is being restarted (by hand or by policy) or is out of
+        # reach: that wait is not a stall. Idle time counts from when it is back. (Any other
+        # task's absence excuses nobody: a hung worker must not be forgiven by every blip.)
+        run.settled_at = now
+    running = [t for t in run.tasks.values() if t.state is TaskState.RUNNING]
+    workers = [t for t in running if run.run_end.trains(t.job)]
+
+    def active(task: TaskRecord) -> float:
+        return max(task.last_activity, run.settled_at)
+
+    last_worker = max((active(w) for w in workers), default=now)
+    return {t.name: now - active(t) if run.run_end.trains(t.job) else now - last_worker for t in running}
 
 
 def check_stalls(run: RunRecord) -> None:
@@ -75,23 +140,12 @@ def check_stalls(run: RunRecord) -> None:
     timeout = run.options.stall_timeout
     quick = timeout / 4
     now = run.clock.monotonic()
-    if any(t.state in _UNSETTLED for t in waited_for(run)):
-        # A task the workers wait for is being restarted (by hand or by policy) or is out of
-        # reach: that wait is not a stall. Idle time counts from when it is back. (Any other
-        # task's absence excuses nobody: a hung worker must not be forgiven by every blip.)
-        run.settled_at = now
+    idles = _idles(run, now)
     running = [t for t in run.tasks.values() if t.state is TaskState.RUNNING]
     # The tasks that train (with a chief job: the coordinator, whose workers only serve).
     workers = [t for t in running if run.run_end.trains(t.job)]
-
-    def active(task: TaskRecord) -> float:
-        return max(task.last_activity, run.settled_at)
-
-    # One pass over the workers, not one per worker: how many progressed lately, and when
-    # the last one did.
-    fresh = {w.name for w in workers if now - active(w) < quick}
-    last_worker = max((active(w) for w in workers), default=now)
-    idles = {t.name: now - active(t) if run.run_end.trains(t.job) else now - last_worker for t in running}
+    # One pass over the workers, not one per worker: how many progressed lately.
+    fresh = {w.name for w in workers if idles[w.name] < quick}
     # Whether a process is stopped (a read of /proc per task) matters only to a task quiet
     # for a quarter of the timeout or already reported: not asked every tick of a busy run.
     stopped = ({t.name for t in running if process_stopped(t)}
