@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,12 @@ REFILL_DEADLINE_SECS = 15.0
 #: on a later one. Sync steps have none: one waits for its round's token as long as its slowest
 #: replica takes.
 STEP_DEADLINE_SECS = 20.0
+#: A step's deadline is also at least this many times the slowest of the worker's last
+#: :data:`DEADLINE_WINDOW` steps: a large model's step on a loaded CPU can take tens of seconds
+#: alive, and a fixed 20 s would give up every one of its steps once (its work thrown away)
+#: before the doubled try passed.
+DEADLINE_FACTOR = 10.0
+DEADLINE_WINDOW = 16
 EVAL_BATCH = 1024
 
 
@@ -125,6 +132,7 @@ class Worker:
         self.sess = tf.Session(self.server.target, graph=self.graph.graph,
                                config=server_config(tf, role))
         self.local_step = 0
+        self.recent_steps: deque[float] = deque(maxlen=DEADLINE_WINDOW)  # seconds of passed tries
         self.last_loss: float | None = None
         self.writer = None
         if settings.summary_dir:
@@ -264,10 +272,16 @@ class Worker:
                                            run_metadata=metadata)
         return step, loss
 
+    def step_deadline(self) -> float:
+        """The first try's deadline for the next async step: :data:`STEP_DEADLINE_SECS`, or
+        :data:`DEADLINE_FACTOR` times the slowest of the recent steps where that is longer."""
+        return max(STEP_DEADLINE_SECS, DEADLINE_FACTOR * max(self.recent_steps, default=0.0))
+
     def step(self, metadata: Any = None, exact: bool = False) -> tuple[Any, Any]:
         """One training step: (global step, loss; the global step exact, or fused async and
         not ``exact`` its lower bound: :attr:`TrainGraph.step_after`). Async, each try has a
-        deadline (:data:`STEP_DEADLINE_SECS`), and a step that failed in a way that may pass
+        deadline (:data:`STEP_DEADLINE_SECS`, or :data:`DEADLINE_FACTOR` times the slowest
+        recent step), and a step that failed in a way that may pass
         (:func:`trainer.step_faults.passing`: a connection reset, a ps that could not connect
         to this worker's address, a request a peer received twice, the deadline) is tried
         again, as is the cancelled step that may follow it; any other error, such a failure
@@ -279,12 +293,15 @@ class Worker:
             return self._run(fetches, metadata)
         errors = self.tf.errors
         port = int(self.cluster.worker[self.role.index].rpartition(":")[2])
-        deadline = STEP_DEADLINE_SECS
+        deadline = self.step_deadline()
         waits: list[float] | None = None  # what is left of the first failure's schedule
         says = ""
         while True:
             try:
-                return self._run(fetches, metadata, deadline)
+                began = time.monotonic()
+                done = self._run(fetches, metadata, deadline)
+                self.recent_steps.append(time.monotonic() - began)
+                return done
             except (errors.UnavailableError, errors.AbortedError, errors.DeadlineExceededError) as exc:
                 passing = step_faults.passing(errors, exc, port, deadline)
                 if isinstance(exc, errors.DeadlineExceededError):

@@ -37,6 +37,7 @@ def test_a_step_that_does_not_come_back_is_tried_again_then_fails_at_its_deadlin
     monkeypatch.setattr(step_faults, "DEADLINE_RETRY_SECS", (0.1,))
     made = open_lab.worker(0)
     assert made.step()[0] >= 1  # the ps answers
+    made.recent_steps.clear()  # (its time, on a loaded machine, would lengthen the deadline)
     made.sess = watched = Watched(made.sess)
     os.kill(open_lab.ps_pid, signal.SIGSTOP)
     # Without a deadline the step waits for the ps as long as it stays stopped: 60 s here.
@@ -74,3 +75,22 @@ def test_a_step_held_up_past_its_deadline_passes_on_the_next_try(
         os.kill(open_lab.ps_pid, signal.SIGCONT)
     assert step >= 1 and loss > 0
     assert watched.tries >= 2 and isinstance(watched.errors[0], open_lab.tf.errors.DeadlineExceededError)
+
+
+def test_the_deadline_grows_with_the_workers_own_slow_steps(open_lab: Lab) -> None:
+    """A large model's step on a loaded CPU, alive at 30 s, is not given up at 20 s (its work
+    thrown away at every step): the deadline is ten times the slowest recent step where that is
+    longer, and a step that passed says how long it took."""
+    made = open_lab.worker(0)
+    made.recent_steps.clear()
+    assert made.step_deadline() == loop.STEP_DEADLINE_SECS
+    made.recent_steps.extend([0.5, 30.0, 1.0])
+    assert made.step_deadline() == 300.0
+    made.recent_steps.clear()
+    made.step()
+    (took,) = made.recent_steps
+    assert 0 < took < SLACK
+    made.recent_steps.extend([30.0] * loop.DEADLINE_WINDOW)  # the slow ones age out
+    assert made.step_deadline() == 300.0
+    made.recent_steps.extend([0.01] * loop.DEADLINE_WINDOW)
+    assert made.step_deadline() == loop.STEP_DEADLINE_SECS

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,6 +125,7 @@ class Lab:
         made = loop.Worker.__new__(loop.Worker)  # (its server is the lab's, on another port)
         made.tf, made.settings, made.cluster, made.role = tf, settings, self.cluster, role
         made.is_chief, made.data, made.local_step = role.is_chief, self.data, 0
+        made.recent_steps = deque(maxlen=loop.DEADLINE_WINDOW)
         made.graph = build(tf, settings, self.cluster, index, datasets.input_shape(settings))
         made.sess = tf.Session(f"grpc://127.0.0.1:{self.bound[index]}", graph=made.graph.graph,
                                config=loop.server_config(tf, role))
