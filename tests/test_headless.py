@@ -427,7 +427,8 @@ def test_the_first_line_names_every_host_before_anything_is_contacted_or_loaded(
 
     import yaml
 
-    hosts = {f"h{n}": {"address": f"192.0.2.{n + 1}", "user": "root", "workdir": "/tmp/never"} for n in range(64)}
+    hosts = {f"h{n}": {"address": f"192.0.2.{n + 1}", "user": "root", "workdir": "/tmp/never"}
+             for n in range(64)}
     tasks = [f"h{n}:2222" for n in range(64)]
     (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({
         "hosts": hosts, "cluster": {"ps": tasks[:4], "worker": tasks[4:]},

@@ -23,7 +23,7 @@ from tui.core.events import (
     TaskStateChanged,
     TrainerEvent,
 )
-from tui.core.supervisor.busy import CLOCK_TICKS, STAT_ARGV
+from tui.core.supervisor.busy import CLOCK_TICKS, stat_argv
 from tui.core.task_state import TaskState
 from tui.launch.base import LaunchError
 
@@ -189,7 +189,7 @@ class UsageMonitor:
         """Read one host's tasks once; keep its answer (none when it cannot be read)."""
         host = self._config.hosts.get(host_name) or HostSpec(name=host_name, address=host_name)
         try:
-            lines = await self._run_command(host, STAT_ARGV)
+            lines = await self._run_command(host, stat_argv(groups.values()))
         except (OSError, LaunchError):
             return  # a host not answering: its figures go once its last answer is old
         now = self._clock()
