@@ -92,7 +92,7 @@ class Session:
                    tensorboard=options.tensorboard,
                    traffic=TrafficMonitor(options.config, router.run_command,
                                           open_command=router.open_command),
-                   usage=UsageMonitor(options.config, router.run_command))
+                   usage=UsageMonitor(options.config, router.run_command, open_command=router.open_command))
 
     async def sweep_leftovers(self) -> None:
         """Report (with ``--stop-leftovers``: stop) tasks of earlier runs still alive on the

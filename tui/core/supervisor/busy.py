@@ -18,20 +18,28 @@ from tui.launch.base import CommandRunner, LaunchError
 BUSY_CORES = 0.2
 #: Every process's ``stat`` line; a process gone between the glob and its read is no error.
 STAT_ARGV = ("sh", "-c", "cat /proc/[0-9]*/stat 2>/dev/null; exit 0")
-#: Keeps the lines of the groups named in ``g`` (" 12 34 "): the group is the 3rd field after
-#: the command name, which is in parentheses and may hold spaces or ")" (hence the last ") ").
-_GROUP_FILTER = 'awk -v g="$1" \'{l = $0; sub(/^.*\\) /, ""); if (index(g, " " $3 " ")) print l}\''
+
+
+def group_listing(word: str) -> str:
+    """Shell text printing the ``stat`` lines of the processes of the groups that the shell
+    word ``word`` names (" 12 34 "): the group is the 3rd field after the command name,
+    which is in parentheses and may hold spaces or ")" (hence the last ") "). Where the host
+    has no ``awk``, every line."""
+    program = '{l = $0; sub(/^.*\\) /, ""); if (index(g, " " $3 " ")) print l}'
+    keep = f"awk -v g={word} '{program}'"
+    return f"cat /proc/[0-9]*/stat 2>/dev/null | if command -v awk >/dev/null 2>&1; then {keep}; else cat; fi"
+
+
+def group_words(groups: Collection[int]) -> str:
+    """``groups`` as :func:`group_listing` reads them."""
+    return " " + " ".join(str(int(group)) for group in sorted(groups)) + " "
 
 
 def stat_argv(groups: Collection[int]) -> tuple[str, ...]:
     """The ``stat`` lines of the processes of ``groups`` only, as :data:`STAT_ARGV` gives
     every process's: a host's few hundred processes were sent over its connection and
-    parsed each time (64 hosts every 2 s: most of an idle controller's CPU). Where the host
-    has no ``awk``, every line, as before."""
-    wanted = " " + " ".join(str(int(group)) for group in sorted(groups)) + " "
-    script = (f"cat /proc/[0-9]*/stat 2>/dev/null | if command -v awk >/dev/null 2>&1; "
-              f"then {_GROUP_FILTER}; else cat; fi; exit 0")
-    return ("sh", "-c", script, "sh", wanted)
+    parsed each time (64 hosts every 2 s: most of an idle controller's CPU)."""
+    return ("sh", "-c", group_listing('"$1"') + "; exit 0", "sh", group_words(groups))
 #: ``utime``/``stime`` are in clock ticks (100 a second on every Linux architecture, so a
 #: remote host's are taken to be this machine's).
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
