@@ -128,6 +128,10 @@ class Watch:
                 self.done.set()
             elif kind == "run_finished":
                 self.finished = True
+                summary = record.get("summary") or {}
+                # (said on stderr: a run that ended early is a row of "not seen")
+                print(f"the run ended at {now:.1f} s: {summary.get('outcome')}: "
+                      f"{str(summary.get('reason'))[:300]}", file=sys.stderr, flush=True)
                 self.done.set()
         self.done.set()
 
@@ -275,9 +279,13 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(measure(lab, folder, mode, args.window, args.settle, here))
                     print(table(results[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(table(results))
-    if cut is not None:
+    if cut is not None and cut.load is not None:
         print()
         print(cut_table(cut))
+    elif cut is not None:
+        print()
+        print(f"The cut of {cut.hosts} of {cut.of} hosts was not made: that run never had every task "
+              "running.")
     print()
     print(run_footer(1, started, load))
     return 0
