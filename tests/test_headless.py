@@ -390,3 +390,62 @@ def test_a_host_out_of_reach_and_back_gets_a_line_of_its_own() -> None:
         "tfdist | host h1 (10.0.0.2): lost: past its 30 s lease",
         "tfdist | hosts: 2/2 ready",
         "tfdist | host h1 (10.0.0.2): ready: reconnected after 41 s"]
+
+
+#: Run as ``python -c``: the command line's main, whose first write to stdout reports what
+#: was loaded and which addresses were connected to by then, and ends the process.
+FIRST_LINE = """
+import json, os, socket, sys
+connects = []
+real_connect = socket.socket.connect
+def connect(sock, address):
+    connects.append(repr(address))
+    return real_connect(sock, address)
+socket.socket.connect = connect
+class First:
+    def write(self, text):
+        print(json.dumps({"line": text, "modules": sorted(sys.modules), "connects": connects}),
+              file=sys.stderr, flush=True)
+        os._exit(0)
+    def flush(self):
+        pass
+    def isatty(self):
+        return False
+sys.stdout = First()
+from tui.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
+def test_the_first_line_names_every_host_before_anything_is_contacted_or_loaded(
+        tmp_path: Path, json_output: bool) -> None:
+    """64 SSH hosts: the hosts' line is the run's first, written before the launchers (and
+    asyncssh), the supervisor or TensorFlow are loaded, and before any connection: on a
+    loaded machine, loading them had kept a start silent for seconds."""
+    import subprocess
+
+    import yaml
+
+    hosts = {f"h{n}": {"address": f"192.0.2.{n + 1}", "user": "root", "workdir": "/tmp/never"}
+             for n in range(64)}
+    tasks = [f"h{n}:2222" for n in range(64)]
+    (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({
+        "hosts": hosts, "cluster": {"ps": tasks[:4], "worker": tasks[4:]},
+        "program": {"command": "python -c pass", "shim": False}, "run_dir": str(tmp_path / "runs")}))
+    argv = [str(tmp_path / "hosts.yaml"), "--no-ui", *(["--json"] if json_output else [])]
+    repo = Path(__file__).resolve().parents[1]  # (``-c`` puts the folder it runs in first on the path)
+    result = subprocess.run([sys.executable, "-c", FIRST_LINE, *argv], cwd=repo, capture_output=True,
+                            text=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
+    first = json.loads(result.stderr.splitlines()[-1])
+    if json_output:
+        record = json.loads(first["line"])
+        assert record["type"] == "hosts" and len(record["hosts"]) == 64
+        assert {host["state"] for host in record["hosts"]} == {"waiting"}
+    else:
+        assert first["line"] == "tfdist | hosts: 0/64 ready, 64 waiting\n"
+    assert first["connects"] == []
+    loaded = set(first["modules"])
+    assert not {m for m in loaded if m.split(".")[0] in ("asyncssh", "tensorflow", "textual")}
+    assert not loaded & {"tui.core.session", "tui.launch.router", "tui.core.supervisor.lifecycle",
+                         "tui.launch.ssh.launcher", "tui.launch.local.launcher"}

@@ -30,6 +30,9 @@ LAZY = {
     ("tui.cli", "tui.app.process_bridge"): "the app's core starts before Textual loads; "
                                            "headless never loads the app's modules",
     ("tui.app.main", "tui.headless"): "the app prints headless's summary on quitting, not before",
+    ("tui.headless", "tui.core.session"): "the hosts' first line is out before the session's "
+                                          "launchers and supervisor load",
+    ("tui.headless", "tui.plan.preflight"): "loaded with the session, after the first line",
 }
 
 

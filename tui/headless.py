@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
-from typing import TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
@@ -45,14 +45,17 @@ from tui.core.events import (
 )
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.host_table import StateChanges
+from tui.core.hosts import HostBoard
 from tui.core.options import RunOptions
 from tui.core.progress import ProgressSnapshot
 from tui.core.run_facts import RateUnit, figures
-from tui.core.session import Session
-from tui.core.supervisor.lifecycle import Supervisor
 from tui.core.task_state import TaskState
-from tui.core.traffic import TrafficMonitor, TrafficUpdate
-from tui.plan.preflight import PreflightError
+
+if TYPE_CHECKING:
+    # (The session, its launchers and supervisor are loaded once the first line is out.)
+    from tui.core.session import Session
+    from tui.core.supervisor.lifecycle import Supervisor
+    from tui.core.traffic import TrafficMonitor, TrafficUpdate
 
 PROGRESS_INTERVAL = 5.0
 CONTROLLER = "tfdist"
@@ -304,9 +307,14 @@ class JsonPrinter:
 
     def __init__(self, out: TextIO, traffic: TrafficMonitor | None = None) -> None:
         self._out = out
-        self._traffic = traffic
+        self._traffic: TrafficMonitor | None = None
         if traffic is not None:
-            traffic.subscribe(self.traffic_update)
+            self.follow(traffic)
+
+    def follow(self, traffic: TrafficMonitor) -> None:
+        """Write the samples of ``traffic`` (the session's, once it is made)."""
+        self._traffic = traffic
+        traffic.subscribe(self.traffic_update)
 
     def handle(self, event: ControllerEvent) -> None:
         if isinstance(event, ProgressUpdate):
@@ -415,13 +423,17 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     # shutdown, which still has tasks to stop and a summary to write.
     out_stream: TextIO = cast(TextIO, SurvivingStream(out or sys.stdout))
     err_stream: TextIO = cast(TextIO, SurvivingStream(err or sys.stderr))
-    session = Session(supervisor) if supervisor is not None else Session.from_options(options)
-    supervisor = session.supervisor
     printer: Printer | JsonPrinter
     if options.json_output:
-        printer = JsonPrinter(out_stream, session.traffic)
+        printer = JsonPrinter(out_stream)
     else:
         printer = Printer(out_stream, colour=wants_colour(out_stream), anatomy=options.anatomy)
+    session = _session(options, supervisor, printer)
+    from tui.plan.preflight import PreflightError  # (loaded with the session)
+
+    supervisor = session.supervisor
+    if session.traffic is not None and isinstance(printer, JsonPrinter):
+        printer.follow(session.traffic)
     supervisor.subscribe(printer.handle)
 
     loop = asyncio.get_running_loop()
@@ -464,6 +476,22 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
         await _close_within(session, err_stream)
         if isinstance(printer, Printer):
             printer.flush()  # what tasks said last, after the run's end
+
+
+def _session(options: RunOptions, supervisor: Supervisor | None, printer: Printer | JsonPrinter) -> Session:
+    """The session of ``options`` (or around ``supervisor``). The remote hosts are printed
+    first, before the session is made: its launchers and supervisor are most of the
+    controller's code, and loading them was most of what it did before that line (a start
+    on a loaded machine was silent for seconds), and no host is contacted before it."""
+    if supervisor is not None:
+        from tui.core.session import Session
+
+        return Session(supervisor)
+    hosts = HostBoard(options.config, printer.handle)
+    hosts.begin()
+    from tui.core.session import Session
+
+    return Session.from_options(options, hosts=hosts)
 
 
 #: How long closing the session may take once the run is over (every task is stopped by

@@ -77,6 +77,32 @@ async def test_a_real_busy_process_group_shows_cpu_and_memory(tmp_path: Path) ->
         busy.wait()
 
 
+async def test_a_sample_reads_each_host_once_for_its_own_tasks_groups_only(tmp_path: Path) -> None:
+    """64 hosts of 4 tasks: one read a host a sample, asking for its 4 groups' lines alone
+    (the whole /proc of every host, sent and parsed every 2 s, was most of an idle
+    controller's CPU), and one line a task is all it takes."""
+    calls: list[tuple[str, tuple[str, ...]]] = []
+
+    async def run_command(host: HostSpec, argv: Sequence[str]) -> str:
+        calls.append((host.name, tuple(argv)))
+        return "".join(stat(group, group, 10, 10, 100) + "\n" for group in map(int, argv[-1].split()))
+
+    monitor = UsageMonitor(make_config(tmp_path), run_command)
+    infos = tuple(TaskInfo(f"worker{n}", Job.WORKER, n, f"h{n // 4}", 1) for n in range(256))
+    monitor.handle(RunStarted(run_id="r", run_dir=tmp_path, tasks=infos,
+                              settings=make_config(tmp_path).training))
+    for n, info in enumerate(infos):
+        monitor.handle(TaskStateChanged(task=info.name, old=TaskState.STARTING, new=TaskState.RUNNING,
+                                        pid=1000 + n))
+    for reads in (1, 2):
+        sample = await monitor.sample_once()
+        assert len(calls) == 64 * reads and len(sample.tasks) == 256 and len(sample.hosts) == 64
+    asked = {host: {int(group) for group in argv[-1].split()} for host, argv in calls}
+    assert asked == {f"h{h}": {1000 + 4 * h + k for k in range(4)} for h in range(64)}
+    monitor.handle(RunFinished(summary=None))  # type: ignore[arg-type]
+    await monitor.close()
+
+
 async def test_a_host_that_stops_answering_loses_its_figures_and_they_come_back(tmp_path: Path) -> None:
     """Seen on the lab: a host cut off (its tasks unreachable) kept its tasks' last cpu% and
     rss, and the header's cpu/mem, on screen. Its figures go once its last answer is old, or

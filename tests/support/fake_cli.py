@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tui import cli
 from tui.app import process_bridge
 from tui.core import session
+from tui.core.hosts import HostBoard
 from tui.core.options import RunOptions
 from tui.core.session import Session
 from tui.core.supervisor.records import SupervisorOptions
@@ -28,9 +29,11 @@ def use_fake_trainer() -> None:
     command line's supervisor options (stall timeout, ...) are kept; only the trainer differs."""
     build = session.Session.from_options
 
-    def from_options(options: RunOptions, supervisor_options: SupervisorOptions | None = None) -> Session:
+    def from_options(options: RunOptions, supervisor_options: SupervisorOptions | None = None,
+                     hosts: HostBoard | None = None) -> Session:
         base = supervisor_options or options.supervisor_options()
-        return build(options, dataclasses.replace(base, trainer_argv=[str(FAKE_TRAINER)], program=None))
+        return build(options, dataclasses.replace(base, trainer_argv=[str(FAKE_TRAINER)], program=None),
+                     hosts=hosts)
 
     session.Session.from_options = from_options  # type: ignore[method-assign]
 

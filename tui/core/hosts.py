@@ -46,6 +46,7 @@ class HostBoard:
         self._unsettled = len(self._rows)  # hosts whose preparation is not over
         self._last = 0.0
         self._pending: asyncio.TimerHandle | None = None
+        self._begun = False
 
     @property
     def rows(self) -> tuple[HostRow, ...]:
@@ -53,9 +54,15 @@ class HostBoard:
         return tuple(self._rows.values())
 
     def begin(self) -> None:
-        """Show the hosts now, before the first is contacted."""
-        if self._rows:
+        """Show the hosts now, before the first is contacted (once: a front end that showed
+        them before its session was made has begun already)."""
+        if self._rows and not self._begun:
+            self._begun = True
             self._send()
+
+    def publish_to(self, publish: Callable[[HostsProgress], None]) -> None:
+        """Send every later picture to ``publish`` (the supervisor's, once there is one)."""
+        self._publish = publish
 
     def step(self, step: HostStep) -> None:
         """The launcher's sink (:data:`tui.launch.host_steps.StepSink`)."""

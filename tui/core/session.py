@@ -71,24 +71,28 @@ class Session:
         self._opening: asyncio.Task[None] | None = None
 
     @classmethod
-    def from_options(cls, options: RunOptions,
-                     supervisor_options: SupervisorOptions | None = None) -> Session:
+    def from_options(cls, options: RunOptions, supervisor_options: SupervisorOptions | None = None,
+                     hosts: HostBoard | None = None) -> Session:
         """The session a command line asks for: local and SSH launchers with its host-key
         rules, a supervisor writing under its run directory, and the traffic monitor
-        (reading counters with the same launchers)."""
+        (reading counters with the same launchers). ``hosts``: the board of the config's
+        hosts when the front end made it (and showed it) already."""
         router = Router.for_config(options.config, accept_new_host_keys=options.accept_new_host_keys,
                                    insecure_no_host_key_check=options.insecure_no_host_key_check,
                                    connect_timeout=options.connect_timeout, warm=not options.cold)
         supervisor = Supervisor(options.config, runs_root=options.runs_root, launcher=router,
                                 options=supervisor_options or options.supervisor_options())
         router.on_notice(lambda text: supervisor.notify(Level.WARNING, text))
-        hosts = HostBoard(options.config, supervisor.announce)
+        if hosts is None:
+            hosts = HostBoard(options.config, supervisor.announce)
+        else:
+            hosts.publish_to(supervisor.announce)
         router.on_host_step(hosts.step)
         return cls(supervisor, router=router, stop_leftovers=options.stop_leftovers, hosts=hosts,
                    tensorboard=options.tensorboard,
                    traffic=TrafficMonitor(options.config, router.run_command,
                                           open_command=router.open_command),
-                   usage=UsageMonitor(options.config, router.run_command))
+                   usage=UsageMonitor(options.config, router.run_command, open_command=router.open_command))
 
     async def sweep_leftovers(self) -> None:
         """Report (with ``--stop-leftovers``: stop) tasks of earlier runs still alive on the

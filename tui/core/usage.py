@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tui.config.cluster import ClusterConfig, HostSpec
@@ -23,7 +23,8 @@ from tui.core.events import (
     TaskStateChanged,
     TrainerEvent,
 )
-from tui.core.supervisor.busy import CLOCK_TICKS, STAT_ARGV
+from tui.core.stat_reader import OpenCommand, RunCommand, StatReader
+from tui.core.supervisor.busy import CLOCK_TICKS
 from tui.core.task_state import TaskState
 from tui.launch.base import LaunchError
 
@@ -31,8 +32,6 @@ SAMPLE_SECONDS = 2.0
 #: A host's figures are shown while its last answer is at most this many sampling intervals
 #: old: a host cut off kept its tasks' last cpu% and rss (and the header's totals) on screen.
 FRESH_INTERVALS = 3
-#: A launcher's ``run_command`` (tui.launch.base.CommandRunner): a short command's stdout.
-RunCommand = Callable[[HostSpec, Sequence[str]], Awaitable[str]]
 #: ``rss`` of /proc/PID/stat is in pages (a remote host's are taken to be this machine's).
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
@@ -97,9 +96,12 @@ class UsageMonitor:
     answer."""
 
     def __init__(self, config: ClusterConfig, run_command: RunCommand,
-                 interval: float = SAMPLE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+                 interval: float = SAMPLE_SECONDS, clock: Callable[[], float] = time.monotonic,
+                 open_command: OpenCommand | None = None) -> None:
         self._config = config
         self._run_command = run_command
+        self._open_command = open_command
+        self._readers: dict[str, StatReader] = {}  # host -> its reader (kept across runs)
         self._interval = interval
         self._clock = clock
         self._hosts: dict[str, str] = {}  # task -> host name
@@ -152,9 +154,12 @@ class UsageMonitor:
             self._cancel_reads()
 
     async def close(self) -> None:
-        """Stop sampling (idempotent)."""
+        """Stop sampling and end the hosts' readers (idempotent)."""
         await self._sampler.close()
         self._cancel_reads()
+        readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            await reader.close()
 
     def _cancel_reads(self) -> None:
         for read in self._reads.values():
@@ -187,9 +192,12 @@ class UsageMonitor:
 
     async def _read(self, host_name: str, groups: dict[str, int]) -> None:
         """Read one host's tasks once; keep its answer (none when it cannot be read)."""
-        host = self._config.hosts.get(host_name) or HostSpec(name=host_name, address=host_name)
+        reader = self._readers.get(host_name)
+        if reader is None:
+            host = self._config.hosts.get(host_name) or HostSpec(name=host_name, address=host_name)
+            reader = self._readers[host_name] = StatReader(host, self._run_command, self._open_command)
         try:
-            lines = await self._run_command(host, STAT_ARGV)
+            lines = await reader.read(groups.values())
         except (OSError, LaunchError):
             return  # a host not answering: its figures go once its last answer is old
         now = self._clock()
