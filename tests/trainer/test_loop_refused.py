@@ -19,8 +19,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
 from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
