@@ -13,6 +13,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections import deque
 from types import SimpleNamespace
 from typing import Any
 
@@ -75,6 +76,7 @@ class Session:
 
 def worker(session: Session, mode: Mode = Mode.ASYNC) -> loop.Worker:
     made = loop.Worker.__new__(loop.Worker)  # (no TensorFlow: only what step() reads)
+    made.recent_steps = deque(maxlen=loop.DEADLINE_WINDOW)
     made.tf = SimpleNamespace(errors=SimpleNamespace(UnavailableError=Unavailable, AbortedError=Aborted,
                                                      DeadlineExceededError=TimedOut),
                               RunOptions=SimpleNamespace)
@@ -152,6 +154,17 @@ def test_an_async_step_past_its_deadline_is_tried_again_with_twice_the_time(
     assert hint_for(first) is None
 
 
+def test_a_workers_slow_steps_lengthen_its_deadline() -> None:
+    """A large model's step alive at 30 s is not given up at 20 s at every step: the first
+    try's deadline is ten times the slowest recent step where that is longer."""
+    session = Session()
+    made = worker(session)
+    made.recent_steps.extend([0.5, 30.0, 1.0])
+    assert made.step() == (7, 0.5)
+    assert session.deadlines == [30.0 * loop.DEADLINE_FACTOR]
+    assert len(made.recent_steps) == 4  # the step that passed is counted too
+
+
 def test_a_step_that_never_ends_in_time_fails_and_sync_steps_have_no_deadline() -> None:
     stays = Session(*[TimedOut(TIMED_OUT)] * (len(step_faults.DEADLINE_RETRY_SECS) + 1))
     with pytest.raises(TimedOut):
@@ -187,6 +200,7 @@ def cut_while_reading(tf: Any, graph: Any, init: Any, train_op: Any, loss: Any, 
     """A worker on a real session of ``graph`` whose first step is cut short while it reads
     its batch (:class:`CutWhileReading`), ``init`` run and its input filled."""
     made = loop.Worker.__new__(loop.Worker)
+    made.recent_steps = deque(maxlen=loop.DEADLINE_WINDOW)
     made.tf = tf
     made.sess = CutWhileReading(tf, tf.Session(graph=graph))
     made.graph = SimpleNamespace(fetches=lambda exact=False: [train_op, loss],  # type: ignore[assignment]
