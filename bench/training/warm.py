@@ -63,7 +63,7 @@ from trainer import protocol
 from trainer.settings import Mode
 from tui.config.load import load_config
 from tui.core.commands import Relaunch, StartRun
-from tui.core.events import ControllerEvent, RunStarted, TaskStateChanged, TrainerEvent
+from tui.core.events import ControllerEvent, RunFinished, RunStarted, TaskStateChanged, TrainerEvent
 from tui.core.options import RunOptions
 from tui.core.session import Session
 from tui.core.task_state import TaskState
@@ -93,23 +93,39 @@ class _Steps:
         self.run_id = ""
         #: When each task was last launched: a step counts for a phase only after it.
         self.launched: dict[str, float] = {}
+        #: Each task's last state (and why), and how the last run ended: what a phase that
+        #: ran out of time says it saw (a slow restart reads differently from a failed one).
+        self.states: dict[str, str] = {}
+        self.ended = ""
         self._changed = asyncio.Event()
 
     def __call__(self, event: ControllerEvent) -> None:
         if isinstance(event, RunStarted):
-            self.run_id = event.run_id
-        if isinstance(event, TaskStateChanged) and event.new is TaskState.STARTING:
-            self.launched[event.task] = time.time()
+            self.run_id, self.ended = event.run_id, ""
+        if isinstance(event, TaskStateChanged):
+            self.states[event.task] = event.new.value + (f" ({event.reason})" if event.reason else "")
+            if event.new is TaskState.STARTING:
+                self.launched[event.task] = time.time()
+        if isinstance(event, RunFinished):
+            self.ended = f"{event.summary.outcome.value}: {event.summary.reason}"
         if isinstance(event, TrainerEvent) and isinstance(event.event, protocol.Step):
             self.events.append((time.time(), event.task, event.event))
             self._changed.set()
 
     async def until(self, done: Callable[[], bool], timeout: float = PHASE_TIMEOUT) -> float:
-        """Wait until ``done()``; the wall time then."""
+        """Wait until ``done()``; the wall time then. RuntimeError, with what the run's tasks
+        were doing, when ``timeout`` passes first."""
         deadline = time.monotonic() + timeout
         while not done():
             self._changed.clear()
-            await asyncio.wait_for(self._changed.wait(), max(0.1, deadline - time.monotonic()))
+            try:
+                await asyncio.wait_for(self._changed.wait(), max(0.1, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                if time.monotonic() < deadline:
+                    continue
+                tasks = "; ".join(f"{task} {state}" for task, state in sorted(self.states.items()))
+                ended = f"; the run ended {self.ended}" if self.ended else ""
+                raise RuntimeError(f"the phase did not end within {timeout:g} s: {tasks}{ended}") from None
         return time.time()
 
     def stepped_since(self, t: float, tasks: Sequence[str]) -> bool:

@@ -15,16 +15,12 @@ import pytest
 
 from bench.training.warm import SIDES, measure, report
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+# About 60 s on a quiet machine; every phase has its own limit (PHASE_TIMEOUT), and on a
+# machine this test shares with the rest of the suite a run took up to 600 s (loads of 16 to
+# 140 on 2 cores: about 13 TensorFlow imports, each starved): the limit is for a hang only.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
-# Known, not yet found: under a loaded machine (load ~14, and in two of the last three full runs)
-# one phase of the benchmark never ends: a cold controller not exiting within 60 s of SIGTERM, or
-# a session's close waiting on a cluster restart whose stage never reaches its milestone (the
-# stacks of one such wait: _restart_cluster -> start_in_order -> all_reached). The benchmark now
-# bounds what it can and names the phase; the test still runs every phase and passes when none
-# hangs, and is marked so that the hang, until it is found, does not hide every other result.
-@pytest.mark.xfail(reason="a phase that hangs under load, not yet found (the comment above)", strict=False)
 async def test_warm_benchmark_smoke() -> None:
     results = await measure(reps=1, steps_seeded=20, workers=1)
     for side in SIDES:

@@ -267,7 +267,8 @@ async def test_a_stop_during_a_cluster_restart_whose_stage_never_gets_ready_ends
     clock.advance(7.0)
     for name in NAMES:
         await launcher.started(name, 2)
-    summary = await asyncio.wait_for(supervisor.stop_all(RunOutcome.INTERRUPTED, "interrupted by SIGTERM"), 10)
+    stopping = supervisor.stop_all(RunOutcome.INTERRUPTED, "interrupted by SIGTERM")
+    summary = await asyncio.wait_for(stopping, 10)
     assert summary is not None and summary.outcome is RunOutcome.INTERRUPTED
     assert all(t.state is S.STOPPED for t in summary.tasks)
 
