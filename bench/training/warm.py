@@ -88,7 +88,8 @@ SIDES = ("warm", "cold")
 class _Steps:
     """Step events of the session, awaited by predicate (no polling)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: float = PHASE_TIMEOUT) -> None:
+        self.limit = limit  # how long one phase may take
         self.events: list[tuple[float, str, protocol.Step]] = []
         self.run_id = ""
         #: When each task was last launched: a step counts for a phase only after it.
@@ -112,9 +113,10 @@ class _Steps:
             self.events.append((time.time(), event.task, event.event))
             self._changed.set()
 
-    async def until(self, done: Callable[[], bool], timeout: float = PHASE_TIMEOUT) -> float:
+    async def until(self, done: Callable[[], bool], timeout: float | None = None) -> float:
         """Wait until ``done()``; the wall time then. RuntimeError, with what the run's tasks
-        were doing, when ``timeout`` passes first."""
+        were doing, when ``timeout`` (default: :attr:`limit`) passes first."""
+        timeout = self.limit if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while not done():
             self._changed.clear()
@@ -199,10 +201,10 @@ def _kill(session: Session, name: str) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
-async def _one_side(side: str, folder: Path, n_workers: int = 2) -> Sample:
+async def _one_side(side: str, folder: Path, n_workers: int = 2, limit: float = PHASE_TIMEOUT) -> Sample:
     config = load_config(_hosts(folder, n_workers, 10_000_000, "async"))
     session = Session.from_options(RunOptions(config=config, runs_root=folder / "runs", cold=side == "cold"))
-    steps = _Steps()
+    steps = _Steps(limit)
     session.supervisor.subscribe(steps)
     workers = [f"worker{i}" for i in range(n_workers)]
     sample = Sample()
@@ -232,7 +234,7 @@ async def _one_side(side: str, folder: Path, n_workers: int = 2) -> Sample:
     return sample
 
 
-async def _command_start(side: str, folder: Path, n_workers: int = 2) -> float:
+async def _command_start(side: str, folder: Path, n_workers: int = 2, limit: float = PHASE_TIMEOUT) -> float:
     """Seconds from running the controller's command until every worker stepped (item 6)."""
     hosts = _hosts(folder, n_workers, 10_000_000, "async")
     argv = [sys.executable, "-m", "tui", str(hosts), "--json", "--run-dir", str(folder / "runs"),
@@ -247,7 +249,7 @@ async def _command_start(side: str, folder: Path, n_workers: int = 2) -> float:
     assert controller.stdout is not None
     waiting = {f"worker{i}" for i in range(n_workers)}
     try:
-        async with asyncio.timeout(PHASE_TIMEOUT):
+        async with asyncio.timeout(limit):
             while waiting:
                 line = await controller.stdout.readline()
                 if not line:
@@ -268,33 +270,36 @@ async def _command_start(side: str, folder: Path, n_workers: int = 2) -> float:
                 from None
 
 
-async def _losses(side: str, folder: Path, steps_seeded: int) -> list[tuple[int, float]]:
+async def _losses(side: str, folder: Path, steps_seeded: int,
+                  limit: float = PHASE_TIMEOUT) -> list[tuple[int, float]]:
     config = load_config(_hosts(folder, 1, steps_seeded, "sync", seed=11))
     session = Session.from_options(RunOptions(config=config, runs_root=folder / "runs", cold=side == "cold"))
     steps = _Steps()
     session.supervisor.subscribe(steps)
     try:
         await session.execute(StartRun())
-        await asyncio.wait_for(session.supervisor.wait(), PHASE_TIMEOUT)
+        await asyncio.wait_for(session.supervisor.wait(), limit)
     finally:
         await session.close()
     return [(e.global_step, e.loss) for _, _, e in steps.events if e.loss is not None]
 
 
-async def measure(reps: int, steps_seeded: int, workers: int = 2) -> Results:
-    """Every figure, both sides, ``reps`` times (sides alternating, cold first on odd reps)."""
+async def measure(reps: int, steps_seeded: int, workers: int = 2,
+                  phase_limit: float = PHASE_TIMEOUT) -> Results:
+    """Every figure, both sides, ``reps`` times (sides alternating, cold first on odd reps).
+    ``phase_limit``: seconds one phase may take before the benchmark gives up on it."""
     results = Results(workers=workers)
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         folder = Path(tmp)
         for rep, side in alternating(reps, SIDES):
-            sample = await _one_side(side, folder, workers)
-            sample.command_start = await _command_start(side, folder, workers)
+            sample = await _one_side(side, folder, workers, phase_limit)
+            sample.command_start = await _command_start(side, folder, workers, phase_limit)
             sample.app_start = await app_start(
                 _hosts(folder, workers, 10_000_000, "async"), folder / f"app-{side}-{rep}",
-                workers, cold=side == "cold", repo=REPO, timeout=PHASE_TIMEOUT)
+                workers, cold=side == "cold", repo=REPO, timeout=phase_limit)
             results.samples[side].append(sample)
         for side in SIDES:
-            results.losses[side] = await _losses(side, folder, steps_seeded)
+            results.losses[side] = await _losses(side, folder, steps_seeded, phase_limit)
     return results
 
 

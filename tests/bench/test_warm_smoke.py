@@ -15,14 +15,16 @@ import pytest
 
 from bench.training.warm import SIDES, measure, report
 
-# About 60 s on a quiet machine; every phase has its own limit (PHASE_TIMEOUT), and on a
-# machine this test shares with the rest of the suite a run took up to 600 s (loads of 16 to
-# 140 on 2 cores: about 13 TensorFlow imports, each starved): the limit is for a hang only.
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+# About 60 s on a quiet machine. On one shared by other runs (loads of 16 to 140 on 2 cores)
+# a run took up to 600 s, and one phase (a first start, 2 TensorFlow imports starved of CPU)
+# over the benchmark's 240 s: each phase gets PHASE_LIMIT here, the whole test the timeout
+# below; both are for a hang, not for a busy machine.
+PHASE_LIMIT = 480.0
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 
 async def test_warm_benchmark_smoke() -> None:
-    results = await measure(reps=1, steps_seeded=20, workers=1)
+    results = await measure(reps=1, steps_seeded=20, workers=1, phase_limit=PHASE_LIMIT)
     for side in SIDES:
         (sample,) = results.samples[side]
         for value in (sample.first_start, sample.worker_restart, sample.ps_restart, sample.relaunch,
