@@ -156,6 +156,11 @@ class Supervisor:
         """A run was started and has not finished."""
         return self._run is not None and not self._run.finished.done()
 
+    @property
+    def is_starting(self) -> bool:
+        """A start or relaunch is under way (its run may not exist yet)."""
+        return self._starting is not None
+
     def tasks(self) -> tuple[TaskView, ...]:
         """The current (or last) run's tasks, in config order."""
         return tuple(t.view() for t in self._run.tasks.values()) if self._run else ()
@@ -348,7 +353,7 @@ class Supervisor:
 
     async def close(self) -> None:
         """Stop any run (one being started too) and release the launcher."""
-        if self.is_running or self._starting is not None:
+        if self.is_running or self.is_starting:
             await self.stop_all(RunOutcome.STOPPED, "controller closing")
         await self._launcher.close()
 
