@@ -255,16 +255,23 @@ def test_a_failures_step_is_the_tasks_own_last_report_where_it_made_one() -> Non
                                                                              ("worker1", 13, False)]
 
 
-async def test_a_stop_during_a_cluster_restart_whose_stage_never_gets_ready_ends_the_run_at_once(
-        tmp_path: Path) -> None:
-    # The stage waits for ps0's `loaded`, which never comes: a stop (SIGTERM) must not wait for
-    # the start's deadline (the clock never moves here).
+
+async def restarting_cluster(tmp_path: Path) -> tuple[Supervisor, FakeLauncher, FakeClock, Recorder]:
+    """A run whose ps0 failed, its cluster restart past its backoff of 7 s: launching again."""
     supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=7.0))
     await supervisor.start()
     first = await running(launcher, recorder, NAMES)
     first["ps0"].exit(-9)
     await clock.sleeping(7.0)
     clock.advance(7.0)
+    return supervisor, launcher, clock, recorder
+
+
+async def test_a_stop_during_a_cluster_restart_whose_stage_never_gets_ready_ends_the_run_at_once(
+        tmp_path: Path) -> None:
+    # The stage waits for ps0's `loaded`, which never comes: a stop (SIGTERM) must not wait for
+    # the start's deadline (the clock never moves here).
+    supervisor, launcher, _, _ = await restarting_cluster(tmp_path)
     for name in NAMES:
         await launcher.started(name, 2)
     stopping = supervisor.stop_all(RunOutcome.INTERRUPTED, "interrupted by SIGTERM")
@@ -274,12 +281,7 @@ async def test_a_stop_during_a_cluster_restart_whose_stage_never_gets_ready_ends
 
 
 async def test_a_task_that_dies_in_a_cluster_restart_s_stage_ends_the_wait_at_once(tmp_path: Path) -> None:
-    supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=7.0))
-    await supervisor.start()
-    first = await running(launcher, recorder, NAMES)
-    first["ps0"].exit(-9)
-    await clock.sleeping(7.0)
-    clock.advance(7.0)
+    supervisor, launcher, clock, recorder = await restarting_cluster(tmp_path)
     second = {name: await launcher.started(name, 2) for name in NAMES}
     second["ps0"].ready()
     await recorder.state("ps0", S.RUNNING, nth=2)
