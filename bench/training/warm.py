@@ -109,6 +109,7 @@ class _Steps:
                 self.launched[event.task] = time.time()
         if isinstance(event, RunFinished):
             self.ended = f"{event.summary.outcome.value}: {event.summary.reason}"
+            self._changed.set()
         if isinstance(event, TrainerEvent) and isinstance(event.event, protocol.Step):
             self.events.append((time.time(), event.task, event.event))
             self._changed.set()
@@ -119,16 +120,19 @@ class _Steps:
         timeout = self.limit if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while not done():
+            if self.ended:  # no step will come: say so now, not at the phase's limit
+                raise RuntimeError(f"the run ended ({self.ended}) before the phase did: {self._tasks()}")
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), max(0.1, deadline - time.monotonic()))
             except asyncio.TimeoutError:
                 if time.monotonic() < deadline:
                     continue
-                tasks = "; ".join(f"{task} {state}" for task, state in sorted(self.states.items()))
-                ended = f"; the run ended {self.ended}" if self.ended else ""
-                raise RuntimeError(f"the phase did not end within {timeout:g} s: {tasks}{ended}") from None
+                raise RuntimeError(f"the phase did not end within {timeout:g} s: {self._tasks()}") from None
         return time.time()
+
+    def _tasks(self) -> str:
+        return "; ".join(f"{task} {state}" for task, state in sorted(self.states.items()))
 
     def stepped_since(self, t: float, tasks: Sequence[str]) -> bool:
         """Every one of ``tasks`` was launched after ``t`` and has stepped since: a step the
