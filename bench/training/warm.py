@@ -63,7 +63,7 @@ from trainer import protocol
 from trainer.settings import Mode
 from tui.config.load import load_config
 from tui.core.commands import Relaunch, StartRun
-from tui.core.events import ControllerEvent, RunStarted, TaskStateChanged, TrainerEvent
+from tui.core.events import ControllerEvent, RunFinished, RunStarted, TaskStateChanged, TrainerEvent
 from tui.core.options import RunOptions
 from tui.core.session import Session
 from tui.core.task_state import TaskState
@@ -88,29 +88,51 @@ SIDES = ("warm", "cold")
 class _Steps:
     """Step events of the session, awaited by predicate (no polling)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: float = PHASE_TIMEOUT) -> None:
+        self.limit = limit  # how long one phase may take
         self.events: list[tuple[float, str, protocol.Step]] = []
         self.run_id = ""
         #: When each task was last launched: a step counts for a phase only after it.
         self.launched: dict[str, float] = {}
+        #: Each task's last state (and why), and how the last run ended: what a phase that
+        #: ran out of time says it saw (a slow restart reads differently from a failed one).
+        self.states: dict[str, str] = {}
+        self.ended = ""
         self._changed = asyncio.Event()
 
     def __call__(self, event: ControllerEvent) -> None:
         if isinstance(event, RunStarted):
-            self.run_id = event.run_id
-        if isinstance(event, TaskStateChanged) and event.new is TaskState.STARTING:
-            self.launched[event.task] = time.time()
+            self.run_id, self.ended = event.run_id, ""
+        if isinstance(event, TaskStateChanged):
+            self.states[event.task] = event.new.value + (f" ({event.reason})" if event.reason else "")
+            if event.new is TaskState.STARTING:
+                self.launched[event.task] = time.time()
+        if isinstance(event, RunFinished):
+            self.ended = f"{event.summary.outcome.value}: {event.summary.reason}"
+            self._changed.set()
         if isinstance(event, TrainerEvent) and isinstance(event.event, protocol.Step):
             self.events.append((time.time(), event.task, event.event))
             self._changed.set()
 
-    async def until(self, done: Callable[[], bool], timeout: float = PHASE_TIMEOUT) -> float:
-        """Wait until ``done()``; the wall time then."""
+    async def until(self, done: Callable[[], bool], timeout: float | None = None) -> float:
+        """Wait until ``done()``; the wall time then. RuntimeError, with what the run's tasks
+        were doing, when ``timeout`` (default: :attr:`limit`) passes first."""
+        timeout = self.limit if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while not done():
+            if self.ended:  # no step will come: say so now, not at the phase's limit
+                raise RuntimeError(f"the run ended ({self.ended}) before the phase did: {self._tasks()}")
             self._changed.clear()
-            await asyncio.wait_for(self._changed.wait(), max(0.1, deadline - time.monotonic()))
+            try:
+                await asyncio.wait_for(self._changed.wait(), max(0.1, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                if time.monotonic() < deadline:
+                    continue
+                raise RuntimeError(f"the phase did not end within {timeout:g} s: {self._tasks()}") from None
         return time.time()
+
+    def _tasks(self) -> str:
+        return "; ".join(f"{task} {state}" for task, state in sorted(self.states.items()))
 
     def stepped_since(self, t: float, tasks: Sequence[str]) -> bool:
         """Every one of ``tasks`` was launched after ``t`` and has stepped since: a step the
@@ -183,10 +205,10 @@ def _kill(session: Session, name: str) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
-async def _one_side(side: str, folder: Path, n_workers: int = 2) -> Sample:
+async def _one_side(side: str, folder: Path, n_workers: int = 2, limit: float = PHASE_TIMEOUT) -> Sample:
     config = load_config(_hosts(folder, n_workers, 10_000_000, "async"))
     session = Session.from_options(RunOptions(config=config, runs_root=folder / "runs", cold=side == "cold"))
-    steps = _Steps()
+    steps = _Steps(limit)
     session.supervisor.subscribe(steps)
     workers = [f"worker{i}" for i in range(n_workers)]
     sample = Sample()
@@ -216,7 +238,7 @@ async def _one_side(side: str, folder: Path, n_workers: int = 2) -> Sample:
     return sample
 
 
-async def _command_start(side: str, folder: Path, n_workers: int = 2) -> float:
+async def _command_start(side: str, folder: Path, n_workers: int = 2, limit: float = PHASE_TIMEOUT) -> float:
     """Seconds from running the controller's command until every worker stepped (item 6)."""
     hosts = _hosts(folder, n_workers, 10_000_000, "async")
     argv = [sys.executable, "-m", "tui", str(hosts), "--json", "--run-dir", str(folder / "runs"),
@@ -231,7 +253,7 @@ async def _command_start(side: str, folder: Path, n_workers: int = 2) -> float:
     assert controller.stdout is not None
     waiting = {f"worker{i}" for i in range(n_workers)}
     try:
-        async with asyncio.timeout(PHASE_TIMEOUT):
+        async with asyncio.timeout(limit):
             while waiting:
                 line = await controller.stdout.readline()
                 if not line:
@@ -252,33 +274,36 @@ async def _command_start(side: str, folder: Path, n_workers: int = 2) -> float:
                 from None
 
 
-async def _losses(side: str, folder: Path, steps_seeded: int) -> list[tuple[int, float]]:
+async def _losses(side: str, folder: Path, steps_seeded: int,
+                  limit: float = PHASE_TIMEOUT) -> list[tuple[int, float]]:
     config = load_config(_hosts(folder, 1, steps_seeded, "sync", seed=11))
     session = Session.from_options(RunOptions(config=config, runs_root=folder / "runs", cold=side == "cold"))
     steps = _Steps()
     session.supervisor.subscribe(steps)
     try:
         await session.execute(StartRun())
-        await asyncio.wait_for(session.supervisor.wait(), PHASE_TIMEOUT)
+        await asyncio.wait_for(session.supervisor.wait(), limit)
     finally:
         await session.close()
     return [(e.global_step, e.loss) for _, _, e in steps.events if e.loss is not None]
 
 
-async def measure(reps: int, steps_seeded: int, workers: int = 2) -> Results:
-    """Every figure, both sides, ``reps`` times (sides alternating, cold first on odd reps)."""
+async def measure(reps: int, steps_seeded: int, workers: int = 2,
+                  phase_limit: float = PHASE_TIMEOUT) -> Results:
+    """Every figure, both sides, ``reps`` times (sides alternating, cold first on odd reps).
+    ``phase_limit``: seconds one phase may take before the benchmark gives up on it."""
     results = Results(workers=workers)
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         folder = Path(tmp)
         for rep, side in alternating(reps, SIDES):
-            sample = await _one_side(side, folder, workers)
-            sample.command_start = await _command_start(side, folder, workers)
+            sample = await _one_side(side, folder, workers, phase_limit)
+            sample.command_start = await _command_start(side, folder, workers, phase_limit)
             sample.app_start = await app_start(
                 _hosts(folder, workers, 10_000_000, "async"), folder / f"app-{side}-{rep}",
-                workers, cold=side == "cold", repo=REPO, timeout=PHASE_TIMEOUT)
+                workers, cold=side == "cold", repo=REPO, timeout=phase_limit)
             results.samples[side].append(sample)
         for side in SIDES:
-            results.losses[side] = await _losses(side, folder, steps_seeded)
+            results.losses[side] = await _losses(side, folder, steps_seeded, phase_limit)
     return results
 
 

@@ -15,18 +15,16 @@ import pytest
 
 from bench.training.warm import SIDES, measure, report
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+# About 60 s on a quiet machine. On one shared by other runs (loads of 16 to 140 on 2 cores)
+# a run took up to 600 s, and one phase (a first start, 2 TensorFlow imports starved of CPU)
+# over the benchmark's 240 s: each phase gets PHASE_LIMIT here, the whole test the timeout
+# below; both are for a hang, not for a busy machine.
+PHASE_LIMIT = 480.0
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 
-# Known, not yet found: under a loaded machine (load ~14, and in two of the last three full runs)
-# one phase of the benchmark never ends: a cold controller not exiting within 60 s of SIGTERM, or
-# a session's close waiting on a cluster restart whose stage never reaches its milestone (the
-# stacks of one such wait: _restart_cluster -> start_in_order -> all_reached). The benchmark now
-# bounds what it can and names the phase; the test still runs every phase and passes when none
-# hangs, and is marked so that the hang, until it is found, does not hide every other result.
-@pytest.mark.xfail(reason="a phase that hangs under load, not yet found (the comment above)", strict=False)
 async def test_warm_benchmark_smoke() -> None:
-    results = await measure(reps=1, steps_seeded=20, workers=1)
+    results = await measure(reps=1, steps_seeded=20, workers=1, phase_limit=PHASE_LIMIT)
     for side in SIDES:
         (sample,) = results.samples[side]
         for value in (sample.first_start, sample.worker_restart, sample.ps_restart, sample.relaunch,

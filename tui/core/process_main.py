@@ -248,7 +248,7 @@ async def serve(start: Start, sock: socket.socket, frames: BinaryIO) -> int:
     threading.Thread(target=read_commands, args=(frames, loop, session, sender, closing),
                      name="tfdist-core-commands", daemon=True).start()
     why = await closing.wait()
-    if why is not None and session.supervisor.is_running:
+    if why is not None and (session.supervisor.is_running or session.supervisor.is_starting):
         await session.execute(StopAll(RunOutcome.INTERRUPTED, why))
     await session.close()
     sender.finish(Closed())

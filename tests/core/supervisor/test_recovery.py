@@ -253,3 +253,40 @@ def test_a_failures_step_is_the_tasks_own_last_report_where_it_made_one() -> Non
         recovery._record_incident(run, task, "was killed by SIGKILL", IncidentKind.TASK_RESTART, resumes=task)
     assert [(i.task, i.global_step, i.restarted) for i in run.incidents] == [("chief0", 21, False),
                                                                              ("worker1", 13, False)]
+
+
+
+async def restarting_cluster(tmp_path: Path) -> tuple[Supervisor, FakeLauncher, FakeClock, Recorder]:
+    """A run whose ps0 failed, its cluster restart past its backoff of 7 s: launching again."""
+    supervisor, launcher, clock, recorder = make(tmp_path, ps=on_failure(backoff=7.0))
+    await supervisor.start()
+    first = await running(launcher, recorder, NAMES)
+    first["ps0"].exit(-9)
+    await clock.sleeping(7.0)
+    clock.advance(7.0)
+    return supervisor, launcher, clock, recorder
+
+
+async def test_a_stop_during_a_cluster_restart_whose_stage_never_gets_ready_ends_the_run_at_once(
+        tmp_path: Path) -> None:
+    # The stage waits for ps0's `loaded`, which never comes: a stop (SIGTERM) must not wait for
+    # the start's deadline (the clock never moves here).
+    supervisor, launcher, _, _ = await restarting_cluster(tmp_path)
+    for name in NAMES:
+        await launcher.started(name, 2)
+    stopping = supervisor.stop_all(RunOutcome.INTERRUPTED, "interrupted by SIGTERM")
+    summary = await asyncio.wait_for(stopping, 10)
+    assert summary is not None and summary.outcome is RunOutcome.INTERRUPTED
+    assert all(t.state is S.STOPPED for t in summary.tasks)
+
+
+async def test_a_task_that_dies_in_a_cluster_restart_s_stage_ends_the_wait_at_once(tmp_path: Path) -> None:
+    supervisor, launcher, clock, recorder = await restarting_cluster(tmp_path)
+    second = {name: await launcher.started(name, 2) for name in NAMES}
+    second["ps0"].ready()
+    await recorder.state("ps0", S.RUNNING, nth=2)
+    second["worker0"].exit(1)  # the chief, before it reported ready: not its stage's deadline
+    summary = await asyncio.wait_for(supervisor.wait(), 10)
+    assert summary.outcome is RunOutcome.FAILED
+    assert summary.reason.startswith("cluster restart failed: worker0 exited with code 1")
+    assert clock.monotonic() == 7.0

@@ -43,10 +43,11 @@ the injected :class:`~tui.core.clock.Clock` and :class:`~tui.launch.base.Launche
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from trainer.settings import Mode, TrainingSettings
@@ -104,6 +105,11 @@ class Supervisor:
             config, trainer_argv=self._options.trainer_argv, hold=self._options.hold)
         self._sinks: list[Sink] = []
         self._run: RunRecord | None = None
+        #: Set once the start (or relaunch) under way has made its run, or given up: a stop
+        #: asked for meanwhile waits for it (None: no start under way).
+        self._starting: asyncio.Event | None = None
+        #: A stop asked for while a start was under way: the run it makes is stopped at once.
+        self._stop_next: tuple[RunOutcome, str] | None = None
 
     # -- observing ----------------------------------------------------------------------
 
@@ -149,6 +155,11 @@ class Supervisor:
     def is_running(self) -> bool:
         """A run was started and has not finished."""
         return self._run is not None and not self._run.finished.done()
+
+    @property
+    def is_starting(self) -> bool:
+        """A start or relaunch is under way (its run may not exist yet)."""
+        return self._starting is not None
 
     def tasks(self) -> tuple[TaskView, ...]:
         """The current (or last) run's tasks, in config order."""
@@ -213,10 +224,28 @@ class Supervisor:
 
     async def start(self) -> None:
         """Preflight, create the run directory, and begin the staged start in the
-        background. Returns once the run has begun; :meth:`wait` for its end.
+        background. Returns once the run has begun; :meth:`wait` for its end. A stop asked
+        for meanwhile (:meth:`stop_all`, :meth:`close`) ends that run before any task starts.
         Raises :class:`PreflightError` (nothing started) or RuntimeError (a run is active)."""
-        if self.is_running:
+        async with self._start_window():
+            await self._start()
+
+    @contextlib.asynccontextmanager
+    async def _start_window(self, *, replacing: bool = False) -> AsyncIterator[None]:
+        """While a start is under way, until its run exists (for a relaunch, ``replacing``,
+        from before the current run is stopped): a stop asked for in that time waits for the
+        run and stops it before any task starts. (A SIGTERM during a relaunch returned at
+        once, and the new run then started its tasks after the controller had closed.)"""
+        if (self.is_running and not replacing) or self._starting is not None:
             raise RuntimeError("a run is already in progress")
+        self._starting = made = asyncio.Event()
+        try:
+            yield
+        finally:
+            self._starting, self._stop_next = None, None
+            made.set()
+
+    async def _start(self) -> None:
         self.prestart()
         report, self._prepared = self._prepared or await self.prepare_hosts(), None
         left_out = leave_out(self._config, self._settings, report.failures) if report.failures else None
@@ -253,6 +282,8 @@ class Supervisor:
                         sinks=self._sinks, started_wall=started_wall, program=program)
         run.on_failure = functools.partial(recovery.on_failure, run)
         self._run = run
+        if self._stop_next is not None:  # before the lifecycle begins: no task is launched
+            run.request_stop(*self._stop_next)
         run.publish(RunStarted(run_id=run_id, run_dir=directory.path,
                                tasks=tuple(p.info for p in plans), settings=self._settings,
                                t=started_wall, description=program.describe(self._settings),
@@ -289,6 +320,12 @@ class Supervisor:
                        reason: str = "stopped on request") -> RunSummary | None:
         """Stop every task (SIGTERM, SIGKILL after the grace period) and end the run with
         ``outcome``; returns the summary (None if no run was ever started)."""
+        if (starting := self._starting) is not None:
+            self._stop_next = self._stop_next or (outcome, reason)
+            await starting.wait()
+        return await self._stop_run(outcome, reason)
+
+    async def _stop_run(self, outcome: RunOutcome, reason: str) -> RunSummary | None:
         run = self._run
         if run is None:
             return None
@@ -306,14 +343,17 @@ class Supervisor:
         problems = settings.problems(len(self._config.worker_tasks))
         if problems:
             raise ValueError("; ".join(f"{name}: {message}" for name, message in problems))
-        if self.is_running:
-            await self.stop_all(RunOutcome.STOPPED, "relaunched with new settings")
-        self._settings = settings
-        await self.start()
+        async with self._start_window(replacing=True):
+            if self.is_running:
+                await self._stop_run(RunOutcome.STOPPED, "relaunched with new settings")
+            if self._stop_next is not None:
+                return  # stopped while the last run was ending: no new one
+            self._settings = settings
+            await self._start()
 
     async def close(self) -> None:
-        """Stop any run and release the launcher."""
-        if self.is_running:
+        """Stop any run (one being started too) and release the launcher."""
+        if self.is_running or self.is_starting:
             await self.stop_all(RunOutcome.STOPPED, "controller closing")
         await self._launcher.close()
 
