@@ -5,12 +5,25 @@ that launch starts."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import io
+import re
+import sys
 from pathlib import Path
 
+import pytest
+
 from tests.core.supervisor.test_lifecycle import make
+from tests.support import assert_no_trainers_left
 from tests.support.fakes import start_all
+from tui.common.exit_codes import ExitCode
+from tui.config.load import load_config
 from tui.core.events import RunOutcome
+from tui.core.options import RunOptions
+from tui.core.supervisor.lifecycle import Supervisor
+from tui.core.supervisor.records import SupervisorOptions
 from tui.core.task_state import TaskState as S
+from tui.headless import run_headless
 
 
 async def test_a_stage_is_launched_together_a_slow_launch_holding_no_other(tmp_path: Path) -> None:
@@ -61,3 +74,58 @@ async def test_a_stop_during_its_launch_stops_the_task_it_started(tmp_path: Path
     await recorder.state("worker1", S.STOPPED)
     summary = await supervisor.stop_all()
     assert summary is not None and summary.outcome is RunOutcome.STOPPED
+
+
+#: A user's program without the shim: its ps works (busy) or sleeps (idle) for the given
+#: seconds before it serves on its port, then serves until it is stopped; its worker ends at once.
+SLOW_PS = """
+import json, os, socket, sys, time
+job, seconds, how = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+if job == "ps":
+    port = int(json.loads(os.environ["TF_CONFIG"])["cluster"]["ps"][0].rpartition(":")[2])
+    end = time.monotonic() + seconds
+    if how == "busy":
+        while time.monotonic() < end:
+            pass
+    else:
+        time.sleep(seconds)
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("", port))
+    server.listen()
+    print("serving", flush=True)
+    time.sleep(600)
+print("trained", flush=True)
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("how", ["busy", "idle"])
+async def test_a_late_task_still_working_is_given_the_time_again_and_an_idle_one_fails(
+        tmp_path: Path, how: str) -> None:
+    """On a machine short of CPU a task's start-up can outlast the ready time: one whose
+    processes use the CPU when it runs out is given it again, with a notice; one that sits
+    idle fails the start as before (a real ps process, sampled through /proc)."""
+    program = tmp_path / "slow_ps.py"
+    program.write_text(SLOW_PS)
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(f"program:\n  command: {sys.executable} {program} {{job}} 5 {how}\n  shim: false\n"
+                     "cluster: {ps: [localhost:auto], worker: [localhost:auto]}\n")
+    config = load_config(hosts)
+    runs = tmp_path / "runs"
+    supervisor = Supervisor(config, runs_root=runs,
+                            options=dataclasses.replace(SupervisorOptions(), ready_timeout=2.0))
+    out = io.StringIO()
+    code = await run_headless(RunOptions(config=config, runs_root=runs), supervisor=supervisor,
+                              out=out, err=out, handle_signals=False)
+    text = out.getvalue()
+    if how == "busy":
+        assert code is ExitCode.OK, text[-3000:]
+        assert re.search(r"ps0 .*not ready after 2 s but still working \(\d+\.\d\d cores\): given 2 s more",
+                         text), text[-3000:]
+        assert "worker0 | trained" in text
+    else:
+        assert code is not ExitCode.OK, text[-3000:]
+        assert "start failed: ps0 did not report ready within 2 s" in text, text[-3000:]
+        assert "still working" not in text
+    assert_no_trainers_left(runs)
