@@ -63,6 +63,13 @@ COMMAND = "python -m bench.hosts.soak"
 TIMEOUT = 1800.0
 #: The target of a fault-free run that is stopped after ``--minutes``: never reached.
 UNREACHABLE_STEPS = 10**9
+#: Seconds of a soak's run each fault takes beyond its own length (detection, restart, every
+#: worker stepping again, the next fault's turn), for sizing the run from the fault-free
+#: run's step rate (:func:`sized_steps`); measured 10-30 s a fault on the lab.
+SECONDS_PER_FAULT = 30.0
+#: How much longer than the faults' expected time the soak's run is made, so that a slower
+#: stretch does not end it first.
+SIZE_MARGIN = 1.5
 
 
 def _stop(controller: Controller) -> None:
@@ -124,6 +131,16 @@ def fault_free(base: Baseline, steps: int, mode: str) -> list[str]:
     return [*lines, "promises: " + ("all kept" if not broken else "; ".join(broken))]
 
 
+def sized_steps(steps: int, base: Baseline | None, faults: list[Fault]) -> int:
+    """The soak's target: ``steps``, or more where the fault-free run's step rate says the run
+    would end before its faults did (a quiet machine made 16,000 steps in 114 s, ending the
+    run after its second fault of eight)."""
+    if base is None or not base.wall or not base.global_step or base.code != 0:
+        return steps
+    seconds = sum(fault.seconds + SECONDS_PER_FAULT for fault in faults) * SIZE_MARGIN
+    return max(steps, round(base.global_step / base.wall * seconds))
+
+
 def soaked(lab: NetLab, temp: Path, faults: list[Fault], mode: str,
            steps: int) -> tuple[list[str], list[str], float]:
     """One soak of ``steps``: its table, the promises it broke, and its wall time."""
@@ -176,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="with --faults 0: stop the run (as Ctrl-C does) after this long")
     parser.add_argument("--steps", type=int,
                         help=f"the runs' target step (default: {STEPS_PER_FAULT} per fault, "
-                             f"{STEPS_PER_FAULT * 8} with --faults 0)")
+                             f"{STEPS_PER_FAULT * 8} with --faults 0; the soak's run more where "
+                             "the fault-free run's step rate says it would end before its faults)")
     args = parser.parse_args(argv)
     if args.faults < 0:
         parser.error("--faults must be 0 (the fault-free run alone) or more")
@@ -205,8 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(report))
             print(run_footer(1, began, load))
             return 0 if report[-1] == "promises: all kept" else 1
-        lines, broken, wall = soaked(lab, Path(temp), faults, args.mode, steps)
-    print(f"soak, seed {args.seed}, {args.faults} faults{only}, {steps} steps, {args.mode}")
+        soak_steps = steps if args.steps else sized_steps(steps, base, faults)
+        lines, broken, wall = soaked(lab, Path(temp), faults, args.mode, soak_steps)
+    sized = "" if soak_steps == steps else " (sized from the fault-free run's step rate)"
+    print(f"soak, seed {args.seed}, {args.faults} faults{only}, {soak_steps} steps{sized}, {args.mode}")
     print("\n".join(lines))
     print(f"wall time {wall:.0f} s with faults" + ("" if base is None else
           f", {base.wall:.0f} s without" if base.wall is not None and base.code == 0

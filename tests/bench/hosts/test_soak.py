@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.hosts.soak import Baseline, fault_free, main
+from bench.hosts.soak import SECONDS_PER_FAULT, SIZE_MARGIN, Baseline, fault_free, main, sized_steps
+from tests.launch.soak import Fault, FaultKind
 
 
 def test_the_fault_free_report_names_each_incident_and_retry_and_what_it_broke() -> None:
@@ -22,6 +23,20 @@ def test_the_fault_free_report_names_each_incident_and_retry_and_what_it_broke()
     stopped = fault_free(Baseline(130, 600.2, [], [], stopped=True, global_step=41234), 10**9, "async")
     assert stopped[0] == "fault-free run, stopped at step 41234 as asked, async: exit 130, wall time 600 s"
     assert stopped[-1] == "promises: all kept"
+
+
+def test_the_soaks_run_is_sized_from_the_fault_free_runs_step_rate() -> None:
+    """A quiet machine made 16,000 steps in 114 s: the soak's run of 16,000 ended after its
+    second fault of eight. Sized from that rate it outlasts its faults; a slow machine's rate
+    keeps the default, and so does a fault-free run that failed or did not say."""
+    faults = [Fault(FaultKind.KILL_WORKER, "worker0"), Fault(FaultKind.CUT_HOST, "worker1", 10.0)]
+    fast = Baseline(0, 114.0, [], [], global_step=16000)
+    expected = round(16000 / 114.0 * (2 * SECONDS_PER_FAULT + 10.0) * SIZE_MARGIN)
+    assert sized_steps(4000, fast, faults) == expected > 4000
+    slow = Baseline(0, 800.0, [], [], global_step=4000)
+    assert sized_steps(4000, slow, faults) == 4000
+    assert sized_steps(4000, None, faults) == 4000
+    assert sized_steps(4000, Baseline(1, 114.0, [], [], global_step=16000), faults) == 4000
 
 
 @pytest.mark.parametrize(("argv", "says"), [
