@@ -65,6 +65,31 @@ def test_a_worker_stuck_after_the_target_is_hung_after_the_grace() -> None:
     assert watch.hung(15.0) == ["worker0"]
 
 
+def test_a_worker_that_stopped_or_never_stepped_long_before_the_target_is_stale() -> None:
+    """Hung, not done: one whose last step, or whose launch without a step while a peer
+    stepped, came 15 s or more before the target was reached. A worker restarted after a ps
+    host's cut that never stepped again had been counted as succeeded past the target."""
+    watch = HangWatch(target=100, after=5.0)
+    for task in ("worker0", "worker1", "worker2"):
+        watch.started(task, 0.0)
+    watch.step("worker1", 10, 0, 5.0)      # its last step, 45 s before the target
+    watch.started("worker2", 20.0)         # restarted, and never stepped again
+    watch.step("worker0", 100, 0, 50.0)    # the target
+    assert [watch.stale(t) for t in ("worker0", "worker1", "worker2")] == [False, True, True]
+    # Launched shortly before the target and not yet stepping: not judged stale.
+    late = HangWatch(target=100, after=5.0)
+    late.started("worker0", 0.0)
+    late.step("worker0", 1, 0, 1.0)
+    late.started("worker1", 45.0)
+    late.step("worker0", 100, 0, 50.0)
+    assert not late.stale("worker1")
+    # Where no task reports steps (a program without the shim), never stepping says nothing.
+    silent = HangWatch(target=100, after=5.0)
+    silent.started("worker1", 0.0)
+    silent.chief_done("worker0", 50.0)
+    assert silent.reached and not silent.stale("worker1")
+
+
 def test_a_worker_found_working_is_looked_at_again_later_and_said_once() -> None:
     watch = HangWatch(target=100, after=3.0)
     watch.started("worker0", 0.0)

@@ -102,6 +102,7 @@ class HangWatch:
     #: training before it (:meth:`stale`): its silence after the target proves nothing.
     stale_after: float = 15.0
     _advanced: dict[str, tuple[int, float]] = field(default_factory=dict)  # task -> (step, when)
+    _stepped: set[str] = field(default_factory=set)  # tasks that reported a step in this run
     _reached_at: float | None = None
     _working: set[str] = field(default_factory=set)  # found busy past the target (said once)
     _chief: str | None = None  # the chief's name once it finished, when that came first
@@ -117,6 +118,8 @@ class HangWatch:
         last = self._advanced.get(task)
         if last is None or global_step > last[0]:
             self._advanced[task] = (global_step, now)
+        if global_step >= 0:
+            self._stepped.add(task)
         if self.target > 0 and global_step >= self.target and self._reached_at is None:
             self._reached_at = now
 
@@ -156,12 +159,16 @@ class HangWatch:
             self._reached_at += seconds
 
     def stale(self, task: str) -> bool:
-        """Whether ``task`` had stepped, but last did so :attr:`stale_after` seconds or more
-        before the target was reached: it was hung, not done, and must not be counted as
-        succeeded by the after-target rule."""
+        """Whether ``task`` last stepped, or was launched and never stepped while a peer did,
+        :attr:`stale_after` seconds or more before the target was reached: it was hung, not
+        done, and must not be counted as succeeded by the after-target rule. (A worker
+        restarted after a ps host's cut that never stepped again was ended past the target
+        and counted as succeeded. Where no task reports steps, a program without the shim,
+        never stepping says nothing.)"""
         last = self._advanced.get(task)
-        return (last is not None and last[0] >= 0 and self._reached_at is not None
-                and self._reached_at - last[1] >= self.stale_after)
+        if last is None or self._reached_at is None or self._reached_at - last[1] < self.stale_after:
+            return False
+        return last[0] >= 0 or bool(self._stepped - {task})
 
     def quiet_for(self, task: str, now: float) -> float:
         """Seconds since ``task`` last advanced (0 if unknown)."""
