@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,17 +11,17 @@ import pytest
 from tests.support import schedule
 from tests.support.schedule import SlowFilesFirst
 
-#: Where the suite's processes keep their compiled bytecode. An environment that sets
-#: PYTHONDONTWRITEBYTECODE (this project's machines do) made every process of the suite (each
-#: xdist worker, each controller and task it starts) compile tui/ and trainer/ again, and
-#: pytest rewrite every test module's asserts again: collecting the suite took 18.9 s of CPU
-#: uncached against 11.0 s cached, per worker. Kept out of the source tree and of the copies
-#: uploaded to hosts, so nothing the tests look at gains a __pycache__.
-PYCACHE = Path(tempfile.gettempdir()) / f"tfdist-tests-pycache-{os.getuid()}"
+# The suite's processes keep compiled bytecode, where Python keeps it by default (each
+# package's own gitignored __pycache__), though the environment says not to write it: with
+# PYTHONDONTWRITEBYTECODE (this project's machines set it) every process of the suite (each
+# xdist worker, each controller and task it starts) compiled tui/ and trainer/ again, and
+# pytest rewrote every test module's asserts again (collecting the suite took 18.9 s of CPU
+# uncached against 11.0 s cached, per worker). Not under a PYTHONPYCACHEPREFIX: Python then
+# ignores the bytecode pip wrote beside the installed packages, and a first run compiled every
+# dependency again (351 files for the quick subset). Copies uploaded to hosts leave
+# __pycache__ out (tui.launch.package).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-os.environ["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
 sys.dont_write_bytecode = False
-sys.pycache_prefix = str(PYCACHE)
 
 #: Fixtures of real parts any test file may ask for (a private sshd, ...), shared by name.
 pytest_plugins = ["tests.support.sshd", "tests.support.slurm_fixture", "tests.support.netlab_fixture"]

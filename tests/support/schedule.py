@@ -53,6 +53,16 @@ SLOW_FIRST = (
     "tests/core/supervisor/test_stall.py",  # 16-24 s
     "tests/launch/test_lost_connection.py",  # ~15 s
     "tests/bench/test_app_scale.py",  # ~15 s
+    # The quick subset's longest (python -m pytest -m quick: each 6-12 s of Pilot tests and
+    # subprocesses), so that it too ends on short files.
+    "tests/app/test_logsearch.py",
+    "tests/app/test_keys.py",
+    "tests/app/test_screen_fit.py",
+    "tests/app/test_trust.py",
+    "tests/common/test_completion.py",
+    "tests/trainer/test_loop.py",
+    "tests/test_cli.py",
+    "tests/app/test_logactions.py",
 )
 
 
