@@ -90,7 +90,9 @@ class TrainGraph:
 
     def fetches(self, exact: bool = False) -> list[Any]:
         """What a training step runs: the global step after it (fused async and not
-        ``exact``: its lower bound, :attr:`step_after`), the loss, and what must run."""
+        ``exact``: its lower bound, :attr:`step_after`), the loss, and what must run. (The
+        increment's value is read right after it, a second op: another worker's increment in
+        between can make two steps say the same number, rarely.)"""
         if self.step_after is None or exact:
             return [self.train_op, self.loss]
         return [self.step_after, self.loss, self.train_op.op]

@@ -72,29 +72,43 @@ def test_fused_steps_apply_the_unfused_update(tf, model: str, partitions: int, n
 
 def test_a_reporting_step_says_the_global_step_its_own_increment_made(tf) -> None:
     """Two workers' steps at once (two threads on one session): a step's read + 1, all a
-    fused step knows by itself, misses the other's increments during it, so a reported step
-    fetches the increment's own value: each is then one of 1..N exactly once."""
+    fused step knows by itself, misses the other's increments during it (the old lower bound
+    said [1, 1, 3, 3, 5, 6, ...]), so a reported step fetches the increment's own value: the
+    global step read right after its own increment. That read is a second op (a resource
+    variable's assign_add and its read are not one atomic op): another worker's increment
+    between them can, rarely, make two reports say the same step (seen once in a full run: 180
+    twice, 179 never; 4 of 300 alone on a quiet machine)."""
     import threading
 
     per_thread = 150
+    total = 2 * per_thread
     s = TrainingSettings().replace(model="mlp", dataset="digits", fuse=True, batch_size=16)
     with ready_session(tf, s, 1) as (g, sess):
-        said: list[int] = []
-        lock = threading.Lock()
 
-        def train() -> None:
-            for _ in range(per_thread):
-                step = int(sess.run(g.fetches(exact=True))[0])
-                with lock:
-                    said.append(step)
+        def both_train(exact: bool) -> list[int]:
+            """The steps two threads' reporting steps said."""
+            said: list[int] = []
+            lock = threading.Lock()
 
-        threads = [threading.Thread(target=train) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert sorted(said) == list(range(1, 2 * per_thread + 1))
-        assert int(sess.run(g.global_step)) == 2 * per_thread
-        # Not exact: the read at the step's start + 1, never past what the step made.
-        lower = int(sess.run(g.fetches())[0])
-        assert lower <= int(sess.run(g.global_step)) == 2 * per_thread + 1
+            def train() -> None:
+                for _ in range(per_thread):
+                    step = int(sess.run(g.fetches(exact=exact))[0])
+                    with lock:
+                        said.append(step)
+
+            threads = [threading.Thread(target=train) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            return said
+
+        said = both_train(exact=True)
+        assert len(said) == total and set(said) <= set(range(1, total + 1)) and max(said) == total
+        assert int(sess.run(g.global_step)) == total
+        # The lower bound (the read at the step's start + 1) repeats steps whenever the two
+        # overlap; the increment's own value only when one lands between the add and its read.
+        bounds = both_train(exact=False)
+        assert max(bounds) <= int(sess.run(g.global_step)) == 2 * total
+        repeats, bound_repeats = total - len(set(said)), total - len(set(bounds))
+        assert repeats <= total // 20 and repeats < bound_repeats, (repeats, bound_repeats)
