@@ -9,13 +9,10 @@ process's policy: signals (Ctrl-C/SIGTERM stop every task, a second one kills), 
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 import signal
 import sys
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict
 from typing import TYPE_CHECKING, TextIO, cast
 
 from trainer import protocol
@@ -40,12 +37,11 @@ from tui.core.events import (
     TaskOutput,
     TaskStateChanged,
     TrainerEvent,
-    to_json,
-    to_record,
 )
 from tui.core.exits import ExitInfo, exit_code_for
 from tui.core.host_table import StateChanges
 from tui.core.hosts import HostBoard
+from tui.core.json_lines import JsonPrinter
 from tui.core.options import RunOptions
 from tui.core.progress import ProgressSnapshot
 from tui.core.run_facts import RateUnit, figures
@@ -55,7 +51,7 @@ if TYPE_CHECKING:
     # (The session, its launchers and supervisor are loaded once the first line is out.)
     from tui.core.session import Session
     from tui.core.supervisor.lifecycle import Supervisor
-    from tui.core.traffic import TrafficMonitor, TrafficUpdate
+    from tui.core.traffic import TrafficUpdate
 
 PROGRESS_INTERVAL = 5.0
 CONTROLLER = "tfdist"
@@ -297,51 +293,6 @@ def write_summary(summary: RunSummary, out: TextIO, traffic: TrafficUpdate | Non
     if traffic is not None and traffic.final:
         printer.traffic(traffic)
     out.flush()
-
-
-class JsonPrinter:
-    """``--json``: every controller event as one JSON line (protocol event lines appear
-    once, as ``trainer_event`` records, not again as output). With a traffic monitor, each
-    of its samples is a ``traffic`` record, and ``run_finished`` carries the run's traffic
-    (``traffic.json``'s content: the monitor handles the event before this printer)."""
-
-    def __init__(self, out: TextIO, traffic: TrafficMonitor | None = None) -> None:
-        self._out = out
-        self._traffic: TrafficMonitor | None = None
-        if traffic is not None:
-            self.follow(traffic)
-
-    def follow(self, traffic: TrafficMonitor) -> None:
-        """Write the samples of ``traffic`` (the session's, once it is made)."""
-        self._traffic = traffic
-        traffic.subscribe(self.traffic_update)
-
-    def handle(self, event: ControllerEvent) -> None:
-        if isinstance(event, ProgressUpdate):
-            return  # (derived from the trainer events, printed already)
-        if isinstance(event, TaskOutput):
-            self._out.write("".join(json.dumps(record, separators=(",", ":")) + "\n"
-                                    for record in event.records() if not record["is_event"]))
-        elif isinstance(event, RunFinished) and self._traffic is not None:
-            record = {**to_record(event), "traffic": self._traffic.record()}
-            self._out.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
-        else:
-            self._out.write(to_json(event) + "\n")
-        self._out.flush()
-
-    def traffic_update(self, update: TrafficUpdate) -> None:
-        """A ``traffic`` record: each ps's rates and totals so far, and what it should carry."""
-        sample = update.sample
-        if sample is None or update.final:  # the run's own traffic, once over:
-            return  # run_finished carries it (and the last sample was written already)
-        expected = [*update.expected_per_sec, *[None] * len(sample.ps)]  # empty while not known
-        record = {"type": "traffic", "t": time.time(), "global_step": sample.global_step,
-                  "ps": [{**asdict(ps), "expected_per_sec": expected[i]} for i, ps in enumerate(sample.ps)]}
-        self._out.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self._out.flush()
-
-    def progress_line(self) -> None:
-        return None
 
 
 def _rate(snap: ProgressSnapshot) -> str:
