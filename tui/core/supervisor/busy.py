@@ -40,6 +40,8 @@ def stat_argv(groups: Collection[int]) -> tuple[str, ...]:
     every process's: a host's few hundred processes were sent over its connection and
     parsed each time (64 hosts every 2 s: most of an idle controller's CPU)."""
     return ("sh", "-c", group_listing('"$1"') + "; exit 0", "sh", group_words(groups))
+
+
 #: ``utime``/``stime`` are in clock ticks (100 a second on every Linux architecture, so a
 #: remote host's are taken to be this machine's).
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -42,7 +42,7 @@ from trainer.settings import Mode
 from tui.config.cluster import Job
 from tui.config.restart_policy import StallPolicy, may_restart
 from tui.core.events import Level, TaskHint, TaskHintCleared, TaskStalled
-from tui.core.supervisor.busy import STAT_ARGV, group_stopped
+from tui.core.supervisor.busy import group_stopped, stat_argv
 from tui.core.supervisor.pause_watch import forgive_pause
 from tui.core.supervisor.records import RunRecord, TaskRecord, Verdict
 from tui.core.task_state import RunPhase, TaskState
@@ -103,7 +103,9 @@ async def look_remote(run: RunRecord, idles: dict[str, float]) -> None:
 
     async def look(tasks: list[TaskRecord]) -> None:
         try:
-            lines = await asyncio.wait_for(launcher.run_command(tasks[0].plan.host, STAT_ARGV),
+            # Only these tasks' groups, filtered on the host, as the usage sampler reads them.
+            groups = [task.pid for task in tasks if task.pid is not None]
+            lines = await asyncio.wait_for(launcher.run_command(tasks[0].plan.host, stat_argv(groups)),
                                            REMOTE_LOOK_SECS)
         except (OSError, LaunchError, asyncio.TimeoutError):
             return
