@@ -164,6 +164,28 @@ def test_the_typical_step_says_where_a_step_went_and_ends_the_summary() -> None:
     assert dashboard.anatomy.typical() == typical
 
 
+def test_the_typical_step_and_its_untraced_head_are_of_the_same_steps() -> None:
+    """Samples from before the window of step reports whose median heads the line are left
+    out: a link's cap lifted, the slow traced samples from under it are not shown beside the
+    fast untraced steps after it; with no sample in the window yet, the newest is shown without
+    the head, and the next sample brings both back, of the same steps."""
+    board = AnatomyBoard()
+    for _ in range(3):  # under a cap: 62 ms, mostly reads
+        board.fold("worker0", anatomy(0, 0.062, 0.05, 0.8))
+        board.fold("worker0", step(0, 0.062))
+    assert (capped := board.typical()) is not None
+    assert typical_text(capped).startswith("62.00 ms a step; traced 62.00 ms (median of 3 sampled steps")
+    for _ in range(WINDOW):  # the cap lifted: a window of 5 ms steps, none sampled
+        board.fold("worker0", step(0, 0.005))
+    assert (between := board.typical()) is not None
+    assert typical_text(between).startswith("traced 62.00 ms (median of 1 sampled steps, 1 worker)")
+    assert "a step;" not in typical_text(between)
+    board.fold("worker0", anatomy(0, 0.006, 0.4, 0.3))
+    board.fold("worker0", step(0, 0.005))
+    assert (after := board.typical()) is not None
+    assert typical_text(after).startswith("5.00 ms a step; traced 6.00 ms (median of 1 sampled steps")
+
+
 def summary_of_a_run() -> RunSummary:
     return RunSummary(run_id="r", run_dir=Path("/runs/r"), outcome=RunOutcome.SUCCEEDED, reason="",
                       started_at=0.0, wall_time=1.0, global_step=10, target=10, final_loss=None,

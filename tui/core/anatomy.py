@@ -75,8 +75,11 @@ class AnatomyBoard:
     """Each worker's latest anatomy and recent step times; what both screens show."""
 
     latest: dict[str, protocol.StepAnatomy] = field(default_factory=dict)
-    recent: dict[str, deque[protocol.StepAnatomy]] = field(default_factory=dict)
+    #: Each worker's recent samples, each with how many step reports of its worker had come
+    #: before it (which tells whether it falls in the window of the reports' median).
+    recent: dict[str, deque[tuple[int, protocol.StepAnatomy]]] = field(default_factory=dict)
     step_times: dict[str, deque[float]] = field(default_factory=dict)
+    reports: dict[str, int] = field(default_factory=dict)  # step reports per worker, ever
     stragglers: tuple[Straggler, ...] = ()
     _named: frozenset[str] = frozenset()  # the stragglers :meth:`news` has said
     _typical: dict[str, float] = field(default_factory=dict)  # each full window's median
@@ -86,7 +89,8 @@ class AnatomyBoard:
         if isinstance(event, protocol.StepAnatomy):
             self.latest[task] = event
             if not event.coordinator:
-                self.recent.setdefault(task, deque(maxlen=TYPICAL_SAMPLES)).append(event)
+                self.recent.setdefault(task, deque(maxlen=TYPICAL_SAMPLES)).append(
+                    (self.reports.get(task, 0), event))
             else:  # each worker's mean function time: the only time of a worker it knows
                 for index, seconds in enumerate(event.by_worker):
                     if seconds:
@@ -100,6 +104,7 @@ class AnatomyBoard:
         """One report of ``task``'s time (of ``unit``); whether the stragglers changed."""
         times = self.step_times.setdefault(task, deque(maxlen=WINDOW))
         times.append(seconds)
+        self.reports[task] = self.reports.get(task, 0) + 1
         if len(times) < WINDOW:
             return False
         self._typical[task] = statistics.median(times)
@@ -148,10 +153,21 @@ class AnatomyBoard:
 
 
     def typical(self) -> TypicalStep | None:
-        """The typical sampled step over every worker's recent samples; None before any."""
-        events = [event for recent in self.recent.values() for event in recent]
-        if not events:
+        """The typical sampled step over every worker's recent samples; None before any.
+
+        The samples are those that came within the window of the step reports whose median
+        heads the line, so that both figures are of the same steps (right after a link's cap
+        was lifted, samples from under the cap beside untraced steps from after it read "5 ms a
+        step; traced 62 ms"). Where no sample came in that window, each worker's newest is
+        used and the reports' median is left out."""
+        sampled = [(task, event) for task, recent in self.recent.items()
+                   for seen, event in recent if seen >= self.reports.get(task, 0) - WINDOW]
+        in_window = bool(sampled)
+        if not in_window:
+            sampled = [(task, recent[-1][1]) for task, recent in self.recent.items() if recent]
+        if not sampled:
             return None
+        events = [event for _, event in sampled]
         # One pass; a part a sample lacks took none of that step (it adds nothing to the mean).
         totals: dict[str, float] = {}
         for event in events:
@@ -163,9 +179,9 @@ class AnatomyBoard:
         ordered = tuple(sorted(((n, v) for n, v in shares.items() if v >= 0.005),
                                key=lambda nv: (-round(nv[1], 6), nv[0])))
         reported = [seconds for times in self.step_times.values() for seconds in times]
-        return TypicalStep(samples=len(events), workers=len(self.recent),
+        return TypicalStep(samples=len(events), workers=len({task for task, _ in sampled}),
                            seconds=statistics.median(e.seconds for e in events), shares=ordered,
-                           untraced_seconds=statistics.median(reported) if reported else None,
+                           untraced_seconds=statistics.median(reported) if reported and in_window else None,
                            stragglers=tuple(s.task for s in self.stragglers))
 
 
