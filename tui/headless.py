@@ -9,6 +9,7 @@ process's policy: signals (Ctrl-C/SIGTERM stop every task, a second one kills), 
 from __future__ import annotations
 
 import asyncio
+import functools
 import shlex
 import signal
 import sys
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, TextIO, cast
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
 from tui.common.paced_loop import paced_loop
-from tui.common.streams import BatchedWriter, SurvivingStream
+from tui.common.streams import BatchedWriter, SurvivingStream, watch_readers
 from tui.common.terminal import display_line, display_lines, inert, wants_colour
 from tui.common.units import format_bytes
 from tui.config.cluster import Job
@@ -325,6 +326,7 @@ class _Stopper:
         self._pending: list[tuple[RunOutcome, str]] = []
         self._tasks: set[asyncio.Task[object]] = set()
         self._interrupts = 0
+        self._output_gone = False
         self._starting: asyncio.Future[None] | None = None
         #: A signal ended the start (a Slurm allocation pending, a host slow to answer).
         self.gave_up = False
@@ -363,6 +365,16 @@ class _Stopper:
             self._supervisor.kill_all()
         self._err.flush()
 
+    def output_gone(self, stream: SurvivingStream) -> None:
+        """What the controller prints can no longer be read (its reader closed the pipe, its
+        terminal went): stop every task as interrupted, as the app does when its terminal
+        goes, rather than train on unseen; nothing once the run is over."""
+        if self._output_gone or (self._started and not self._supervisor.is_running):
+            return
+        self._output_gone = True
+        what = "the terminal is gone" if stream.terminal else "nobody reads the output any more"
+        self.request(RunOutcome.INTERRUPTED, f"interrupted: {what}")
+
 
 async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = None,
                        out: TextIO | None = None, err: TextIO | None = None,
@@ -372,8 +384,8 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
     (tests use a fake trainer); by default the session is built from ``options``."""
     # After SIGHUP the terminal is gone: a write fails (EIO), and must not end the run's
     # shutdown, which still has tasks to stop and a summary to write.
-    out_stream: TextIO = cast(TextIO, SurvivingStream(out or sys.stdout))
-    err_stream: TextIO = cast(TextIO, SurvivingStream(err or sys.stderr))
+    streams = (SurvivingStream(out or sys.stdout), SurvivingStream(err or sys.stderr))
+    out_stream, err_stream = (cast(TextIO, stream) for stream in streams)
     printer: Printer | JsonPrinter
     if options.json_output:
         printer = JsonPrinter(out_stream)
@@ -389,6 +401,9 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
 
     loop = asyncio.get_running_loop()
     stopper = _Stopper(supervisor, err_stream)
+    for stream in streams:
+        stream.on_lost = functools.partial(stopper.output_gone, stream)
+    watch = asyncio.create_task(watch_readers(streams))
     # SIGHUP: the operator's SSH connection dropped, the terminal closed, tmux was killed.
     handled = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP] if handle_signals else []
     for signum in handled:
@@ -418,6 +433,7 @@ async def run_headless(options: RunOptions, *, supervisor: Supervisor | None = N
             printer.traffic(session.traffic.final_update)
         return exit_code_for(summary.outcome)
     finally:
+        watch.cancel()
         if timer is not None:
             timer.cancel()
         if progress is not None:

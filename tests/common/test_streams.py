@@ -1,12 +1,14 @@
 """The controller's own output streams: a batched writer gathers text, in order, until a
-flush, and writes it in one go."""
+flush, and writes it in one go; a surviving stream says once that its reader is gone."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import os
+from pathlib import Path
 
-from tui.common.streams import BatchedWriter
+from tui.common.streams import BatchedWriter, SurvivingStream, reader_gone
 
 
 class CountingStream(io.StringIO):
@@ -46,3 +48,32 @@ def test_without_an_event_loop_a_flush_soon_is_a_flush_now() -> None:
     writer.write("line\n")
     writer.flush_soon()
     assert stream.getvalue() == "line\n"
+
+
+def test_a_pipe_whose_reader_closed_is_lost_once_without_a_write() -> None:
+    read_end, write_end = os.pipe()
+    lost: list[bool] = []
+    with os.fdopen(write_end, "w") as pipe:
+        stream = SurvivingStream(pipe, on_lost=lambda: lost.append(True))
+        stream.write("seen\n")
+        stream.flush()
+        assert not stream.check() and not lost
+        os.close(read_end)
+        assert stream.check() and lost == [True]
+        stream.write("into nothing\n")  # no error, and said only once
+        stream.flush()
+        assert stream.check() and lost == [True]
+
+
+def test_a_failed_write_is_a_loss_and_a_file_never_is(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    lost: list[bool] = []
+    with os.fdopen(write_end, "w") as pipe:
+        stream = SurvivingStream(pipe, on_lost=lambda: lost.append(True))
+        stream.write("x" * 100_000)  # more than the buffer: written now, EPIPE
+        stream.flush()
+        assert lost == [True] and stream.lost
+    with (tmp_path / "out").open("w") as file:
+        assert not reader_gone(file)
+    assert not reader_gone(io.StringIO())

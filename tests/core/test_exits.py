@@ -19,6 +19,8 @@ def test_the_last_error_of_a_traceback_is_named_without_its_module() -> None:
                                  "twice. step_id=1")
     assert last_error(["SystemExit: 3"]) == "SystemExit: 3"
     assert last_error(["step 10 loss 2.3", "Error: not a Python exception's line"]) == ""
+    assert last_error(["Exception: URL fetch failure on https://x/mnist.npz"]) == \
+        "Exception: URL fetch failure on https://x/mnist.npz"  # raise Exception(...)
     long = last_error(["ValueError: " + "x" * 400])
     assert long.endswith("...") and len(long) == ERROR_CHARS + 3
 

@@ -27,14 +27,14 @@ DATA = Path(__file__).resolve().parents[1] / "common" / "data"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def hosts(tmp_path: Path, ticks: int = 0) -> Path:
+def hosts(tmp_path: Path, ticks: int = 0, quiet_after: int = 0) -> Path:
     folder = tmp_path / "program"
     folder.mkdir()
     shutil.copy(DATA / "steady.py", folder / "steady.py")
     path = folder / "hosts.yaml"
     path.write_text(dedent(f"""\
         program:
-          command: {sys.executable} steady.py {{job}} --ticks {ticks}
+          command: {sys.executable} steady.py {{job}} --ticks {ticks} --quiet-after {quiet_after}
           shim: false
         cluster: {{ps: [localhost:auto], worker: [localhost:auto]}}
         run_dir: {tmp_path / 'runs'}
@@ -106,9 +106,10 @@ def test_sighup_and_sigterm_end_the_run_cleanly(tmp_path: Path, ui: str, how: st
         else:
             process.send_signal(signal.SIGTERM)
         process.wait(60)
-        # The app may find its terminal gone by a failed screen write before the SIGHUP
-        # arrives (tui.app.terminal_driver): the same stop, said as what it saw first.
-        gone = ("interrupted: the terminal is gone",) if how == "SIGHUP" and not ui else ()
+        # Either front end may find its terminal gone (a failed write, tui.app.terminal_driver;
+        # a hung-up terminal, tui.common.streams) before the SIGHUP arrives: the same stop,
+        # said as what it saw first.
+        gone = ("interrupted: the terminal is gone",) if how == "SIGHUP" else ()
         assert_ended_cleanly(run, how, *gone)
     finally:
         tmux.close()
@@ -154,3 +155,50 @@ def test_a_suspended_controller_does_not_blame_its_tasks(tmp_path: Path) -> None
     assert "stalled" not in out
     assert "the controller was paused for" in out
     assert json.loads((run / "summary.json").read_text())["outcome"] == "succeeded"
+
+
+def assert_ended_for_lost_output(run: Path, controller: psutil.Process) -> int | None:
+    """The run ended cleanly because its output has no reader; the controller's exit code
+    (None where it is not the test's child, whose code its parent reaps)."""
+    code = controller.wait(60)
+    assert_ended_cleanly(run, "nobody reads the output any more")
+    return code
+
+
+def test_a_headless_json_controller_whose_parent_dies_ends_the_run_cleanly(tmp_path: Path) -> None:
+    """The controller's stdout is a pipe its parent holds and never reads: the parent is
+    killed, so nothing it prints can be read any more; it stops its tasks as interrupted and
+    ends, rather than training on unseen."""
+    holder = (f"import subprocess, sys, time\n"
+              f"p = subprocess.Popen({[sys.executable, '-m', 'tui.cli', str(hosts(tmp_path)), '--json']!r},"
+              f" stdout=subprocess.PIPE, stderr=open({str(tmp_path / 'err')!r}, 'w'))\n"
+              f"print(p.pid, flush=True)\n"
+              f"time.sleep(3600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", holder], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        process = psutil.Process(int(parent.stdout.readline()))
+        run = the_run(tmp_path)
+        wait_until(lambda: "tick 5" in log_text(run, "worker0"), 60)
+        parent.kill()  # the pipe's only reader goes with it
+        parent.wait(30)
+        assert_ended_for_lost_output(run, process)
+    finally:
+        parent.kill()
+
+
+def test_a_headless_controller_finds_its_reader_gone_without_writing(tmp_path: Path) -> None:
+    """The reader closes the pipe while every task is quiet (nothing is written that could
+    fail): the controller still sees it, stops the run as interrupted and exits 130."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", str(hosts(tmp_path, quiet_after=5)), "--no-ui"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=(tmp_path / "err").open("w"))
+    try:
+        run = the_run(tmp_path)
+        wait_until(lambda: "tick 5" in log_text(run, "worker0"), 60)
+        assert process.stdout is not None
+        process.stdout.close()
+        assert assert_ended_for_lost_output(run, psutil.Process(process.pid)) == 130
+    finally:
+        if process.poll() is None:
+            process.kill()

@@ -98,3 +98,20 @@ def test_evaluate_after_fit_is_held_out_not_a_step(bars: tuple[str, str]) -> Non
     assert (held_out.loss, held_out.accuracy, held_out.global_step) == (8.66, None, 0)
     # A new epoch after it is training again.
     assert steps(reader.read("Epoch 3/3", 6.0) + reader.read(fit, 7.0))[0].global_step == 12
+
+
+def test_an_epochs_last_batch_drawn_again_is_training_not_an_evaluation() -> None:
+    """Keras 3 draws an epoch's last batch twice: the batch's update, then the epoch's end
+    (with ``val_`` figures when ``fit`` has validation data). Both are training: its loss and
+    accuracy stay the training's, and no held-out figure is made of them; an ``evaluate``
+    bar after them is still held-out."""
+    last = "400/400 ━━━━━━━━━━━━━━━━━━━━ 0s 53ms/step - accuracy: 0.1000 - loss: 2.3033"
+    reader = LogMetrics("worker", 0)
+    end = last.replace("0s 53ms", "39s 81ms") + " - val_accuracy: 0.1004 - val_loss: 2.3041"
+    events = [*reader.read("Epoch 1/2", 1.0), *reader.read(last, 2.0), *reader.read(end, 2.1),
+              *reader.read("Epoch 2/2", 3.0), *reader.read(last, 4.0), *reader.read(last, 4.1)]
+    assert not [e for e in events if isinstance(e, protocol.Eval)]
+    assert {(s.global_step, s.loss, s.accuracy) for s in steps(events)} == {(400, 2.3033, 0.1),
+                                                                              (800, 2.3033, 0.1)}
+    (held_out,) = reader.read("10/10 ━━━━━━━━━━━━━━━━━━━━ 1s 5ms/step - accuracy: 0.0990 - loss: 2.3100", 5.0)
+    assert isinstance(held_out, protocol.Eval) and (held_out.loss, held_out.accuracy) == (2.31, 0.099)

@@ -224,6 +224,22 @@ async def test_a_program_whose_import_fails_on_the_host_s_python_gets_the_module
     assert not processes_of_runs(tmp_path / "runs")
 
 
+async def test_a_program_that_raises_a_bare_exception_fails_naming_it(tmp_path: Path) -> None:
+    """Keras' failed download raises ``Exception``, not an ``...Error``: the failure's reason
+    names it as it names any error a task died of."""
+    path = program_folder(tmp_path, "offline_dataset.py", """\
+        program:
+          command: python offline_dataset.py
+        cluster: {ps: [localhost:auto], worker: [localhost:auto]}
+        """)
+    run = await run_program(load(path), tmp_path / "runs")
+    assert run.code is ExitCode.TASK_FAILED, run.out[-3000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert "(Exception: URL fetch failure on http://127.0.0.1:9/digits.npz" in summary["reason"], summary
+    assert not processes_of_runs(tmp_path / "runs")
+
+
 @pytest.mark.parametrize(("command", "where", "message"), [
     ("python train.py --lr={lrate}", "hosts.yaml:2:33:", "unknown placeholder {lrate}"),
     ("python missing.py", "hosts.yaml:2:19:", "script 'missing.py' does not exist"),

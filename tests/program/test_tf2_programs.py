@@ -4,7 +4,8 @@ TensorFlow: Keras 2's ``model.fit`` under ParameterServerStrategy (``tf_keras``)
 sharded over 2 ps. The controller's steps are the program's batches (its own count), the
 coordinator's rate is the cluster's and split among the workers that ran its functions, the
 training accuracy is the program's and never shown as held-out, and shards are named by
-their variable."""
+their variable. Keras 3's ``fit`` with validation data: its epochs' figures are training's, its
+validation figures never a held-out evaluation of the training's loss."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from textwrap import dedent
 
 import pytest
 
-from tests.program.helpers import DATA, Finished, processes_of_runs, run_program
+from tests.program.helpers import DATA, Finished, processes_of_runs, program_folder, run_program
 from trainer import protocol
 from tui.common.exit_codes import ExitCode
+from tui.common.terminal import without_sequences
 from tui.config.load import load_config
 from tui.core.events import Notice, ProgressUpdate, RunFinished, TrainerEvent
 
@@ -95,3 +97,29 @@ def check(run: Finished, batches: int) -> None:
     assert last.examples_per_sec == pytest.approx(parts, rel=1e-6) and parts > 0
     assert "-- eval at step" not in "\n".join(line for line in run.out.splitlines()
                                                if line.startswith("chief0"))
+
+
+async def test_keras_3_fit_with_validation_data_shows_the_training_figures_as_training(
+        tmp_path: Path) -> None:
+    """Keras 3 draws each epoch's last batch twice, the second time with ``val_`` figures:
+    the summary's final loss and training accuracy are the last epoch's, and no held-out
+    figure is made of them."""
+    path = program_folder(tmp_path, "keras3_validation.py", """\
+        program:
+          command: python keras3_validation.py
+          batch_size: 256
+        cluster: {ps: [localhost:auto], worker: [localhost:auto]}
+        """)
+    run = await run_program(load_config(path), tmp_path / "runs")
+    assert run.code is ExitCode.OK, run.out[-5000:]
+    (summary,) = [e.summary for e in run.events if isinstance(e, RunFinished)]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ends = re.findall(r"20/20 .*- accuracy: ([\d.]+) - loss: ([\d.]+) - val_accuracy",
+                      without_sequences((run_dir / "logs" / "worker0.log").read_text()))
+    assert len(ends) == 3, ends  # the program's own truth: each epoch's end
+    accuracy, loss = ends[-1]
+    assert (summary.final_loss, summary.final_train_accuracy) == (float(loss), float(accuracy))
+    assert (summary.final_eval_loss, summary.final_accuracy) == (None, None)
+    assert summary.global_step == 60
+    assert not [e for e in run.events if isinstance(e, TrainerEvent) and isinstance(e.event, protocol.Eval)]
+    assert not processes_of_runs(tmp_path / "runs")

@@ -24,8 +24,9 @@ def exit_code_for(outcome: RunOutcome) -> ExitCode:
     }[outcome]
 
 
-#: A Python exception's last line: ``tensorflow.python...AbortedError: text``.
-_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Exit)): (.*)")
+#: A Python exception's last line: ``tensorflow.python...AbortedError: text``, or the bare
+#: ``Exception: text`` of ``raise Exception(...)`` (Keras' failed download, users' own checks).
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Exit)|Exception): (.*)")
 #: The longest error text an exit's reason quotes.
 ERROR_CHARS = 160
 

@@ -45,6 +45,9 @@ class _Keras:
     completed: bool = False
     #: The bar being read is such an evaluation's.
     evaluating: bool = False
+    #: The training bar's last (loss, accuracy): Keras 3 draws an epoch's last batch twice
+    #: (the batch's update, then the epoch's end), which is no new bar.
+    last_metrics: tuple[float | None, float | None] = (None, None)
 
 
 class LogMetrics:
@@ -140,23 +143,23 @@ class LogMetrics:
                                                                      float | None]:
         keras = self._keras
         batch = int(match["batch"])
-        if keras.completed and not keras.evaluating:
+        metrics = {m["name"]: _float(m["value"]) for m in KERAS_METRIC.finditer(text)}
+        loss, accuracy = metrics.get("loss"), metrics.get("accuracy", metrics.get("acc"))
+        if keras.completed and not keras.evaluating and not _epoch_end(keras, batch, text, loss, accuracy):
             keras.evaluating = True  # a new bar after the epoch's last batch: an evaluation
         if keras.evaluating:
-            metrics = {m["name"]: _float(m["value"]) for m in KERAS_METRIC.finditer(text)}
-            return None, metrics.get("loss"), metrics.get("accuracy", metrics.get("acc")), None
+            return None, loss, accuracy, None
         if match["batches"].isdigit():
             keras.batches = int(match["batches"])
         keras.last_batch = batch
         keras.completed = keras.batches > 0 and batch >= keras.batches
-        metrics = {m["name"]: _float(m["value"]) for m in KERAS_METRIC.finditer(text)}
-        accuracy = metrics.get("accuracy", metrics.get("acc"))
+        keras.last_metrics = (loss, accuracy)
         # Batches count from 1 in each epoch; the run's step counts through the epochs. (An
         # evaluator's bar counts its evaluation's batches: no training step.)
         step = (keras.epoch - 1) * keras.batches + batch if keras.batches else batch
         if self._evaluates:
-            return None, metrics.get("loss"), accuracy, None
-        return step, metrics.get("loss"), accuracy, None
+            return None, loss, accuracy, None
+        return step, loss, accuracy, None
 
     def _step(self, global_step: int, now: float, examples_per_sec: float | None,
               accuracy: float | None) -> protocol.Step:
@@ -174,6 +177,13 @@ class LogMetrics:
                           local_step=self._local_steps, loss=self._loss, examples_per_sec=examples_per_sec,
                           step_time=step_time, target=self._target, accuracy=accuracy, coordinator=False,
                           by_worker=())
+
+
+def _epoch_end(keras: _Keras, batch: int, text: str, loss: float | None, accuracy: float | None) -> bool:
+    """Whether a bar at ``batch`` after the epoch's last batch is that epoch's end drawn again,
+    not an evaluation: it names validation figures (``val_loss``: only ``fit`` has them), or
+    it repeats the last batch with the same figures (Keras 3's finished bar)."""
+    return "val_" in text or (batch == keras.last_batch and (loss, accuracy) == keras.last_metrics)
 
 
 #: A step event made at once (one a line of a stepping task: tui.common.quick).

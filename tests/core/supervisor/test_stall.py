@@ -394,3 +394,24 @@ async def test_a_stopped_remote_sync_worker_is_named_after_a_quarter_of_the_time
     (cleared,) = recorder.of(TaskHintCleared)
     assert cleared.task == "worker1"
     await supervisor.stop_all()
+
+
+async def test_a_slow_start_is_no_stall_quiet_time_counts_from_the_run_being_up(tmp_path: Path) -> None:
+    """The last worker takes 20 s to come up (TensorFlow imported cold on a loaded machine)
+    while the others wait: nobody is reported the moment the run is up; a stall after it is
+    still one, counted from then."""
+    launcher, recorder, clock = FakeLauncher(), Recorder(), FakeClock()
+    supervisor = Supervisor(make_config(tmp_path), runs_root=tmp_path / "runs", launcher=launcher,
+                            clock=clock, options=SupervisorOptions(stall_timeout=8.0))
+    supervisor.subscribe(recorder)
+    await supervisor.start()
+    await start_all(launcher, ["ps0", "worker0"])
+    late = await launcher.started("worker1")
+    await seconds_pass(clock, 20)
+    late.ready()
+    await recorder.wait_for(lambda e: isinstance(e, Notice) and "tasks up" in e.text)
+    await seconds_pass(clock, 3)
+    assert not recorder.of(TaskStalled)
+    await seconds_pass(clock, 8)
+    assert {e.task for e in recorder.of(TaskStalled)} >= {"worker0", "worker1"}
+    await supervisor.stop_all()

@@ -81,6 +81,12 @@ async def watch_stalls(run: RunRecord) -> None:
         forgive_pause(run)  # first: a suspended controller must not blame its tasks
         if run.phase is RunPhase.UP:
             await look_remote(run, _idles(run, run.clock.monotonic()))
+        else:
+            # Not up (still starting, recovering): nobody is judged, and nobody's quiet time
+            # counts from before the run is up. (A TF2 coordinator running for 80 s while its
+            # workers still imported TensorFlow on a loaded machine was reported, with every
+            # worker, as quiet for 82 s the moment the last worker came up.)
+            run.settled_at = run.clock.monotonic()
         check_stalls(run)
 
 
