@@ -196,13 +196,19 @@ class LocalCluster:
             task.proc.wait()
 
 
+#: A pool imports TensorFlow as a cold task would: 5-20 s on 2 cores, and over 120 s at a
+#: load average of ~100 (other work on the machine). Its wait is the clusters' start, which
+#: their own deadlines no longer cover.
+POOL_READY = 240.0
+
+
 def pool_fixture(mode: str, name: str) -> object:
     """A module-scoped fixture called ``name``: one warm pool of ``mode`` for a test
     module's clusters, ended (and every task still forked from it with it) after the
     module's last test."""
     @pytest.fixture(scope="module", name=name)
     def pool() -> Iterator[Pool]:
-        with running_pool(mode) as started:
+        with running_pool(mode, POOL_READY) as started:
             yield started
     return pool
 
