@@ -20,7 +20,10 @@ pytestmark = pytest.mark.integration
 __all__ = ["shim_pool"]  # the fixture, used by name: the example clusters fork from it
 
 EXAMPLES = REPO / "examples"
-#: A non-chief that waits out SessionManager's 30 s poll would take this long or more.
+#: A non-chief that waits out SessionManager's 30 s poll would take this long or more from its
+#: ready to its first step (it checks once, then sleeps the poll); one that steps sooner did not
+#: wait for it, however slow the chief's initialisation was (18.3 s at a load average of ~120
+#: from other work, where half the poll was the bound).
 SESSION_MANAGER_POLL = 30.0
 START = 120.0  # start-up of three TensorFlow processes on a loaded 2-core machine
 
@@ -85,7 +88,7 @@ def test_tf_config_example_async_under_the_shim(shim_pool: Pool) -> None:
         # TensorFlow's own logging still reaches the log.
         assert "loss = " in task.output
     other = cluster.task("worker1")
-    assert first_step_delay(other) < SESSION_MANAGER_POLL / 2, other.output
+    assert first_step_delay(other) < SESSION_MANAGER_POLL, other.output
 
 
 def test_flags_example_sync_under_the_shim(shim_pool: Pool) -> None:
@@ -126,7 +129,7 @@ def test_flags_example_sync_under_the_shim(shim_pool: Pool) -> None:
         placement = assert_placement(task, partitions=1)
         assert any("Accumulator" in note for note in placement.unattributed), placement
         assert task.of(protocol.Step), task.output
-    assert first_step_delay(cluster.task("worker1")) < SESSION_MANAGER_POLL / 2
+    assert first_step_delay(cluster.task("worker1")) < SESSION_MANAGER_POLL
 
 
 def run_shim(tmp_path: Path, source: str, *, prelude: str = "", env: dict[str, str] | None = None,
