@@ -32,16 +32,19 @@ pytest_plugins = ["tests.support.sshd", "tests.support.slurm_fixture", "tests.su
 MAX_WORKERS = 4
 #: Workers beyond one per core. Much of the suite waits (a link cut for 20 s, a lease running
 #: out) rather than computes, and on 2 cores three workers took 11:43-13:03 against two's
-#: 14:43-15:35; but the load of three failed a test of some timing judgement (a chief's CPU
-#: use past the target, a toast's lifetime, a message racing its value) in five full runs of seven.
-#: Until those judge load rather than meet it, one per core.
-EXTRA_WORKERS = 0
+#: 14:43-15:35; but the load of three computing at once failed a test of some timing judgement
+#: (a chief's CPU use past the target, a toast's lifetime, a message racing its value) in five
+#: full runs of seven. So the one extra worker is a lane for the files that mostly wait
+#: (tests/support/schedule.py), and one worker per core computes.
+WAITING_LANE = 1
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """One worker per core this process may use and :data:`EXTRA_WORKERS`, at most
-    :data:`MAX_WORKERS`."""
-    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0)) + EXTRA_WORKERS))
+    """One worker per core this process may use, at most :data:`MAX_WORKERS`, and the
+    :data:`WAITING_LANE` unless only the quick subset runs (none of its files waits: the
+    lane's worker would only collect the suite and end)."""
+    lane = 0 if config.getoption("markexpr", "") == "quick" else WAITING_LANE
+    return max(1, min(MAX_WORKERS, schedule.cores())) + lane
 
 
 #: Fixtures whose users carry a marker of the same name, so ``-m "not sshd"`` deselects them.

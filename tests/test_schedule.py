@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.support.schedule import SLOW_FIRST, SlowFilesFirst
+import pytest
+
+from tests.support import schedule
+from tests.support.schedule import MOSTLY_WAITING, SLOW_FIRST, SlowFilesFirst
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -29,31 +32,33 @@ class Node:
 class Config:
     option = SimpleNamespace(loadscopereorder=True)
 
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
     def getvalue(self, name: str) -> object:
-        return {"tx": ["2*popen"], "dist": "loadfile"}[name]
+        return {"tx": [f"{self.workers}*popen"], "dist": "loadfile"}[name]
 
 
-def test_the_slow_files_are_handed_out_first_and_whole() -> None:
-    many = [f"tests/common/test_many.py::test_{i}" for i in range(6)]
-    one = ["tests/common/test_one.py::test_it"]
-    slow = [f"{SLOW_FIRST[1]}::test_{i}" for i in range(2)] + [f"{SLOW_FIRST[0]}::test_{i}" for i in range(3)]
-    collection = many + slow + one
-    scheduler = SlowFilesFirst(Config(), None)
-    nodes = [Node("gw0"), Node("gw1")]
+def run_schedule(collection: list[str], workers: int) -> tuple[list[Node], list[list[set[str]]]]:
+    """The nodes after a whole run of ``collection`` (each runs what it was sent, in turn),
+    and the files of each batch each node was sent."""
+    scheduler = SlowFilesFirst(Config(workers), None)
+    nodes = [Node(f"gw{i}") for i in range(workers)]
     for node in nodes:
         scheduler.add_node(node)
         scheduler.add_node_collection(node, collection)
     scheduler.schedule()
-    files = [[{collection[i].split("::")[0] for i in batch} for batch in node.sent] for node in nodes]
     done: set[int] = set()
     while not scheduler.tests_finished:  # each node runs what it was sent, and is sent more
         for node in nodes:
             for index in [i for batch in node.sent for i in batch if i not in done]:
                 done.add(index)
                 scheduler.mark_test_complete(node, index)
-    # Each node's first file is a slow one, the slowest to the first node; xdist's own order
-    # (most tests first) would have started with test_many.py.
-    assert files[0][0] == {SLOW_FIRST[0]} and files[1][0] == {SLOW_FIRST[1]}, files
+    files = [[{collection[i].split("::")[0] for i in batch} for batch in node.sent] for node in nodes]
+    return nodes, files
+
+
+def assert_every_test_once_and_every_file_whole(nodes: list[Node], collection: list[str]) -> None:
     sent = sorted(i for node in nodes for batch in node.sent for i in batch)
     assert sent == list(range(len(collection)))  # every test once
     owners: dict[str, set[str]] = {}
@@ -61,6 +66,34 @@ def test_the_slow_files_are_handed_out_first_and_whole() -> None:
         for index in (i for batch in node.sent for i in batch):
             owners.setdefault(collection[index].split("::")[0], set()).add(node.gateway.id)
     assert all(len(names) == 1 for names in owners.values()), owners  # every file whole to one node
+
+
+def test_the_slow_files_are_handed_out_first_and_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schedule, "cores", lambda: 2)
+    many = [f"tests/common/test_many.py::test_{i}" for i in range(6)]
+    one = ["tests/common/test_one.py::test_it"]
+    slow = [f"{SLOW_FIRST[1]}::test_{i}" for i in range(2)] + [f"{SLOW_FIRST[0]}::test_{i}" for i in range(3)]
+    collection = many + slow + one
+    nodes, files = run_schedule(collection, 2)
+    # Each node's first file is a slow one, the slowest to the first node; xdist's own order
+    # (most tests first) would have started with test_many.py.
+    assert files[0][0] == {SLOW_FIRST[0]} and files[1][0] == {SLOW_FIRST[1]}, files
+    assert_every_test_once_and_every_file_whole(nodes, collection)
+
+
+def test_with_a_worker_more_than_cores_the_first_is_a_lane_for_the_waiting_files(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schedule, "cores", lambda: 2)
+    waiting = [name for name in SLOW_FIRST if name in MOSTLY_WAITING][:2]
+    computing = [name for name in SLOW_FIRST if name not in MOSTLY_WAITING][:3]
+    collection = [f"{name}::test_{i}" for name in [*waiting, *computing] for i in range(2)] + \
+        [f"tests/common/test_many.py::test_{i}" for i in range(6)]
+    nodes, files = run_schedule(collection, 3)
+    lane, others = files[0], [batch for node in files[1:] for batch in node]
+    assert lane and all(batch <= set(waiting) for batch in lane), files  # the lane waits only
+    assert all(not batch & set(waiting) for batch in others), files  # while others remain
+    assert nodes[0].shutting_down  # and ends once no waiting file is left
+    assert_every_test_once_and_every_file_whole(nodes, collection)
 
 
 def test_every_file_named_slow_is_in_the_suite() -> None:

@@ -31,9 +31,9 @@ class Pool:
 
 
 @contextmanager
-def running_pool(mode: str = "shim") -> Iterator[Pool]:
-    """A pool of ``mode``; ended by EOF on its stdin (the controller's way) unless the test
-    ended it already."""
+def running_pool(mode: str = "shim", ready_timeout: float = READY_TIMEOUT) -> Iterator[Pool]:
+    """A pool of ``mode``, ready within ``ready_timeout`` seconds; ended by EOF on its stdin
+    (the controller's way) unless the test ended it already."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen([sys.executable, "-m", "trainer.warm", mode], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
@@ -41,7 +41,7 @@ def running_pool(mode: str = "shim") -> Iterator[Pool]:
     try:
         with selectors.DefaultSelector() as sel:
             sel.register(process.stdout, selectors.EVENT_READ)
-            assert sel.select(READY_TIMEOUT), "the pool did not get ready"
+            assert sel.select(ready_timeout), f"the pool did not get ready within {ready_timeout:g} s"
         ready = json.loads(process.stdout.readline())
         assert "ready" in ready, ready
         yield Pool(process, ready["ready"])

@@ -6,10 +6,12 @@ import time
 
 import pytest
 
-from tests.trainer.cluster_runner import LocalCluster
+from tests.support.warm_pool import Pool
+from tests.trainer.cluster_runner import LocalCluster, trainer_pool
 from trainer import protocol
 
 pytestmark = pytest.mark.integration
+__all__ = ["trainer_pool"]  # the fixture, used by name: every cluster here forks from it
 
 #: Every process exits by itself within this long after the last step: what it tells apart is
 #: a clean ending from a hang (a ps in join() forever, a SessionManager's 30 s poll); the
@@ -17,8 +19,8 @@ pytestmark = pytest.mark.integration
 EXIT_WINDOW = 15.0
 
 
-def run(num_ps: int, num_workers: int, args: list[str], timeout: float = 180) -> LocalCluster:
-    cluster = LocalCluster(num_ps, num_workers, args)
+def run(num_ps: int, num_workers: int, args: list[str], pool: Pool, timeout: float = 180) -> LocalCluster:
+    cluster = LocalCluster(num_ps, num_workers, args, pool=pool)
     cluster.watch_exits()
     try:
         codes = cluster.wait(timeout)
@@ -50,10 +52,10 @@ def final_done(cluster: LocalCluster, name: str) -> protocol.Done:
     return done
 
 
-def test_default_async_run(tmp_path) -> None:
+def test_default_async_run(tmp_path, trainer_pool: Pool) -> None:
     """digits + mlp, 1 ps + 2 workers, async: the product's default."""
     summaries = tmp_path / "tb"
-    cluster = run(1, 2, ["--summary-dir", str(summaries)])
+    cluster = run(1, 2, ["--summary-dir", str(summaries)], trainer_pool)
     assert_clean_exit(cluster)
     chief, other = cluster.task("worker0"), cluster.task("worker1")
     # A non-chief worker polls for the model every 50 ms, where the seeds' SessionManager
@@ -89,8 +91,8 @@ def test_default_async_run(tmp_path) -> None:
         assert not [line for line in task.stderr if line.strip()], task.stderr
 
 
-def test_sync_run_is_in_lockstep_and_ends_cleanly() -> None:
-    cluster = run(1, 2, ["--mode", "sync", "--steps", "300", "--eval-every", "100"])
+def test_sync_run_is_in_lockstep_and_ends_cleanly(trainer_pool: Pool) -> None:
+    cluster = run(1, 2, ["--mode", "sync", "--steps", "300", "--eval-every", "100"], trainer_pool)
     assert_clean_exit(cluster)
     assert [e.global_step for e in cluster.task("worker0").of(protocol.Eval)] == [100, 200, 300]
     dones = [final_done(cluster, n) for n in ("worker0", "worker1")]
@@ -102,19 +104,19 @@ def test_sync_run_is_in_lockstep_and_ends_cleanly() -> None:
     assert sum(d.local_step for d in dones) == 2 * final_global
 
 
-def test_sync_with_a_backup_worker_ends_cleanly() -> None:
+def test_sync_with_a_backup_worker_ends_cleanly(trainer_pool: Pool) -> None:
     """replicas_to_aggregate < workers: the slower worker's gradients go stale and workers
     finish at different local steps; nobody waits for a token that never comes."""
     cluster = run(2, 3, ["--mode", "sync", "--replicas-to-aggregate", "2", "--steps", "200",
-                         "--partitions", "2"])
+                         "--partitions", "2"], trainer_pool)
     assert_clean_exit(cluster)
     assert all(final_done(cluster, f"worker{i}").global_step == 200 for i in range(3))
 
 
-def test_late_worker_and_different_finish_times() -> None:
+def test_late_worker_and_different_finish_times(trainer_pool: Pool) -> None:
     """The ps waits for every worker, even one that joins after training finished; that
     worker sees the target reached and leaves at once."""
-    cluster = LocalCluster(1, 2, ["--steps", "200"], only=["ps0", "worker0"])
+    cluster = LocalCluster(1, 2, ["--steps", "200"], only=["ps0", "worker0"], pool=trainer_pool)
     cluster.watch_exits()
     try:
         assert cluster.wait(120, ["worker0"]) == {"ps0": None, "worker0": 0}
@@ -129,11 +131,11 @@ def test_late_worker_and_different_finish_times() -> None:
     assert not cluster.task("worker1").of(protocol.Step)
 
 
-def test_partition_count_does_not_change_the_loss_curve() -> None:
+def test_partition_count_does_not_change_the_loss_curve(trainer_pool: Pool) -> None:
     curves = []
     for partitions in (1, 4):
         cluster = run(2, 1, ["--steps", "40", "--log-every", "1", "--partitions", str(partitions),
-                             "--model", "mlp"])
+                             "--model", "mlp"], trainer_pool)
         assert_clean_exit(cluster)
         steps = cluster.task("worker0").of(protocol.Step)
         curve = {s.global_step: s.loss for s in steps}
@@ -145,12 +147,12 @@ def test_partition_count_does_not_change_the_loss_curve() -> None:
         assert curves[1][step] == pytest.approx(loss, rel=1e-5, abs=1e-6), step
 
 
-def test_fused_and_unfused_runs_train_alike_on_the_same_placement() -> None:
+def test_fused_and_unfused_runs_train_alike_on_the_same_placement(trainer_pool: Pool) -> None:
     """1 ps + 2 async workers, fused and not: the same bytes on each ps, a held-out accuracy
     and loss of the same ballpark, and each worker's sampled step anatomies reported."""
     ends = {}
     for fuse in ("true", "false"):
-        cluster = run(1, 2, ["--steps", "600", "--fuse", fuse])
+        cluster = run(1, 2, ["--steps", "600", "--fuse", fuse], trainer_pool)
         assert_clean_exit(cluster)
         chief = cluster.task("worker0")
         (placement,) = chief.of(protocol.Placement)
@@ -169,15 +171,15 @@ def test_fused_and_unfused_runs_train_alike_on_the_same_placement() -> None:
     assert fused_eval.loss == pytest.approx(plain_eval.loss, rel=0.5)
 
 
-def test_checkpoints_resume_and_reshard(tmp_path) -> None:
+def test_checkpoints_resume_and_reshard(tmp_path, trainer_pool: Pool) -> None:
     ckpt = str(tmp_path / "ckpt")
-    first = run(1, 1, ["--steps", "120", "--checkpoint-dir", ckpt, "--checkpoint-every", "50"])
+    first = run(1, 1, ["--steps", "120", "--checkpoint-dir", ckpt, "--checkpoint-every", "50"], trainer_pool)
     assert_clean_exit(first)
     saved = [c for c in first.task("worker0").of(protocol.Checkpoint) if c.action == "saved"]
     assert [c.global_step for c in saved] == [50, 100, 120]
 
     # Same settings, higher target: resumes at 120.
-    second = run(1, 2, ["--steps", "160", "--checkpoint-dir", ckpt])
+    second = run(1, 2, ["--steps", "160", "--checkpoint-dir", ckpt], trainer_pool)
     assert_clean_exit(second)
     (restored,) = second.task("worker0").of(protocol.Checkpoint)[:1]
     assert restored.action == "restored" and restored.global_step == 120
@@ -186,24 +188,25 @@ def test_checkpoints_resume_and_reshard(tmp_path) -> None:
 
     # Another partition count: the checkpoint is re-sharded on restore. (Async with two
     # workers: the other worker may add a step while the chief saves, so >= 160.)
-    third = run(2, 1, ["--steps", "170", "--checkpoint-dir", ckpt, "--partitions", "2"])
+    third = run(2, 1, ["--steps", "170", "--checkpoint-dir", ckpt, "--partitions", "2"], trainer_pool)
     assert_clean_exit(third)
     first_event = third.task("worker0").of(protocol.Checkpoint)[0]
     assert first_event.action == "restored" and first_event.global_step >= 160
 
     # Target already reached: nothing to do, everyone still exits 0.
-    fourth = run(1, 1, ["--steps", "100", "--checkpoint-dir", ckpt])
+    fourth = run(1, 1, ["--steps", "100", "--checkpoint-dir", ckpt], trainer_pool)
     assert final_done(fourth, "worker0").reason == protocol.REASON_ALREADY_COMPLETE
 
     # A checkpoint of another model cannot be restored: start fresh and say so.
-    fifth = run(1, 1, ["--steps", "20", "--checkpoint-dir", ckpt, "--model", "softmax"])
+    fifth = run(1, 1, ["--steps", "20", "--checkpoint-dir", ckpt, "--model", "softmax"], trainer_pool)
     assert_clean_exit(fifth)
     fresh = fifth.task("worker0").of(protocol.Checkpoint)[0]
     assert fresh.action == "fresh" and "cannot restore" in fresh.reason
 
 
-def test_missing_dataset_fails_with_usage_error(tmp_path) -> None:
-    cluster = LocalCluster(1, 1, ["--dataset", "mnist", "--data-path", str(tmp_path / "none.npz")])
+def test_missing_dataset_fails_with_usage_error(tmp_path, trainer_pool: Pool) -> None:
+    cluster = LocalCluster(1, 1, ["--dataset", "mnist", "--data-path", str(tmp_path / "none.npz")],
+                           pool=trainer_pool)
     try:
         cluster.wait(120, ["worker0"])
     finally:
@@ -215,10 +218,10 @@ def test_missing_dataset_fails_with_usage_error(tmp_path) -> None:
     assert "Traceback" not in worker.output
 
 
-def test_hold_waits_for_go_before_starting_the_server() -> None:
+def test_hold_waits_for_go_before_starting_the_server(trainer_pool: Pool) -> None:
     """--hold: a task imports, loads and builds, says ``loaded``, and starts its server only
     when told; closing stdin instead ends it."""
-    cluster = LocalCluster(1, 1, ["--steps", "50", "--hold"])
+    cluster = LocalCluster(1, 1, ["--steps", "50", "--hold"], pool=trainer_pool)
     cluster.watch_exits()
     try:
         for task in cluster.tasks:
@@ -237,8 +240,8 @@ def test_hold_waits_for_go_before_starting_the_server() -> None:
     assert final_done(cluster, "worker0").global_step >= 50
 
 
-def test_closing_stdin_ends_a_held_task() -> None:
-    cluster = LocalCluster(1, 1, ["--hold"], only=["ps0"])
+def test_closing_stdin_ends_a_held_task(trainer_pool: Pool) -> None:
+    cluster = LocalCluster(1, 1, ["--hold"], only=["ps0"], pool=trainer_pool)
     try:
         ps = cluster.task("ps0")
         deadline = time.monotonic() + 120

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.cluster_runner import LocalCluster
+from tests.support.warm_pool import Pool
+from tests.trainer.cluster_runner import LocalCluster, shim_pool
 from trainer import anatomy, protocol
 
 pytestmark = pytest.mark.integration
+__all__ = ["shim_pool"]  # the fixture, used by name: the cluster forks from it
 
 PROGRAM = Path(__file__).resolve().parent / "data" / "own_steps.py"
 START = 120.0  # three TensorFlow processes on a loaded 2-core machine
@@ -27,10 +29,10 @@ def outputs(cluster: LocalCluster) -> str:
                      for t in cluster.tasks)
 
 
-def test_own_steps_and_anatomy_of_a_tf1_program() -> None:
+def test_own_steps_and_anatomy_of_a_tf1_program(shim_pool: Pool) -> None:
     args = ["--job_name={job}", "--task_index={index}", "--ps_hosts={ps_hosts}",
             "--worker_hosts={worker_hosts}", f"--steps={STEPS}"]
-    cluster = LocalCluster(1, 2, args, program=PROGRAM)
+    cluster = LocalCluster(1, 2, args, program=PROGRAM, pool=shim_pool)
     try:
         codes = cluster.wait(START, names=["worker0", "worker1"])
         assert codes["worker0"] == 0 and codes["worker1"] == 0, outputs(cluster)
