@@ -36,3 +36,22 @@ def test_a_worker_is_restarted_again_once_old_restarts_left_the_window(tmp_path:
     crash_loop = [9000.0, 9001.0, 9002.0]
     times = crash_loop
     assert decision(9003.0) is Decision.FAIL_RUN  # three in the last 600 s: the budget is spent
+
+
+def test_a_tf2_coordinators_lost_worker_is_left_to_it_when_it_may_not_be_restarted(tmp_path: Path) -> None:
+    """A worker of a cluster a TF2 coordinator runs (another worker still serving it) that may
+    not be restarted is left to the coordinator, which reschedules its functions; restartable,
+    it is restarted; without a coordinator it fails the run as before; a ps never is left."""
+    never = dataclasses.replace(make_config(tmp_path), restart=RestartPolicy(RestartMode.NEVER))
+
+    def decision(job: Job, coordinated: bool, config: object = never) -> Decision:
+        facts = FailureFacts(job=job, was_running=True, declared_by_controller=False, lost_peer=False,
+                             cluster_up=True, workers_done=False, restarts=0, coordinated=coordinated)
+        return decide(config, facts, fail_fast=True, ps=[])  # type: ignore[arg-type]
+
+    assert decision(Job.WORKER, coordinated=True) is Decision.LEAVE_TO_COORDINATOR
+    assert decision(Job.WORKER, coordinated=False) is Decision.FAIL_RUN
+    assert decision(Job.PS, coordinated=True) is Decision.FAIL_RUN
+    assert decision(Job.CHIEF, coordinated=True) is Decision.FAIL_RUN
+    restartable = dataclasses.replace(never, restart=RestartPolicy(RestartMode.ON_FAILURE, max_restarts=3))
+    assert decision(Job.WORKER, coordinated=True, config=restartable) is Decision.RESTART_TASK

@@ -143,3 +143,52 @@ async def test_a_worker_in_backoff_when_the_chief_succeeds_is_stopped_not_failed
             "first)") in run.out
     assert "rejoin" not in run.out
     assert not processes_of_runs(runs)
+
+
+#: coordinated.py as the chief of a TF2 ParameterServerStrategy program: the controller knows
+#: one by the strategy's construction in its source, here in a branch never taken (no
+#: TensorFlow in these tests).
+AS_PSS = """\
+import runpy
+import sys
+from pathlib import Path
+
+if sys.argv[-1] == "--build-the-strategy":
+    import tensorflow as tf
+    tf.distribute.experimental.ParameterServerStrategy(None)
+runpy.run_path(str(Path(__file__).with_name("coordinated.py")), run_name="__main__")
+"""
+
+
+async def test_a_tf2_coordinators_worker_lost_for_good_leaves_the_run_to_the_chief(tmp_path: Path) -> None:
+    """Under the default policy (no restarts) a worker SIGKILLed mid-training under a TF2
+    coordinator does not end the run: the coordinator reschedules its functions on the other
+    workers, as TensorFlow documents; the chief's exit 0 ends the run, succeeded, with the
+    lost worker failed and said in the run's reason (it had been failed at once, the chief
+    stopped mid-training)."""
+    command = ("python as_pss.py --job={job} --index={index} --address={address} "
+               "--workers={worker_hosts} --sigkill-worker=1 --chief-seconds=4")
+    yaml = f"""\
+        program: {{command: '{command}'}}
+        cluster: {{ps: [localhost:auto], chief: [localhost:auto], worker: [localhost:auto, localhost:auto]}}
+        """
+    runs = tmp_path / "runs"
+    path = program_folder(tmp_path, "coordinated.py", yaml)
+    (path.parent / "as_pss.py").write_text(AS_PSS)
+    run = await run_program(load(path), runs)
+
+    assert run.code is ExitCode.OK, run.out[-3000:]
+    (run_dir,) = runs.iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    tasks = {t["name"]: t for t in summary["tasks"]}
+    assert summary["outcome"] == "succeeded", summary
+    assert tasks["chief0"]["state"] == tasks["worker0"]["state"] == "succeeded"
+    assert (tasks["worker1"]["state"], tasks["worker1"]["restarts"]) == ("failed", 0)
+    assert "killed by SIGKILL" in tasks["worker1"]["reason"]
+    assert "(the coordinator went on without it)" in summary["reason"]
+    notices = [e for e in run.events if isinstance(e, Notice)]
+    left = "not restarted (restart policy): the coordinator carries on with the other workers"
+    assert any(n.task == "worker1" and n.text.endswith(left) for n in notices)
+    # The chief trained on to its own end: nothing stopped it.
+    assert "chief done, exit 0" in run.out
+    assert not processes_of_runs(runs)

@@ -12,6 +12,11 @@ Pure logic, no I/O: :func:`decide` takes the facts (:class:`FailureFacts`) and a
   settle first (wait :data:`PEER_LOSS_SETTLE` seconds), then judge it as a worker.
 - An evaluator (its default policy restarts it) that may not be restarted again is left
   failed with a warning: it only watches training, so its failure never ends the run.
+- A worker of a TF2 ParameterServerStrategy cluster that may not be restarted, while its
+  coordinator (the chief) and another worker run on, is left to the coordinator: it
+  reschedules the lost worker's functions on the others, as TensorFlow documents, and the
+  run is the chief's to end (it had been failed at once, though the program would have
+  finished well).
 - Otherwise, with ``fail_fast``, the run fails; without, nothing happens.
 """
 
@@ -45,6 +50,7 @@ class Decision(Enum):
     RESTART_CLUSTER = "restart_cluster"  # stop everything, restart every task in order
     SETTLE = "settle"                    # wait for a ps failure to explain it, then judge again
     FAIL_RUN = "fail_run"                # stop the run as failed
+    LEAVE_TO_COORDINATOR = "leave_to_coordinator"  # leave it failed, the coordinator goes on
     NOTHING = "nothing"                  # leave it failed, the run goes on
 
 
@@ -55,7 +61,8 @@ class FailureFacts:
     failed (not ready in time, did not exit): never retried. ``lost_peer``: its output says a
     ps was unreachable. ``cluster_up``: the staged start finished and no recovery is under way.
     ``restarts``: automatic restarts it had within the policy's window. ``settled``: it already waited out
-    :data:`PEER_LOSS_SETTLE`."""
+    :data:`PEER_LOSS_SETTLE`. ``coordinated``: a TF2 coordinator runs and another worker
+    still serves it."""
 
     job: Job
     was_running: bool
@@ -65,6 +72,7 @@ class FailureFacts:
     workers_done: bool
     restarts: int
     settled: bool = False
+    coordinated: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,4 +121,8 @@ def decide(config: ClusterConfig, facts: FailureFacts, *, fail_fast: bool,
     if facts.was_running and facts.lost_peer and not facts.settled \
             and cluster_restart_possible(config, ps, facts.cluster_up):
         return Decision.SETTLE
-    return Decision.RESTART_TASK if allowed else otherwise
+    if allowed:
+        return Decision.RESTART_TASK
+    if facts.job is Job.WORKER and facts.was_running and facts.coordinated:
+        return Decision.LEAVE_TO_COORDINATOR
+    return otherwise

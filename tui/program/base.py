@@ -171,6 +171,9 @@ class TaskProgram(ABC):
     #: non-chief may wait forever for a session the chief no longer serves); the built-in
     #: trainer's workers end by themselves.
     ends_left_behind: bool = False
+    #: Its chief is a TF2 ParameterServerStrategy coordinator, which reschedules a lost
+    #: worker's functions on the others: a worker's failure need not end the run.
+    coordinates_workers: bool = False
 
     def target(self, settings: TrainingSettings) -> int:
         """The step the program trains to, when the controller knows it and the program may

@@ -83,6 +83,10 @@ class UserProgram(TaskProgram):
         return pss_spot(self.spec) is not None
 
     @property
+    def coordinates_workers(self) -> bool:  # type: ignore[override]
+        return self.constructs_pss
+
+    @property
     def uses_shim(self) -> bool:
         """The command runs a Python script or ``-m module``, and the shim is not turned off."""
         return self.spec.shim and _shim_at(self.spec.command) is not None

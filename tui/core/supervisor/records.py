@@ -138,6 +138,8 @@ class TaskRecord:
         #: backoff (:func:`tui.core.supervisor.stopping.call_off_restarts`): STOPPED, and no
         #: failure of the run's.
         self.restart_called_off = False
+        #: Failed while a TF2 coordinator ran on with other workers: the run did not end for it.
+        self.left_to_coordinator = False
         #: Set once its launch in flight (if any) has its process or failed: a stop asked
         #: for meanwhile waits for it (a stage's tasks are launched together).
         self.launched = asyncio.Event()

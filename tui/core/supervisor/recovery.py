@@ -25,7 +25,7 @@ def on_failure(run: RunRecord, task: TaskRecord, was_running: bool, reason: str,
                          declared_by_controller=task.declared_failed,
                          lost_peer=task.hint == UNAVAILABLE, cluster_up=run.phase is RunPhase.UP,
                          workers_done=run.phase is RunPhase.WORKERS_DONE, restarts=task.recent_restarts(run),
-                         settled=settled)
+                         settled=settled, coordinated=_coordinated(run, task))
     ps = [PsFacts(p.recent_restarts(run), p.declared_failed) for p in run.of_job(Job.PS)]
     decision = decide(run.config, facts, fail_fast=run.options.fail_fast, ps=ps)
     if decision is Decision.RESTART_CLUSTER:
@@ -53,8 +53,23 @@ def on_failure(run: RunRecord, task: TaskRecord, was_running: bool, reason: str,
     if task.job is Job.EVALUATOR:
         run.notify(Level.WARNING, f"{reason}; not restarted again: training goes on without "
                                   "evaluations", task.name)
+    if decision is Decision.LEAVE_TO_COORDINATOR:
+        task.left_to_coordinator = True
+        run.notify(Level.WARNING, f"{reason}; not restarted (restart policy): the coordinator carries on "
+                                  "with the other workers", task.name)
     if decision is Decision.FAIL_RUN:
         run.request_stop(RunOutcome.FAILED, f"{task.name} {reason}")
+
+
+def _coordinated(run: RunRecord, task: TaskRecord) -> bool:
+    """Whether a TF2 coordinator runs the cluster's training and another worker still serves
+    it: the program constructs ParameterServerStrategy, or its chief reported each worker's
+    functions."""
+    chiefs = run.of_job(Job.CHIEF)
+    if not chiefs or not (run.program.coordinates_workers or run.worker_functions):
+        return False
+    return all(c.state.is_active for c in chiefs) and any(
+        w is not task and w.state.is_active for w in run.of_job(Job.WORKER))
 
 
 def _within(policy: RestartPolicy) -> str:

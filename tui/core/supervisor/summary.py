@@ -15,7 +15,9 @@ def summarize(run: RunRecord) -> RunSummary:
     tasks = list(run.tasks.values())
     # An evaluator only watches training: its failure is said, and never fails the run.
     evaluators = [t for t in tasks if t.job is Job.EVALUATOR]
-    failed = [t for t in tasks if t.state is TaskState.FAILED and t not in evaluators]
+    # A worker left to a TF2 coordinator did not end the run: the chief's end judges it.
+    failed = [t for t in tasks if t.state is TaskState.FAILED and t not in evaluators
+              and not t.left_to_coordinator]
     outcome: RunOutcome
     if run.stop_outcome in (RunOutcome.INTERRUPTED, RunOutcome.TIMEOUT):
         outcome, reason = run.stop_outcome, run.stop_reason
@@ -23,10 +25,13 @@ def summarize(run: RunRecord) -> RunSummary:
         outcome = RunOutcome.FAILED
         reason = (run.stop_reason if run.stop_outcome is RunOutcome.FAILED
                   else f"{failed[0].name} {failed[0].reason}")
-    elif all(t.state is TaskState.SUCCEEDED or t.restart_called_off for t in tasks if t not in evaluators):
+    elif all(t.state is TaskState.SUCCEEDED or t.restart_called_off or t.left_to_coordinator
+             for t in tasks if t not in evaluators):
         outcome, reason = RunOutcome.SUCCEEDED, "; ".join(
             [f"{t.name} {t.reason} (training went on without it)"
              for t in evaluators if t.state is TaskState.FAILED]
+            + [f"{t.name} {t.reason} (the coordinator went on without it)"
+               for t in tasks if t.left_to_coordinator]
             + [f"{t.name}: {t.reason}" for t in tasks if t.restart_called_off])
     else:
         outcome, reason = RunOutcome.STOPPED, run.stop_reason or "stopped"
