@@ -251,6 +251,15 @@ def _ms(samples: Sequence[float]) -> str:
     return stats.spread([s * 1000 for s in samples], digits=2, unit=" ms")
 
 
+def _best_bound(results: Results, variant: str) -> str:
+    """The bound from the fastest solo step and the smallest exchange - direct."""
+    solo, extra = stats.valid(results.solo), stats.valid(results.extra(variant))
+    if not solo or not extra:
+        return "n/a"
+    low, cost = min(solo), min(extra)
+    return f"{low / (low + cost):.2f} ({low * 1000:.2f} / ({low * 1000:.2f} + {cost * 1000:.2f}) ms)"
+
+
 def section(results: Results, variants: Sequence[Variant], reps: int) -> Section:
     """The round-trip part of BENCHMARKS.md."""
     solo = stats.median_of(results.solo)
@@ -273,6 +282,10 @@ def section(results: Results, variants: Sequence[Variant], reps: int) -> Section
              _ms(results.extra(v.name)), stats.spread(results.bounds(v.name), digits=2, unit="")]
             for v in variants]
     result.tables.append(table(["variant", *RUNS, "exchange CPU", "exchange - direct", "bound"], body))
+    best = [f"{v.name} {_best_bound(results, v.name)}" for v in variants]
+    result.notes.append(
+        "From each side's fastest repetition (the least disturbed by the rest of a shared "
+        "machine): solo / (solo + exchange - direct) = " + ", ".join(best) + ".")
     result.notes.append("Variants:\n\n" + "\n".join(f"- **{v.name}**: {v.says}" for v in variants))
     return result
 
