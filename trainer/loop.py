@@ -64,12 +64,6 @@ def server_config(tf: Any, role: Role, devices: int = 1) -> Any:
         ["/job:ps", f"/job:worker/task:{role.index}"]
     config = tf.ConfigProto(device_filters=filters, allow_soft_placement=True)
     threads.apply(config, threads.from_env())
-    # A pool thread out of work sleeps at once instead of spinning first. A small model's
-    # step is mostly a ps exchange, in which each side waits on the other; spinning, the
-    # waiting side burns the core the other needs (a worker and its ps share a small host):
-    # 2.4 instead of 3.5 ms of CPU per exchange, ps and worker together, on 2 cores
-    # (python -m bench.training.round_trip, variants default and no-spin).
-    config.experimental.disable_thread_spinning = True
     if devices > 1:
         config.device_count["CPU"] = devices
     return config

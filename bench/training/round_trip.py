@@ -28,6 +28,7 @@ maximum) over the repetitions.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -130,7 +131,10 @@ class Pair:
                                          or self.ps.exited.is_set(), timeout):
                 raise MeasureError(f"{self.variant.name}: no answer in {timeout:g} s")
             if len(self.results) < check:
-                tail = " / ".join(self.worker.stderr_tail[-2:] + self.ps.stderr_tail[-2:])[-300:]
+                # The last lines that are not TensorFlow's start-up notices.
+                lines = [line for line in self.worker.stderr_tail + self.ps.stderr_tail
+                         if not line.startswith(("I0000", "E0000", "W0000"))]
+                tail = " / ".join(lines[-4:])[-600:]
                 raise MeasureError(f"{self.variant.name}: a process exited early: {tail}")
             return self.results[check - 1]
 
@@ -199,8 +203,10 @@ class Results:
         return [e - d for e, d in zip(times["exchange"], times["direct"], strict=True)]
 
     def bounds(self, variant: str) -> list[float]:
-        """solo / (solo + exchange - direct), each repetition's solo step with its own exchange."""
-        return [s / (s + x) for s, x in zip(self.solo, self.extra(variant), strict=False)]
+        """solo / (solo + exchange - direct), each repetition's solo step with its own exchange
+        (NaN where the machine slowed the direct run past the exchange)."""
+        return [s / (s + x) if x > 0 else math.nan
+                for s, x in zip(self.solo, self.extra(variant), strict=False)]
 
 
 def measure(variants: Sequence[Variant], model: str, window: float, reps: int,
@@ -252,11 +258,14 @@ def _ms(samples: Sequence[float]) -> str:
 
 
 def _best_bound(results: Results, variant: str) -> str:
-    """The bound from the fastest solo step and the smallest exchange - direct."""
-    solo, extra = stats.valid(results.solo), stats.valid(results.extra(variant))
-    if not solo or not extra:
+    """The bound from the fastest solo step, exchange and direct run (each its own fastest,
+    the direct run's over every variant: a plain local session's run does not depend on
+    gRPC's settings, and one slowed by the machine must not make the exchange look free)."""
+    solo, exchange = stats.valid(results.solo), stats.valid(results.runs[variant]["exchange"])
+    direct = stats.valid(d for times in results.runs.values() for d in times["direct"])
+    if not solo or not exchange or not direct:
         return "n/a"
-    low, cost = min(solo), min(extra)
+    low, cost = min(solo), max(0.0, min(exchange) - min(direct))
     return f"{low / (low + cost):.2f} ({low * 1000:.2f} / ({low * 1000:.2f} + {cost * 1000:.2f}) ms)"
 
 

@@ -208,17 +208,6 @@ def test_server_config_takes_the_thread_counts_of_the_share(tf, monkeypatch: pyt
     assert server_config(tf, Role("ps", 0)).intra_op_parallelism_threads == 0  # TensorFlow's default
 
 
-def test_the_trainers_pool_threads_do_not_spin(tf) -> None:
-    """Every task's server and session config turns TensorFlow's thread spinning off (the ps's
-    and a worker's pools sleep when out of work: less CPU per exchange on a shared host)."""
-    from trainer.cluster import Role
-    from trainer.loop import server_config
-
-    for role in (Role("ps", 0), Role("worker", 0), Role("worker", 1)):
-        assert server_config(tf, role).experimental.disable_thread_spinning
-        assert server_config(tf, role, devices=2).experimental.disable_thread_spinning
-
-
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_only_the_chief_builds_evaluation_and_checkpoints(tf, mode: str) -> None:
     """Another worker's graph is the chief's training graph without the evaluation ops and
