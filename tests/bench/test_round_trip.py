@@ -6,6 +6,8 @@ exchange costs more than a local run."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from bench.training import round_trip
@@ -14,11 +16,12 @@ from tests.bench.test_smoke import tagged_processes
 pytestmark = pytest.mark.integration
 
 
-def test_round_trip_times_every_run_of_every_variant_and_leaves_nothing(monkeypatch) -> None:
+def test_round_trip_times_every_run_of_every_variant_and_leaves_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     tags: list[str] = []
     real_uuid = round_trip.uuid.uuid4
 
-    def recorded_uuid():  # the run's tag, to look for leftovers by it
+    def recorded_uuid() -> uuid.UUID:  # the run's tag, to look for leftovers by it
         made = real_uuid()
         tags.append(f"round-trip-{made.hex[:8]}")
         return made
