@@ -59,8 +59,7 @@ async def test_a_silent_host_is_noticed_and_its_task_stops_itself(sshd: SshServe
             assert code == -signal.SIGTERM
             # Giving up on the connection is no answer (its channels end with an empty read).
             link.abandon()
-            echoes = link._echoes  # the reader of the keeper's echoes: it ends with the channel
-            assert echoes is not None
+            echoes = link._loops[1]  # the reader of the keeper's echoes: it ends with the channel
             await asyncio.wait_for(echoes, 5.0)
             assert link.silent_for() is not None
         finally:

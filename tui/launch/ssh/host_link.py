@@ -16,11 +16,6 @@ seconds, and the keeper writes the beat to the host's lease file and echoes it b
 
 The lease file's name is fixed per launcher and host, so a keeper started after a
 reconnection renews the lease of any task still running there.
-
-Every host's beats and looks run on one timer, the launcher's :class:`LinkTicks`: a timer
-of their own per host woke the controller some three times a second per host (190 times a
-second at 64 hosts), idle; one timer wakes it twice a second whatever the count, and sends
-every host's beat in the same turn of the loop.
 """
 
 from __future__ import annotations
@@ -68,61 +63,17 @@ def keeper_line(name: str) -> str:
     return shlex.join(["exec", "sh", "-c", _KEEPER, "tfdist-lease", name])
 
 
-class LinkTicks:
-    """One timer for the beats and looks of every host of a launcher: each
-    :data:`LOOK_INTERVAL` it looks at every link whether its echoes stopped, and each
-    :data:`BEAT_INTERVAL` it sends every link's beat. Runs while it has links."""
-
-    def __init__(self) -> None:
-        self._links: dict[SSHHostLink, None] = {}  # (in the order they came: beats go out in it)
-        self._task: asyncio.Task[None] | None = None
-
-    def add(self, link: SSHHostLink) -> None:
-        self._links[link] = None
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="host links")
-
-    def discard(self, link: SSHHostLink) -> None:
-        self._links.pop(link, None)
-        if not self._links and self._task is not None:
-            self._task.cancel()
-            self._task = None
-
-    async def _run(self) -> None:
-        beat_every = max(1, round(BEAT_INTERVAL / LOOK_INTERVAL))
-        ticks = 0
-        loop = asyncio.get_running_loop()
-        due = loop.time()
-        while self._links:
-            # On a schedule, not a pause after the work: on a loaded machine, where each turn
-            # of the loop comes late, the beats keep their pace. A tick missed altogether is
-            # not made up for: the next comes an interval after the late one.
-            due += LOOK_INTERVAL
-            if due <= (now := loop.time()):
-                due = now + LOOK_INTERVAL
-            await asyncio.sleep(due - now)
-            ticks += 1
-            beat = ticks % beat_every == 0
-            for link in list(self._links):
-                if beat:
-                    link.beat()
-                link.look()
-
-
 class SSHHostLink:
-    """One host's beats and echoes (implements :class:`tui.launch.base.HostLink`), beaten
-    and looked at by the launcher's ``ticks``. ``reconnect`` and ``abandon`` are the
-    launcher's (tui.launch.ssh.launcher)."""
+    """One host's beats and echoes (implements :class:`tui.launch.base.HostLink`).
+    ``reconnect`` and ``abandon`` are the launcher's (tui.launch.ssh.launcher)."""
 
-    def __init__(self, host: str, where: str, lease: float, *, ticks: LinkTicks,
-                 reconnect: Callable[[], Awaitable[None]], abandon: Callable[[], None]) -> None:
+    def __init__(self, host: str, where: str, lease: float, *, reconnect: Callable[[], Awaitable[None]],
+                 abandon: Callable[[], None]) -> None:
         self._host = host
         self._where = where
         self._lease = lease
         self._reconnect = reconnect
         self._abandon = abandon
-        self._ticks = ticks
-        self._silent_after = silent_after(lease)
         self._name = f"tfdist-lease-{secrets.token_hex(6)}-{host}"
         #: The lease file's path on the host, once a keeper said it.
         self.lease_file = ""
@@ -131,8 +82,8 @@ class SSHHostLink:
         self._silent = False
         self._changed = asyncio.Event()
         self._keeper: asyncssh.SSHClientProcess | None = None
-        #: The reader of the current keeper's echoes.
-        self._echoes: asyncio.Task[None] | None = None
+        self._loops: list[asyncio.Task[None]] = []
+        self._look: asyncio.Task[None] | None = None
 
     @property
     def host(self) -> str:
@@ -172,26 +123,27 @@ class SSHHostLink:
             process.close()
             raise remote.error(HostFailure.COMMAND_FAILED, f"the lease keeper did not start: {path.strip()}")
         self.lease_file = path.strip()
-        self._stop_echoes()
+        self._stop_loops()
         old, self._keeper = self._keeper, process
         if old is not None:
             old.close()
         self._answered()
-        self._echoes = asyncio.create_task(self._read_echoes(process), name=f"echoes {self._host}")
-        self._ticks.add(self)
+        self._loops = [asyncio.create_task(self._beats(process), name=f"beats {self._host}"),
+                       asyncio.create_task(self._echoes(process), name=f"echoes {self._host}")]
+        if self._look is None:
+            self._look = asyncio.create_task(self._looks(), name=f"link {self._host}")
 
     def _send(self, process: asyncssh.SSHClientProcess) -> None:
         self._beat += 1
         process.stdin.write(f"{self._beat}\n")
 
-    def beat(self) -> None:
-        """Send the keeper its next beat (its ticks' job; nothing once its channel closes)."""
-        process = self._keeper
-        if process is not None and not process.is_closing():
-            with contextlib.suppress(asyncssh.Error, OSError, RuntimeError):
+    async def _beats(self, process: asyncssh.SSHClientProcess) -> None:
+        with contextlib.suppress(asyncssh.Error, OSError, RuntimeError):
+            while not process.is_closing():
+                await asyncio.sleep(BEAT_INTERVAL)
                 self._send(process)
 
-    async def _read_echoes(self, process: asyncssh.SSHClientProcess) -> None:
+    async def _echoes(self, process: asyncssh.SSHClientProcess) -> None:
         with contextlib.suppress(asyncssh.Error, OSError):
             async for line in process.stdout:
                 if line.strip():  # (the iteration ends with "" when the channel closes)
@@ -204,26 +156,30 @@ class SSHHostLink:
             log.info("host %s answers again", self._host)
             self._flip()
 
-    def look(self) -> None:
-        """Whether the echoes stopped for longer than the host may be silent (its ticks' job)."""
-        if not self._silent and time.monotonic() - self._last_answer > self._silent_after:
-            self._silent = True
-            log.info("host %s: no answer for %.1f s", self._host, time.monotonic() - self._last_answer)
-            self._flip()
+    async def _looks(self) -> None:
+        limit = silent_after(self._lease)
+        while True:
+            await asyncio.sleep(LOOK_INTERVAL)
+            if not self._silent and time.monotonic() - self._last_answer > limit:
+                self._silent = True
+                log.info("host %s: no answer for %.1f s", self._host, time.monotonic() - self._last_answer)
+                self._flip()
 
     def _flip(self) -> None:
         event, self._changed = self._changed, asyncio.Event()
         event.set()
 
-    def _stop_echoes(self) -> None:
-        if self._echoes is not None:
-            self._echoes.cancel()
-            self._echoes = None
+    def _stop_loops(self) -> None:
+        for task in self._loops:
+            task.cancel()
+        self._loops = []
 
     def close(self) -> None:
         """Stop beating (the connection's close ends the keeper, which removes the file)."""
-        self._stop_echoes()
-        self._ticks.discard(self)
+        self._stop_loops()
+        if self._look is not None:
+            self._look.cancel()
+            self._look = None
         if self._keeper is not None:
             with contextlib.suppress(asyncssh.Error, OSError, RuntimeError):
                 self._keeper.stdin.write_eof()

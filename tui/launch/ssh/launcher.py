@@ -47,7 +47,7 @@ from tui.launch.lines import MAX_LINE_BYTES
 from tui.launch.look import HostLook
 from tui.launch.ssh import deploy, limits
 from tui.launch.ssh.connect import ConnectOptions, jump_route, open_connection, where
-from tui.launch.ssh.host_link import LinkTicks, SSHHostLink
+from tui.launch.ssh.host_link import SSHHostLink
 from tui.launch.ssh.hostkeys import INSECURE_WARNING, HostKeyPolicy
 from tui.launch.ssh.look import look_at
 from tui.launch.ssh.prepare import prepare_host
@@ -119,7 +119,6 @@ class SSHLauncher:
         # Each host's beats and lease (tui.launch.ssh.host_link), kept across reconnections.
         self._lease = lease
         self._links: dict[str, SSHHostLink] = {}
-        self._link_ticks = LinkTicks()
         # What preparing each host found: a reconnection needs no new probe or upload.
         self._infos: dict[str, HostInfo] = {}
         # Warm pools per host (tui.launch.ssh.warm), made on the first task; off with --cold.
@@ -282,8 +281,7 @@ class SSHLauncher:
     def _link_for(self, spec: HostSpec) -> SSHHostLink:
         link = self._links.get(spec.name)
         if link is None:
-            link = SSHHostLink(spec.name, where(spec), self._lease, ticks=self._link_ticks,
-                               reconnect=lambda: self._reconnect(spec),
+            link = SSHHostLink(spec.name, where(spec), self._lease, reconnect=lambda: self._reconnect(spec),
                                abandon=lambda: self._abandon(spec.name))
             self._links[spec.name] = link
         return link
