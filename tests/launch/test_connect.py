@@ -60,3 +60,26 @@ def test_a_connection_without_a_tcp_socket_is_left_as_it_is() -> None:
             return None
 
     assert bound_resends(Tunnelled(), ConnectOptions()) is False  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("config_line", [None, "Ciphers chacha20-poly1305@openssh.com"],
+                         ids=["preferred", "the-config-decides"])
+async def test_the_connection_prefers_aes_gcm_unless_the_ssh_config_names_ciphers(
+        sshd: SshServer, tmp_path: Path, config_line: str | None) -> None:
+    """Every packet of an idle controller's hundreds a second is enciphered: AES-GCM costs
+    asyncssh a tenth of ChaCha20-Poly1305, its first choice; a user's ``Ciphers`` wins."""
+    spec = sshd.host("far", sshd.addresses[0], workdir=tmp_path / "work")
+    config: tuple[str, ...] | None = None
+    if config_line is not None:
+        (tmp_path / "ssh_config").write_text(f"Host *\n    {config_line}\n")
+        config = (str(tmp_path / "ssh_config"),)
+    conn = await open_connection(spec, ConnectOptions(ssh_config=config))
+    try:
+        expected = "aes128-gcm@openssh.com" if config_line is None else "chacha20-poly1305@openssh.com"
+        assert conn.get_extra_info("send_cipher") == expected
+        assert conn.get_extra_info("recv_cipher") == expected
+        result = await conn.run("echo enciphered", check=True)
+        assert result.stdout == "enciphered\n"
+    finally:
+        conn.close()
+        await conn.wait_closed()

@@ -10,7 +10,6 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping
-from importlib import metadata
 
 from tui.common.exit_codes import ExitCode
 
@@ -25,6 +24,8 @@ ParserFactory = Callable[[], argparse.ArgumentParser]
 def package_version() -> str:
     """The installed distribution's version (pyproject.toml's), or ``unknown`` when the
     package runs from a checkout that was never installed."""
+    from importlib import metadata  # (with its email and zipfile modules: only for --version)
+
     try:
         return metadata.version("tfdist-tui")
     except metadata.PackageNotFoundError:

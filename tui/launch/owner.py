@@ -18,8 +18,6 @@ from functools import cache
 from pathlib import Path
 from typing import IO
 
-import psutil
-
 from tui.common.private import private_opener
 
 #: Names the run in each task's environment, so a task (or a test) can tell whose it is.
@@ -73,6 +71,8 @@ class ControllerId:
         """Whether this controller still runs, as far as this machine can tell."""
         if self.boot != boot_id():
             return Liveness.UNKNOWN
+        import psutil  # (here: a command's first line should not wait for it)
+
         try:
             process = psutil.Process(self.pid)
             alive = (abs(process.create_time() - self.started) <= _START_SLACK
@@ -85,6 +85,8 @@ class ControllerId:
 @cache
 def this_controller() -> ControllerId:
     """The identity of the running process, as its tasks record it."""
+    import psutil
+
     return ControllerId(boot_id(), os.getpid(), psutil.Process().create_time())
 
 

@@ -200,8 +200,9 @@ def waited_for(run: RunRecord) -> list[TaskRecord]:
     of every step), the chief (the others' sessions need it), and in sync mode every worker
     (each round needs a gradient from each)."""
     sync = run.settings.mode is Mode.SYNC
+    chief = run.chief  # (once: finding it goes through every task, which made a look quadratic)
     return [t for t in run.tasks.values()
-            if t.job is Job.PS or t is run.chief or (sync and run.run_end.trains(t.job))]
+            if t.job is Job.PS or t is chief or (sync and run.run_end.trains(t.job))]
 
 
 def _escalate(run: RunRecord, task: TaskRecord, idle: float) -> None:

@@ -15,6 +15,7 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import asyncssh
@@ -40,6 +41,12 @@ RTO_MAX_MS = 2000
 TCP_RTO_MAX_MS = getattr(socket, "TCP_RTO_MAX_MS", 44)
 #: Jump chains longer than this are surely a mistake (config.py rejects loops already).
 MAX_JUMPS = 8
+#: The ciphers offered first (asyncssh's defaults follow, for servers without them): AES-GCM
+#: runs in the CPU's AES instructions, some 5 µs a small packet in asyncssh against 40 µs
+#: for its first choice, ChaCha20-Poly1305; at 64 hosts an idle controller sends and
+#: receives a few hundred packets a second (beats, echoes, task lines). A ``Ciphers`` line
+#: in the user's SSH config is left to decide.
+PREFERRED_CIPHERS = "^aes128-gcm@openssh.com,aes256-gcm@openssh.com"
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,8 @@ async def open_connection(spec: HostSpec, options: ConnectOptions, *, for_host: 
         "keepalive_count_max": options.keepalive_count_max,
         "config": options.ssh_config,
     }
+    if not _config_names_ciphers(options.ssh_config):
+        kwargs["encryption_algs"] = PREFERRED_CIPHERS
     if tunnel is not None:
         kwargs["tunnel"] = tunnel
     if spec.identity:
@@ -234,3 +243,18 @@ class _Client(asyncssh.SSHClient):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._on_lost is not None:
             self._on_lost.set()
+
+
+def _config_names_ciphers(files: tuple[str, ...] | None) -> bool:
+    """Whether an SSH config file asyncssh reads for the connection has a ``Ciphers`` line
+    (in any Host block: then the choice is the config's for every host)."""
+    paths = [Path(f).expanduser() for f in files] if files else (
+        [] if files is None else [Path("~/.ssh/config").expanduser()])
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        if any(line.strip().lower().startswith("ciphers") for line in text.splitlines()):
+            return True
+    return False
