@@ -29,6 +29,7 @@ from typing import Any
 from trainer import threads
 from trainer.cluster import Cluster, Role
 from trainer.loop import STEP_DEADLINE_SECS, server_config
+from trainer.step_faults import DUPLICATE_SIGNS
 from trainer.tfimport import import_tf
 
 RUNS = ("direct", "local", "read", "exchange")
@@ -44,8 +45,20 @@ def _runner(tf: Any, sess: Any, fetch: Any, use_callable: bool, handler_pool: bo
         options.experimental.use_run_handler_pool = True
     if use_callable:
         call = sess.make_callable(fetch, accept_options=True)
-        return lambda: call(options=options)
-    return lambda: sess.run(fetch, options=options)
+        once: Callable[[], Any] = lambda: call(options=options)  # noqa: E731
+    else:
+        once = lambda: sess.run(fetch, options=options)  # noqa: E731
+
+    def run() -> Any:
+        # TensorFlow's gRPC now and then delivers a RunGraph twice and refuses the second
+        # (the trainer's steps retry it too, trainer.step_faults): one more run, as they do.
+        try:
+            return once()
+        except tf.errors.AbortedError as exc:
+            if not any(sign in str(exc) for sign in DUPLICATE_SIGNS):
+                raise
+            return once()
+    return run
 
 
 def config_for(tf: Any, role: Role, no_spin: bool) -> Any:
