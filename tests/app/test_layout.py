@@ -196,3 +196,16 @@ async def test_at_80_columns_no_stray_glyph_sits_beside_the_table_or_the_charts(
             bar = "".join(line[view.region.right - view.scrollbar_size_vertical:view.region.right]
                           for line in pane)
             assert bar.strip() == "" and len(bar) == len(pane) * view.scrollbar_size_vertical, "\n".join(pane)
+
+
+def test_past_three_hosts_the_border_gives_their_tasks_total() -> None:
+    """Up to three hosts the table's border names each host's tasks' totals; past that (64
+    hosts ran off the border, unreadable) the total over all, each host's in the Hosts pane."""
+    from tui.app.tasktable import usage_title
+    from tui.core.usage import Usage
+
+    few = {"h1": Usage(20.0, 2 << 20), "h0": Usage(None, 1 << 20)}
+    assert usage_title(few) == "h0 tasks: cpu 0% mem 1.0M  h1 tasks: cpu 20% mem 2.0M"
+    many = {f"h{i}": Usage(5.0, 50 << 20) for i in range(64)}
+    assert usage_title(many) == "tasks on 64 hosts: cpu 320% mem 3.1G (each host: Hosts pane)"
+    assert usage_title({}) == ""

@@ -3,7 +3,7 @@ group's totals, folded and unfolded with enter), in the declared order or sorted
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 
 from rich.style import Style
 from rich.text import Text
@@ -18,6 +18,7 @@ from tui.app.widgets import STATE_STYLES, set_border_title
 from tui.common.units import short_bytes
 from tui.config.cluster import Job
 from tui.core.task_state import TaskState
+from tui.core.usage import Usage
 
 #: From this many tasks on (the table shows about ten rows), tasks are grouped by role.
 GROUP_FROM = 12
@@ -225,9 +226,24 @@ class TaskTable(DataTable[Text | str]):
         host's own load is not measured: ``localhost: cpu 6%`` read as the machine's at a load
         average of 114)."""
         hosts = dashboard.usage.hosts if dashboard.usage and dashboard.active_tasks else {}
-        set_border_title(self, "  ".join(
-            f"{host} tasks: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
-            for host, usage in sorted(hosts.items())))
+        set_border_title(self, usage_title(hosts))
+
+
+#: Hosts whose tasks' totals the table's border names one by one; past that it gives all of
+#: them together (at 64 hosts the list ran off the border after four, unreadable; each host's
+#: figures are in the Hosts pane).
+BORDER_HOSTS = 3
+
+
+def usage_title(hosts: Mapping[str, Usage]) -> str:
+    """The task table's border: each host's tasks' total CPU and memory, or with more than
+    :data:`BORDER_HOSTS` hosts the total over all of them; empty with none."""
+    if len(hosts) <= BORDER_HOSTS:
+        return "  ".join(f"{host} tasks: cpu {usage.cpu_percent or 0:.0f}% mem {short_bytes(usage.rss_bytes)}"
+                         for host, usage in sorted(hosts.items()))
+    cpu = sum(usage.cpu_percent or 0 for usage in hosts.values())
+    rss = sum(usage.rss_bytes for usage in hosts.values())
+    return f"tasks on {len(hosts)} hosts: cpu {cpu:.0f}% mem {short_bytes(rss)} (each host: Hosts pane)"
 
 
 def short_name(name: str) -> str:
