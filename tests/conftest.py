@@ -34,9 +34,12 @@ MAX_WORKERS = 4
 #: out) rather than computes, and on 2 cores three workers took 11:43-13:03 against two's
 #: 14:43-15:35; but the load of three computing at once failed a test of some timing judgement
 #: (a chief's CPU use past the target, a toast's lifetime, a message racing its value) in five
-#: full runs of seven. So the one extra worker is a lane for the files that mostly wait
-#: (tests/support/schedule.py), and one worker per core computes.
-WAITING_LANE = 1
+#: full runs of seven. An extra worker can be a lane for the files that mostly wait
+#: (tests/support/schedule.py), so that one worker per core computes; but those files run
+#: TensorFlow clusters between their waits, and the lane's first full run (20:51 against
+#: 23:28 with two) failed a stop-within-5-s promise under SIGINT that passes alone (9 of 9).
+#: Until the lane's load is shown harmless over several full runs, none.
+WAITING_LANE = 0
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
