@@ -23,6 +23,7 @@ from tui.config.restart_policy import StallPolicy
 from tui.core.events import (
     ControllerEvent,
     Notice,
+    RunFinished,
     RunOutcome,
     TaskHint,
     TaskHintCleared,
@@ -326,6 +327,24 @@ async def test_a_failure_hint_is_taken_back_when_the_task_trains_on_past_it(tmp_
     worker0.say("UnavailableError: and again")
     await recorder.wait_for(lambda e: isinstance(e, TaskHint) and len(recorder.of(TaskHint)) == 2)
     await supervisor.stop_all()
+
+
+async def test_a_failure_hint_is_taken_back_when_the_task_succeeds(tmp_path: Path) -> None:
+    # A TF2 chief whose coordinator logged UNAVAILABLE for a lost worker and finished a few
+    # seconds later (before the hint's 10 s had passed) kept "a ps or peer task is gone" on
+    # its succeeded row and in the summary.
+    supervisor, recorder, clock, processes, _ = await up(tmp_path, SupervisorOptions(stall_timeout=0))
+    worker0 = processes["worker0"]
+    worker0.say("tensorflow.python.framework.errors_impl.UnavailableError: failed to connect")
+    await recorder.wait_for(lambda e: isinstance(e, TaskHint))
+    await seconds_pass(clock, 2, each=worker0)
+    worker0.exit(0)
+    await recorder.state("worker0", TaskState.SUCCEEDED)
+    (cleared,) = recorder.of(TaskHintCleared)
+    assert (cleared.task, cleared.reason) == ("worker0", "succeeded")
+    await supervisor.stop_all()
+    (finished,) = recorder.of(RunFinished)
+    assert [t.hint for t in finished.summary.tasks if t.name == "worker0"] == [""]
 
 
 def test_a_stopped_process_is_found_by_its_pid_or_its_group() -> None:

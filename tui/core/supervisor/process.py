@@ -400,6 +400,11 @@ def record_exit(run: RunRecord, task: TaskRecord, code: int | None, lost: str = 
         # its watcher's KILL is no sign of memory running out.)
         if not task.hint and not lease_ran_out(run, task):
             offer_hint(run, task, hint_for_exit(code))
+    if state is TaskState.SUCCEEDED and task.hint:
+        # A task that ended well did not die of the failure its hint named (a TF2 chief whose
+        # coordinator logged UNAVAILABLE for a lost worker, then finished within the hint's 10 s).
+        task.hint, task.hint_seen = "", None
+        run.publish(TaskHintCleared(task=task.name, reason="succeeded", t=run.clock.time()))
     run.set_state(task, state, reason=reason)
     task.last_exit = (state, reason)
     task.exited.set()
