@@ -130,12 +130,12 @@ def moot_kind(item: object, steps_too: bool) -> Hashable | None:
     the whole picture of its kind, as the front ends take it. A step report only with
     ``steps_too`` (a long backlog), and not a task's first (which adds a line to its log)."""
     if isinstance(item, (UsageSample, ProgressUpdate, HostsProgress)):
-        return type(item)
+        return type(item).__name__
     if isinstance(item, TrafficUpdate):
-        return None if item.final else TrafficUpdate  # (the run's own traffic stays)
+        return None if item.final else "TrafficUpdate"  # (the run's own traffic stays)
     if steps_too and isinstance(item, TrainerEvent) and isinstance(item.event, protocol.Step) \
             and item.event.local_step != 1:
-        return (protocol.Step, item.task)
+        return ("Step", item.task)
     return None
 
 
