@@ -118,17 +118,19 @@ class HostsView(Vertical):
 
     def fit(self, width: int) -> tuple[int, ...]:
         """Each column's width in a pane ``width`` cells wide: the fitted ones their longest
-        value's, the detail what the others leave (its longest at most), or where that is
-        under :data:`MIN_DETAIL`, its longest."""
+        value's, the detail what the others leave, or where that is under
+        :data:`MIN_DETAIL`, its longest (and its usual width at least). Not the detail's
+        longest where it fits: a host's next step would change the widths, and every row
+        would be written again."""
         longest = {"host": max((cell_len(h.name) for h in self.lines), default=0),
-                   "address": max((cell_len(h.address) for h in self.lines), default=0),
-                   "detail": max((cell_len(h.detail) for h in self.lines), default=0)}
+                   "address": max((cell_len(h.address) for h in self.lines), default=0)}
         widths = [min(most, max(len(column), longest[column])) if column in self.FITTED else most
                   for column, most in self.COLUMNS[:-1]]
         left = width - sum(widths) - 2 * PADDING * len(self.COLUMNS)
-        # Too narrow a pane for a useful detail: its whole width, seen by scrolling right.
-        detail = longest["detail"] if left < MIN_DETAIL else min(longest["detail"], left)
-        return (*widths, max(len("detail"), detail))
+        if left >= MIN_DETAIL:
+            return (*widths, left)
+        # Too narrow a pane for a useful detail: whole, seen by scrolling right.
+        return (*widths, max(self.COLUMNS[-1][1], *(cell_len(h.detail) for h in self.lines)))
 
     def on_resize(self) -> None:
         if self.lines:

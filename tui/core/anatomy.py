@@ -13,9 +13,8 @@ of its samples gives every worker's mean time of a function, and those are judge
 
 from __future__ import annotations
 
-import math
 import statistics
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -157,15 +156,17 @@ class AnatomyBoard:
             named = any(s.task == task for s in self.stragglers)
         if seconds <= (KEEP_FACTOR if named else SLOW_FACTOR) * usual:
             return None
-        # The nearest peer below and above the median bound the search; every peer as near
-        # lies between them (a margin for the subtraction's rounding).
+        # The nearest peers are the nearest time below the median's and the nearest above;
+        # of the peers at one time, the first seen comes first in the ranking.
         at = bisect_left(ranked, (usual,))
-        below = next((ranked[k][0] for k in range(at - 1, -1, -1) if k != mine), -math.inf)
-        above = next((ranked[k][0] for k in range(at, len(ranked)) if k != mine), math.inf)
-        near = min(usual - below, above - usual) * (1 + 1e-9) + 1e-12
-        lo = bisect_left(ranked, (usual - near,))
-        hi = bisect_right(ranked, (usual + near, math.inf))
-        nearest = min((entry for k, entry in enumerate(ranked[lo:hi], lo) if k != mine),
+        below = next((ranked[k][0] for k in range(at - 1, -1, -1) if k != mine), None)
+        above = next((ranked[k][0] for k in range(at, len(ranked)) if k != mine), None)
+
+        def first_at(value: float) -> tuple[float, int, str]:
+            k = bisect_left(ranked, (value,))
+            return ranked[k + 1 if k == mine else k]
+
+        nearest = min((first_at(value) for value in (below, above) if value is not None),
                       key=lambda entry: (abs(entry[0] - usual), entry[1]))
         return Straggler(task, seconds, usual, nearest[2], unit)
 
