@@ -90,3 +90,13 @@ async def test_a_new_picture_moves_a_host_in_place(options: RunOptions) -> None:
                           T0 + 39)
         await feed(app, core, pilot, [HostsProgress(hosts=tuple(rows))])
         assert cell(view, 7, "state") == "ready" and cell(view, 7, "detail") == "answers again after 9 s"
+
+
+def test_a_detail_is_cut_between_words() -> None:
+    from tui.app.hostsview import words_within
+
+    assert words_within("answers again after 9 s", 23) == "answers again after 9 s"
+    assert words_within("answers again after 9 s", 22) == "answers again after 9…"
+    assert words_within("answers again after 9 s", 20) == "answers again after…"
+    assert words_within("no answer: for 6 s", 12) == "no answer…"  # (no dangling colon)
+    assert words_within("authentication-refused-by-host", 10) == "authentic…"  # one long word

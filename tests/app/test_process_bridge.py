@@ -23,19 +23,35 @@ from tests.support import wait_until
 from tests.support.clirun import FAKE_TRAINER, REPO
 from tests.support.clirun import write_hosts as write_fake_hosts
 from tests.support.venvs import SHADOWING, plant_shadows
-from tui.app.process_bridge import ProcessBridge, core_argv
+from trainer import protocol
+from trainer.settings import TrainingSettings
+from tui.app.process_bridge import PENDING_LINES, ProcessBridge, core_argv
+from tui.app.state import Dashboard
 from tui.config.load import load_config
 from tui.core.commands import StartRun, StartTask, StopAll
-from tui.core.events import ControllerEvent, Level, Notice, RunFinished, RunOutcome, RunStarted, TaskOutput
-from tui.core.inbox import CoreLost, Happening
+from tui.core.events import (
+    ControllerEvent,
+    Level,
+    Notice,
+    ProgressUpdate,
+    RunFinished,
+    RunOutcome,
+    RunStarted,
+    TaskOutput,
+    TrainerEvent,
+)
+from tui.core.inbox import COALESCE_STEPS_PAST, CoreLost, Happening
 from tui.core.options import RunOptions
 from tui.core.task_state import TaskState
+from tui.core.traffic import TrafficUpdate
+from tui.core.usage import UsageSample
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def options_for(tmp_path: Path) -> tuple[RunOptions, object]:
-    config = load_config(write_fake_hosts(tmp_path / "hosts.yaml", run_dir=tmp_path / "runs"))
+def options_for(tmp_path: Path, workers: int = 2) -> tuple[RunOptions, object]:
+    config = load_config(write_fake_hosts(tmp_path / "hosts.yaml", run_dir=tmp_path / "runs",
+                                          workers=("localhost:auto",) * workers))
     options = RunOptions(config=config, runs_root=tmp_path / "runs")
     fake = dataclasses.replace(options.supervisor_options(), trainer_argv=[str(FAKE_TRAINER)], program=None)
     return options, fake
@@ -131,7 +147,7 @@ def test_a_killed_core_is_reported_and_its_tasks_die(tmp_path: Path, monkeypatch
 
 APP = textwrap.dedent("""\
     import dataclasses, json, sys, time
-    from tui.app.process_bridge import ProcessBridge, core_argv
+    from tui.app.process_bridge import PENDING_LINES, ProcessBridge, core_argv
     from tui.config.load import load_config
     from tui.core.commands import StartRun
     from tui.core.options import RunOptions
@@ -221,3 +237,41 @@ def test_the_core_wakes_its_app_once_until_it_drains(tmp_path: Path, monkeypatch
         seen.until(RunFinished)
     finally:
         bridge.close(timeout=30)
+
+
+def test_a_front_end_that_drains_rarely_gets_a_bounded_backlog_and_the_runs_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A front end that does not drain while 4 workers report 4,000 steps (and the core a
+    progress for each): what waits for it holds each task's latest step in place of the
+    earlier ones past the bound, one progress, the output's lines up to their bound (the
+    rest counted), every state change, and the app's own model folded from it ends where the
+    run ended."""
+    workers, steps = 4, 5000
+    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
+    monkeypatch.setenv("FAKE_STEPS", str(steps))
+    monkeypatch.setenv("FAKE_STEP_DELAY", "0.0005")
+    options, fake = options_for(tmp_path, workers)
+    bridge = ProcessBridge(options, fake)  # type: ignore[arg-type]
+    try:
+        bridge.send(StartRun()).result(60)
+        # (the drain a slow front end gets to once the run is over)
+        wait_until(lambda: any((tmp_path / "runs").glob("*/summary.json")), 90, "the run did not end")
+        seen = Collected(bridge)
+        finished = seen.until(RunFinished)
+    finally:
+        bridge.close(timeout=30)
+    assert isinstance(finished, RunFinished) and finished.summary.outcome is RunOutcome.SUCCEEDED
+    lines = sum(len(item.lines) for item in seen.items if isinstance(item, TaskOutput))
+    kept = [i for i in seen.items if isinstance(i, TrainerEvent) and isinstance(i.event, protocol.Step)]
+    # The output's lines up to the bound (and the batch that crossed it), the rest counted.
+    assert lines < PENDING_LINES + 1_000 and lines + seen.dropped >= workers * steps // 5
+    assert len(kept) <= COALESCE_STEPS_PAST + 2 * workers < workers * steps // 5
+    assert sum(isinstance(i, ProgressUpdate) for i in seen.items) <= 2 + workers
+    dashboard = Dashboard(TrainingSettings())
+    dashboard.apply_all([i for i in seen.items if not isinstance(i, (TrafficUpdate, UsageSample))])
+    summary = finished.summary
+    assert {name: row.state for name, row in dashboard.rows.items()} == \
+        {task.name: task.state for task in summary.tasks}
+    assert {row.global_step for name, row in dashboard.rows.items() if name.startswith("worker")} == \
+        {steps * workers}
+    assert dashboard.progress.global_step == summary.global_step and dashboard.finished == summary

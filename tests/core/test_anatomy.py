@@ -5,6 +5,8 @@ same events show the same lines."""
 from __future__ import annotations
 
 import io
+import random
+import statistics
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from trainer import protocol
 from trainer.settings import TrainingSettings
 from tui.app.state import Dashboard
-from tui.core.anatomy import WINDOW, AnatomyBoard, typical_text
+from tui.core.anatomy import KEEP_FACTOR, SLOW_FACTOR, WINDOW, AnatomyBoard, typical_text
 from tui.core.events import RunOutcome, RunSummary, TrainerEvent
 from tui.headless import Printer
 
@@ -237,3 +239,37 @@ def coordinator_sample(by_worker: tuple[float | None, ...]) -> protocol.StepAnat
              protocol.AnatomyPart(part="function", seconds=0.003, share=0.75))
     return protocol.StepAnatomy(role="chief", index=0, global_step=400, local_step=40, seconds=0.004,
                                 parts=parts, every=40, coordinator=True, by_worker=by_worker)
+
+
+def judged_by_every_peer(board: AnatomyBoard, task: str) -> tuple[float, str] | None:
+    """What judging ``task`` in a pass over every peer says: the peers' median and, of the
+    peers nearest to it, the first seen (None: it keeps up)."""
+    peers = {other: s for other, s in board._typical.items() if other != task}
+    if not peers:
+        return None
+    usual = statistics.median(peers.values())
+    named = any(s.task == task for s in board.stragglers)
+    if board._typical[task] <= (KEEP_FACTOR if named else SLOW_FACTOR) * usual:
+        return None
+    return usual, min(peers, key=lambda other: abs(peers[other] - usual))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_ranked_judgement_names_who_a_pass_over_every_peer_names(seed: int) -> None:
+    """240 workers' step times, a few slow, many alike (ties): each judged against the sorted
+    peers, as fast at any count, names the same straggler, median and nearest peer as a pass
+    over every peer."""
+    rng = random.Random(seed)
+    board = AnatomyBoard()
+    workers = rng.choice((2, 3, 17, 240))
+    for _ in range(WINDOW + 3):
+        for index in range(workers):
+            slow = rng.random() < 0.1
+            seconds = rng.choice((0.01, 0.02, 0.03)) * (rng.choice((2.0, 4.0)) if slow else 1.0)
+            board.fold(f"worker{index}", step(index, seconds))
+            for named in (f"worker{index}", *(s.task for s in board.stragglers)):
+                if named not in board._typical:
+                    continue  # (judged once it has a window of reports)
+                found = board._judge(named, "a step")
+                expected = judged_by_every_peer(board, named)
+                assert (None if found is None else (found.typical_seconds, found.typical_task)) == expected

@@ -186,6 +186,22 @@ def test_the_view_model_joins_usage_and_ps_traffic_and_shows_no_unknown_figure()
     assert changes.reach_lines(HostsProgress(hosts=back)) == []
 
 
+
+def test_hosts_sort_as_a_person_counts_and_read_whole_in_a_line() -> None:
+    """By name, h2 before h10 (64 hosts sorted as strings put h10-h19 between h1 and h2); a
+    host's line (under the Hosts view's table) has its detail and tasks whole."""
+    from tui.core.host_table import HostSort, host_lines, line_text, sort_lines
+
+    names = ["h10", "h2", "node-b3", "h1", "node-a12", "node-a2", "h0"]
+    rows = tuple(HostRow(name, f"10.0.0.{i}", HostState.READY) for i, name in enumerate(names))
+    lines = host_lines(HostsProgress(hosts=rows))
+    assert [h.name for h in sort_lines(lines, HostSort.NAME)] == [
+        "h0", "h1", "h2", "h10", "node-a2", "node-a12", "node-b3"]
+    gone = host_lines(HostsProgress(hosts=(HostRow("h9", "10.0.0.9", HostState.UNREACHABLE,
+                                                   "no answer for 26 s", ("ps3", "worker7")),)))
+    assert line_text(gone[0]) == "h9 (10.0.0.9): unreachable: no answer for 26 s; tasks ps3, worker7"
+    assert line_text(lines[0]) == "h10 (10.0.0.0): ready; no tasks"
+
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 async def test_on_the_lab_a_cut_host_is_unreachable_then_ready_in_the_one_model(

@@ -51,6 +51,12 @@ from tui.core.wire import (
 
 #: What the app shows of the core's stderr when the core's process ends by surprise.
 STDERR_TAIL_BYTES = 2000
+#: Output lines waiting for the app's next frame, at most: past them, lines are counted
+#: instead (the run directory has every one). A frame folds what waits at once, and at 64
+#: hosts x 4 tasks (1,280 lines/s) an app that had fallen behind folded tens of thousands in
+#: one frame, seconds in which no key was read; this many cost a frame under 0.1 s in its
+#: profile (the All logs pane keeps 5,000). An app that keeps up gets every line.
+PENDING_LINES = 2_000
 
 
 #: How the core's process starts: this ``tui`` first on its path (the app may run from a
@@ -81,7 +87,7 @@ class ProcessBridge:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
             start_new_session=True)
         theirs.close()
-        self._inbox: Inbox[Happening] = Inbox()
+        self._inbox: Inbox[Happening] = Inbox(max_pending_output=PENDING_LINES)
         self._futures: dict[int, Future[None]] = {}
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()  # one writer at a time; the futures and the end

@@ -7,6 +7,7 @@ whose state moved since the last picture (headless prints a line for each)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -86,18 +87,24 @@ def sort_lines(lines: list[HostLine], by: HostSort) -> list[HostLine]:
     """``lines`` sorted by ``by``: names ascending; figures largest first, unknown last;
     last heard longest ago first (the quiet host on top)."""
     if by is HostSort.NAME:
-        return sorted(lines, key=lambda h: h.name)
+        return sorted(lines, key=lambda h: counted(h.name))
     if by is HostSort.STATE:
-        return sorted(lines, key=lambda h: (_STATE_RANK[h.state], h.name))
+        return sorted(lines, key=lambda h: (_STATE_RANK[h.state], counted(h.name)))
     if by is HostSort.HEARD:
-        return sorted(lines, key=lambda h: (h.heard is None, h.heard or 0.0, h.name))
+        return sorted(lines, key=lambda h: (h.heard is None, h.heard or 0.0, counted(h.name)))
     figure = {HostSort.TASKS: lambda h: float(len(h.tasks)),
               HostSort.CPU: lambda h: h.cpu_percent,
               HostSort.MEMORY: lambda h: None if h.rss_bytes is None else float(h.rss_bytes),
               HostSort.TRAFFIC: lambda h: None if h.in_per_sec is None
               else h.in_per_sec + (h.out_per_sec or 0.0),
               }[by]
-    return sorted(lines, key=lambda h: (figure(h) is None, -(figure(h) or 0.0), h.name))
+    return sorted(lines, key=lambda h: (figure(h) is None, -(figure(h) or 0.0), counted(h.name)))
+
+
+def counted(name: str) -> tuple[tuple[int, int | str], ...]:
+    """``name``'s sort key as a person counts: h2 before h10 (its digits as a number)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part)
+                 for part in re.split(r"(\d+)", name) if part)
 
 
 #: States of a run's hosts that the hosts' progress line does not tell one by one.
@@ -125,6 +132,14 @@ class StateChanges:
         failures it does)."""
         return [state_line(row) for row, before in self.changed(progress)
                 if row.state in OUT_OF_REACH or before in OUT_OF_REACH]
+
+
+def line_text(line: HostLine) -> str:
+    """``h3 (10.0.0.4): unreachable: no answer for 6 s; tasks ps0, worker1``: a host's row
+    in words, whole (the Hosts view's line for the host under its cursor)."""
+    detail = f": {line.detail}" if line.detail else ""
+    tasks = f"; tasks {', '.join(line.tasks)}" if line.tasks else "; no tasks"
+    return f"{line.name} ({line.address}): {line.state.value}{detail}{tasks}"
 
 
 def state_line(row: HostRow) -> str:
