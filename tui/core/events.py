@@ -371,6 +371,22 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 def to_json(event: ControllerEvent) -> str:
     """One JSON line (without the newline) for ``events.jsonl`` and ``--json``."""
+    global _last_json
+    last, text = _last_json  # (one pair, read and replaced whole: safe across threads)
+    if event is last:
+        # The run directory and ``--json`` write each event in turn: every step line of
+        # every task was written twice.
+        return text
+    text = _to_json(event)
+    _last_json = (event, text)
+    return text
+
+
+#: The last event :func:`to_json` wrote, and its text (events are frozen).
+_last_json: tuple[object, str] = (None, "")
+
+
+def _to_json(event: ControllerEvent) -> str:
     if type(event) is TrainerEvent:
         # Every step line of every task is one: written directly, without to_record's dict
         # and the encoder's walk over it (three quarters of its cost), for the same text.
