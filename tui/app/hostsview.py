@@ -130,7 +130,7 @@ class HostsView(Vertical):
         if left >= MIN_DETAIL:
             return (*widths, left)
         # Too narrow a pane for a useful detail: whole, seen by scrolling right.
-        return (*widths, max(self.COLUMNS[-1][1], *(cell_len(h.detail) for h in self.lines)))
+        return (*widths, max([self.COLUMNS[-1][1], *(cell_len(h.detail) for h in self.lines)]))
 
     def on_resize(self) -> None:
         if self.lines:
