@@ -309,14 +309,20 @@ async def test_workers_waiting_for_a_restarting_task_are_not_stalled(tmp_path: P
     await supervisor.stop_all()
 
 
-async def test_a_failure_hint_is_taken_back_when_the_task_trains_on_past_it(tmp_path: Path) -> None:
-    # TF2's coordinator logs UNAVAILABLE when a worker goes, and trains on with the others
-    # (and with it again once restarted): the hint stood for the rest of the run. Taken back
-    # once it has stepped for a while with no new such line; a line again gives it again.
+async def worker0_hinted(tmp_path: Path) -> tuple[Supervisor, Recorder, FakeClock, FakeProcess]:
+    """A running cluster whose worker0 has printed TF's UNAVAILABLE, and the hint it drew."""
     supervisor, recorder, clock, processes, _ = await up(tmp_path, SupervisorOptions(stall_timeout=0))
     worker0 = processes["worker0"]
     worker0.say("tensorflow.python.framework.errors_impl.UnavailableError: failed to connect")
     await recorder.wait_for(lambda e: isinstance(e, TaskHint))
+    return supervisor, recorder, clock, worker0
+
+
+async def test_a_failure_hint_is_taken_back_when_the_task_trains_on_past_it(tmp_path: Path) -> None:
+    # TF2's coordinator logs UNAVAILABLE when a worker goes, and trains on with the others
+    # (and with it again once restarted): the hint stood for the rest of the run. Taken back
+    # once it has stepped for a while with no new such line; a line again gives it again.
+    supervisor, recorder, clock, worker0 = await worker0_hinted(tmp_path)
     await seconds_pass(clock, 5, each=worker0)
     worker0.say("UnavailableError: worker1 is gone again")  # the cause is still there
     await seconds_pass(clock, 8, each=worker0)
@@ -333,10 +339,7 @@ async def test_a_failure_hint_is_taken_back_when_the_task_succeeds(tmp_path: Pat
     # A TF2 chief whose coordinator logged UNAVAILABLE for a lost worker and finished a few
     # seconds later (before the hint's 10 s had passed) kept "a ps or peer task is gone" on
     # its succeeded row and in the summary.
-    supervisor, recorder, clock, processes, _ = await up(tmp_path, SupervisorOptions(stall_timeout=0))
-    worker0 = processes["worker0"]
-    worker0.say("tensorflow.python.framework.errors_impl.UnavailableError: failed to connect")
-    await recorder.wait_for(lambda e: isinstance(e, TaskHint))
+    supervisor, recorder, clock, worker0 = await worker0_hinted(tmp_path)
     await seconds_pass(clock, 2, each=worker0)
     worker0.exit(0)
     await recorder.state("worker0", TaskState.SUCCEEDED)
