@@ -8,13 +8,12 @@ import dataclasses
 import json
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer import protocol
-from tui.core import events
-from tui.core.events import Incident, IncidentKind, TrainerEvent, to_json, to_record
+from tui.core.event_records import to_json, to_record
+from tui.core.events import Incident, IncidentKind, TrainerEvent
 from tui.launch.lines import LineSplitter, Stream
 from tui.program.base import EventReader
 
@@ -153,38 +152,8 @@ def test_a_trainer_events_record_is_the_same_text_written_directly(
     """to_json writes a trainer event without to_record's walk: the same text for any event,
     NaN (null), unicode text, a nested dataclass (the long way) and all."""
     trainer_event = TrainerEvent(task=task, event=event, t=t)
-    assert to_json(trainer_event) == to_json_the_long_way(trainer_event)
-
-
-def test_a_step_is_recorded_without_to_record(monkeypatch: pytest.MonkeyPatch) -> None:
-    step = protocol.Step(role="worker", index=3, t=1.5, global_step=7, local_step=7, loss=float("nan"),
-                         examples_per_sec=2.0, step_time=0.5, by_worker=(1, 2))
-    expected = to_json_the_long_way(TrainerEvent(task="worker3", event=step, t=2.0))
-    monkeypatch.setattr(events, "to_record", None)  # the per-step path must not need it
-    assert to_json(TrainerEvent(task="worker3", event=step, t=2.0)) == expected
-    assert '"loss":null' in expected and '"by_worker":[1,2]' in expected
-
-
-def test_an_event_written_by_two_sinks_is_encoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The run directory and --json write every event in turn; each step line was encoded twice.
-    first, second = (TrainerEvent(task=f"worker{i}", t=float(i), event=protocol.Step(
-        role="worker", index=i, global_step=i, local_step=i, loss=0.5, examples_per_sec=1.0, step_time=0.1))
-        for i in (1, 2))
-    encoded: list[object] = []
-    real = events._to_json
-
-    def counted(event: events.ControllerEvent) -> str:
-        encoded.append(event)
-        return real(event)
-
-    monkeypatch.setattr(events, "_to_json", counted)
-    texts = [to_json(first), to_json(first), to_json(second), to_json(second), to_json(first)]
-    assert encoded == [first, second, first]
-    assert texts == [to_json_the_long_way(e) for e in (first, first, second, second, first)]
-
-
-def to_json_the_long_way(event: TrainerEvent) -> str:
-    return json.dumps(to_record(event), separators=(",", ":"), allow_nan=False)
+    assert to_json(trainer_event) == json.dumps(to_record(trainer_event), separators=(",", ":"),
+                                                allow_nan=False)
 
 
 def test_an_incident_claims_a_rejoin_only_of_a_task_that_was_restarted() -> None:

@@ -12,7 +12,8 @@ import pytest
 from tests.support.fakes import make_config
 from tests.support.netlab_fixture import MakeLab
 from tui.config.cluster import ClusterConfig, HostSpec
-from tui.core.events import HostRow, HostsProgress, to_record
+from tui.core.event_records import to_record
+from tui.core.events import HostRow, HostsProgress
 from tui.core.host_state import HostState
 from tui.core.hosts import HostBoard
 from tui.launch.host_steps import HostPhase, HostStep

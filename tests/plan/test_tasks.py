@@ -16,6 +16,7 @@ from trainer.settings import TrainingSettings
 from tui.config.cluster import ClusterConfig, HostSpec, Job, TaskSpec
 from tui.config.load import load_config
 from tui.core.describe import describe_event
+from tui.core.event_records import to_json, to_record
 from tui.core.events import (
     Incident,
     IncidentKind,
@@ -28,8 +29,6 @@ from tui.core.events import (
     TaskResult,
     TaskStateChanged,
     TrainerEvent,
-    to_json,
-    to_record,
 )
 from tui.core.exits import describe_exit
 from tui.core.progress import ProgressTracker

@@ -8,7 +8,8 @@ import json
 import math
 
 from trainer import protocol
-from tui.core.events import TrainerEvent, to_record
+from tui.core.event_records import to_record
+from tui.core.events import TrainerEvent
 
 EVENTS = [
     protocol.Step(role="worker", index=3, t=1.5, global_step=7, local_step=2, loss=math.nan,

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from tui.app.state import Dashboard
 from tui.common.private import replace_file
-from tui.core.events import RunFinished, RunOutcome, RunSummary, TaskResult, summary_record, to_json
+from tui.core.event_records import summary_record, to_json
+from tui.core.events import RunFinished, RunOutcome, RunSummary, TaskResult
 
 #: Last lines of each task's log kept in the summary (as the core's summary keeps a tail).
 LAST_LINES = 20

@@ -8,7 +8,8 @@ import time
 from dataclasses import asdict
 from typing import TextIO
 
-from tui.core.events import ControllerEvent, ProgressUpdate, RunFinished, TaskOutput, to_json, to_record
+from tui.core.event_records import to_json, to_record
+from tui.core.events import ControllerEvent, ProgressUpdate, RunFinished, TaskOutput
 from tui.core.traffic import TrafficMonitor, TrafficUpdate
 
 

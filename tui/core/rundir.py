@@ -44,14 +44,8 @@ from tui.config import slurm as slurm_settings
 from tui.config.cluster import ClusterConfig, Job, RestartPolicy
 from tui.config.program import DRIVEN_SETTINGS
 from tui.core.clock import Clock
-from tui.core.events import (
-    ControllerEvent,
-    RunSummary,
-    TaskOutput,
-    TaskStateChanged,
-    summary_record,
-    to_json,
-)
+from tui.core.event_records import summary_record, to_json
+from tui.core.events import ControllerEvent, RunSummary, TaskOutput, TaskStateChanged
 from tui.launch.lines import Stream
 from tui.launch.owner import lock_run
 from tui.plan.tasks import TaskPlan

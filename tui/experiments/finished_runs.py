@@ -96,7 +96,7 @@ def read_run(path: Path) -> FinishedRun:
     with open(events, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             # Most lines are task output, which a comparison does not use: passed over
-            # before parsing (a record's type comes first, tui.core.events.to_json).
+            # before parsing (a record's type comes first, tui.core.event_records.to_json).
             head = line[:_TYPE_CHARS]
             if not any(kind in head for kind in _USED_RECORDS):
                 continue
